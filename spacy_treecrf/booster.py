@@ -1,0 +1,280 @@
+"""The boosting loop (paper Table 3) over sparse binary rows, and the tree ensemble it grows.
+
+Everything here takes plain numpy arrays: ``indptr``/``indices`` (CSR rows of active feature ids, one row per
+position, sequences concatenated), ``seq_starts`` (sequence offsets), ``y`` (int32 label ids, -1 = unknown) and
+``allowed`` (S x K bool: row 0 = labels allowed at a sequence start, row j + 1 = labels allowed after label j).
+"""
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+import os
+from typing import List, Optional
+
+import numpy as np
+
+from . import crf, tree
+
+
+@dataclass
+class BoostParams:
+    """Tree and round settings; checked once here so every caller gets the same messages."""
+
+    max_leaves: int = 100
+    shrinkage: float = 10.0
+    learning_rate: float = 1.0
+    min_samples_leaf: float = 1.0
+    min_gain: float = 0.0
+    subsample: float = 1.0
+    trim: float = 0.0
+    random_state: int = 0
+    n_threads: int = 0
+
+    def __post_init__(self):
+        checks = [
+            ("max_leaves", self.max_leaves >= 2, "an integer >= 2"),
+            ("shrinkage", self.shrinkage >= 0, ">= 0"),
+            ("learning_rate", self.learning_rate > 0, "> 0"),
+            ("min_samples_leaf", self.min_samples_leaf >= 0, ">= 0"),
+            ("min_gain", self.min_gain >= 0, ">= 0"),
+            ("subsample", 0 < self.subsample <= 1, "in (0, 1]"),
+            ("trim", 0 <= self.trim < 1, "in [0, 1)"),
+            ("n_threads", self.n_threads >= 0, ">= 0 (0 = all cores)"),
+        ]
+        for name, ok, want in checks:
+            if not ok:
+                raise ValueError(f"TreeCRF setting '{name}' must be {want}, got {getattr(self, name)!r}")
+        self.max_leaves = int(self.max_leaves)
+
+    @property
+    def threads(self) -> int:
+        return self.n_threads or min(os.cpu_count() or 1, 8)
+
+
+class Ensemble:
+    """All trees of all labels as flat node arrays; tree i has nodes roots[i]:roots[i+1] and predicts label labels[i]."""
+
+    def __init__(self, n_states: int, n_labels: int):
+        self.n_states = n_states
+        self.n_labels = n_labels
+        self.kind = np.zeros(0, dtype=np.int8)
+        self.feature = np.zeros(0, dtype=np.int32)
+        self.yes = np.zeros(0, dtype=np.int32)
+        self.no = np.zeros(0, dtype=np.int32)
+        self.value = np.zeros(0, dtype=np.float64)
+        self.count = np.zeros(0, dtype=np.float64)
+        self.states = np.zeros((0, n_states), dtype=np.bool_)
+        self.roots = np.zeros(1, dtype=np.int64)
+        self.labels = np.zeros(0, dtype=np.int32)
+        self.depths = np.zeros(0, dtype=np.int32)
+        self._pending: List[tuple] = []
+
+    @property
+    def n_trees(self) -> int:
+        self._flush()
+        return len(self.labels)
+
+    def add(self, label: int, kind, feature, yes, no, value, count, states):
+        """Append one fitted tree (values already multiplied by the learning rate)."""
+        self._pending.append((label, kind, feature, yes, no, value, count, states))
+
+    def _flush(self):
+        if not self._pending:
+            return
+        parts = self._pending
+        self._pending = []
+        sizes = [len(p[1]) for p in parts]
+        self.kind = np.concatenate([self.kind] + [p[1] for p in parts])
+        self.feature = np.concatenate([self.feature] + [p[2] for p in parts])
+        self.yes = np.concatenate([self.yes] + [p[3] for p in parts])
+        self.no = np.concatenate([self.no] + [p[4] for p in parts])
+        self.value = np.concatenate([self.value] + [p[5] for p in parts])
+        self.count = np.concatenate([self.count] + [p[6] for p in parts])
+        self.states = np.concatenate([self.states] + [p[7] for p in parts])
+        self.roots = np.concatenate([self.roots, self.roots[-1] + np.cumsum(sizes)])
+        self.labels = np.concatenate([self.labels, np.array([p[0] for p in parts], dtype=np.int32)])
+        self.depths = np.concatenate([self.depths, np.array([tree_depth(p[3], p[4]) for p in parts], dtype=np.int32)])
+
+    def truncate(self, n_trees: int):
+        """Keep the first n_trees trees (early stopping keeps the best round)."""
+        self._flush()
+        end = self.roots[n_trees]
+        for name in ("kind", "feature", "yes", "no", "value", "count", "states"):
+            setattr(self, name, getattr(self, name)[:end].copy())
+        self.roots = self.roots[: n_trees + 1].copy()
+        self.labels = self.labels[:n_trees].copy()
+        self.depths = self.depths[:n_trees].copy()
+
+    def potentials(self, indptr, indices) -> np.ndarray:
+        """phi (T x S x K, float64) for new rows: the sum of every tree, before any transition mask."""
+        self._flush()
+        max_depth = int(self.depths.max()) if len(self.depths) else 0
+        return tree.ensemble_potentials(indptr, indices, self.n_states, self.n_labels, self.kind, self.feature,
+                                        self.yes, self.no, self.states, self.value, self.roots, self.labels,
+                                        max_depth)
+
+    def arrays(self) -> dict:
+        self._flush()
+        return {name: getattr(self, name) for name in
+                ("kind", "feature", "yes", "no", "value", "count", "states", "roots", "labels")}
+
+    @classmethod
+    def from_arrays(cls, n_states: int, n_labels: int, arrays: dict) -> "Ensemble":
+        ens = cls(n_states, n_labels)
+        for name, value in arrays.items():
+            setattr(ens, name, value)
+        ens.depths = np.array([tree_depth(ens.yes[a:b], ens.no[a:b]) for a, b in zip(ens.roots[:-1], ens.roots[1:])],
+                              dtype=np.int32)
+        return ens
+
+
+def tree_depth(yes, no) -> int:
+    depth = np.zeros(len(yes), dtype=np.int32)
+    for node in range(len(yes)):  # children always follow their parent
+        if yes[node] >= 0:
+            depth[yes[node]] = depth[no[node]] = depth[node] + 1
+    return int(depth.max()) if len(depth) else 0
+
+
+def potentials_to_scaled(phi: np.ndarray, allowed: np.ndarray, seq_starts: np.ndarray):
+    """(E, c) of crf.py from raw potentials: exp(phi - c) with forbidden and structurally invalid cells at 0."""
+    T = phi.shape[0]
+    is_start = crf.start_mask(seq_starts, T)
+    valid = np.empty(phi.shape, dtype=np.bool_)
+    valid[is_start] = False
+    valid[is_start, 0, :] = allowed[0]
+    valid[~is_start] = False
+    valid[~is_start, 1:, :] = allowed[1:]
+    masked = np.where(valid, phi, -np.inf)
+    c = masked.reshape(T, -1).max(axis=1) if T else np.zeros(0)
+    c = np.where(np.isfinite(c), c, 0.0)
+    E = np.exp(masked - c[:, None, None]).astype(np.float32)
+    return E, c
+
+
+class Trainer:
+    """Boosting state over one fixed training set: cached scaled potentials, so a round costs the same at any size."""
+
+    def __init__(self, indptr, indices, n_features, y, seq_starts, allowed, params: BoostParams):
+        self.indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+        self.indices = np.ascontiguousarray(indices, dtype=np.int32)
+        self.n_features = int(n_features)
+        self.y = np.ascontiguousarray(y, dtype=np.int32)
+        self.seq_starts = np.ascontiguousarray(seq_starts, dtype=np.int64)
+        self.allowed = np.ascontiguousarray(allowed, dtype=np.bool_)
+        self.params = params
+        S, K = self.allowed.shape
+        T = len(self.y)
+        self.E, self.c = crf.initial_potentials(T, self.allowed, self.seq_starts)
+        self.is_start = crf.start_mask(self.seq_starts, T)
+        lengths = np.diff(self.seq_starts)
+        unknown = np.add.reduceat(self.y < 0, self.seq_starts[:-1]) if T else np.zeros(0, dtype=np.int64)
+        self.partial = np.where(lengths > 0, unknown, 0) > 0
+        self.rng = np.random.default_rng(params.random_state)
+        self.all_positions = np.arange(T, dtype=np.int64)
+
+    def gradient_pass(self):
+        """Forward-backward (free and, for partially labelled sequences, clamped); returns the log-likelihood."""
+        free = crf.forward_backward(self.E, self.c, self.seq_starts, self.y, False)
+        if self.partial.any():
+            clamped = crf.forward_backward(self.E, self.c, self.seq_starts, self.y, True)
+        else:
+            clamped = free
+        gold = np.where(self.partial, clamped[3], 0.0)
+        full = ~self.partial & (np.diff(self.seq_starts) > 0)
+        if full.any():
+            gold = gold + np.where(full, crf.gold_log_score(self.E, self.c, self.seq_starts, self.y), 0.0)
+        loglik = float(np.sum(gold - free[3]))
+        return free, clamped, loglik
+
+    def fit_round(self, ensemble: Ensemble, on_tree=None) -> float:
+        """One boosting round: one tree per label fitted to the functional gradient; returns the log-likelihood
+        of the training data before the round."""
+        free, clamped, loglik = self.gradient_pass()
+        K = self.allowed.shape[1]
+        positions = self._round_positions()
+        skipped = np.setdiff1d(self.all_positions, positions, assume_unique=True) if len(positions) < len(
+            self.y) else None
+
+        def fit_label(k):
+            D = np.empty((len(self.y), self.allowed.shape[0]))
+            crf.residual_slice(self.E, self.seq_starts, self.y, self.partial, free[0], free[1], free[2],
+                               clamped[0], clamped[1], clamped[2], k, D)
+            pos = positions
+            if self.params.trim > 0:
+                pos = trimmed_positions(D, positions, self.params.trim)
+            out = tree.fit_tree(self.indptr, self.indices, self.n_features, D, self.is_start,
+                                np.ascontiguousarray(self.allowed[:, k]), pos, self.params.max_leaves,
+                                float(self.params.shrinkage), float(self.params.min_samples_leaf),
+                                float(self.params.min_gain))
+            kind, feature, yes, no, value, count, states, pbuf, pstart, plen = out
+            lr = self.params.learning_rate
+            tree.apply_leaves(self.E, kind, yes, states, value, pbuf, pstart, plen, k, lr)
+            rest = skipped if len(pos) == len(positions) else np.setdiff1d(self.all_positions, pos,
+                                                                            assume_unique=True)
+            if rest is not None and len(rest):
+                tree.multiply_tree(self.E, rest, self.indptr, self.indices, kind, feature, yes, no, states,
+                                   value, k, lr, tree_depth(yes, no))
+            return kind, feature, yes, no, value * lr, count, states
+
+        threads = min(self.params.threads, K)
+        if threads > 1:
+            with ThreadPoolExecutor(threads) as pool:
+                fitted = list(pool.map(fit_label, range(K)))
+        else:
+            fitted = [fit_label(k) for k in range(K)]
+        for k, arrays in enumerate(fitted):
+            ensemble.add(k, *arrays)
+            if on_tree is not None:
+                on_tree(k, arrays)
+        crf.rescale(self.E, self.c)
+        return loglik
+
+    def _round_positions(self) -> np.ndarray:
+        """Friedman's stochastic gradient boosting: a fresh random subset of positions each round."""
+        if self.params.subsample >= 1.0:
+            return self.all_positions
+        n = max(1, int(round(self.params.subsample * len(self.y))))
+        return np.sort(self.rng.choice(len(self.y), size=n, replace=False)).astype(np.int64)
+
+
+def trimmed_positions(D: np.ndarray, positions: np.ndarray, trim: float) -> np.ndarray:
+    """Influence trimming: drop positions whose residuals are all below ``trim`` in magnitude."""
+    keep = np.abs(D[positions]).max(axis=1) >= trim
+    return positions[keep] if keep.any() else positions
+
+
+def decode(phi: np.ndarray, allowed: np.ndarray, seq_starts: np.ndarray, method: str):
+    """Label ids per position by Viterbi or by per-position marginal argmax, plus the marginals (or None)."""
+    E, c = potentials_to_scaled(phi, allowed, seq_starts)
+    if method == "viterbi":
+        return crf.viterbi(E, seq_starts), None
+    gamma = marginal_probs(E, c, seq_starts)
+    return gamma.argmax(axis=1).astype(np.int32), gamma
+
+
+def marginal_probs(E, c, seq_starts) -> np.ndarray:
+    y = np.full(E.shape[0], -1, dtype=np.int32)
+    alpha, beta, _, _ = crf.forward_backward(E, c, seq_starts, y, False)
+    return crf.marginals(alpha, beta)
+
+
+class DevCache:
+    """Scaled potentials of held-out rows, updated tree by tree so per-round dev scores cost no re-evaluation."""
+
+    def __init__(self, indptr, indices, seq_starts, allowed, n_labels):
+        self.indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+        self.indices = np.ascontiguousarray(indices, dtype=np.int32)
+        self.seq_starts = np.ascontiguousarray(seq_starts, dtype=np.int64)
+        T = len(self.indptr) - 1
+        self.E, self.c = crf.initial_potentials(T, allowed, self.seq_starts)
+        self.positions = np.arange(T, dtype=np.int64)
+
+    def add_tree(self, k, arrays):
+        kind, feature, yes, no, value, count, states = arrays
+        tree.multiply_tree(self.E, self.positions, self.indptr, self.indices, kind, feature, yes, no, states, value,
+                           k, 1.0, tree_depth(yes, no))
+
+    def predict(self, method: str) -> np.ndarray:
+        crf.rescale(self.E, self.c)
+        if method == "viterbi":
+            return crf.viterbi(self.E, self.seq_starts)
+        return marginal_probs(self.E, self.c, self.seq_starts).argmax(axis=1).astype(np.int32)

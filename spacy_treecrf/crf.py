@@ -1,0 +1,219 @@
+"""Linear-chain CRF kernels over scaled potentials.
+
+Layout shared by every kernel (positions of all sequences concatenated):
+- ``E[t, s, k]`` (float32, T x S x K): exp(phi_t(s, k) - c[t]), where state s = 0 is "start" (valid only at a
+  sequence's first position) and s = j + 1 means "previous label j". Forbidden transitions hold 0.
+- ``c[t]`` (float64): the per-position log scale taken out of E so float32 never overflows.
+- ``seq_starts`` (int64, n_seq + 1): offsets of the sequences.
+- ``y`` (int32, T): gold label ids, -1 where unknown.
+
+Forward-backward works in probability space with per-position normalisers (``scale``), so it never
+overflows whatever the length; log Z = sum(log scale) + sum(c). Alpha and beta are the scaled vectors, so
+gamma_t(k) = alpha[t, k] * beta[t, k] and xi_t(j, k) = alpha[t-1, j] * E[t, j+1, k] * beta[t, k] / scale[t].
+"""
+import numpy as np
+from numba import njit, prange
+
+NOGIL = dict(cache=True, nogil=True)
+
+
+@njit(**NOGIL)
+def _allowed(y, t, k, clamp):
+    return (not clamp) or y[t] < 0 or y[t] == k
+
+
+@njit(parallel=True, **NOGIL)
+def forward_backward(E, c, seq_starts, y, clamp):
+    """Scaled forward-backward. With ``clamp`` only gold labels are allowed where known (partial labels).
+
+    Returns alpha, beta, scale (T x K, T x K, T) and log Z per sequence (-inf if no path is allowed).
+    """
+    T, S, K = E.shape
+    n_seq = seq_starts.shape[0] - 1
+    alpha = np.zeros((T, K))
+    beta = np.zeros((T, K))
+    scale = np.ones(T)
+    logz = np.zeros(n_seq)
+    for q in prange(n_seq):
+        a = seq_starts[q]
+        b = seq_starts[q + 1]
+        if b <= a:
+            continue
+        dead = False
+        for t in range(a, b):
+            total = 0.0
+            for k in range(K):
+                if not _allowed(y, t, k, clamp):
+                    continue
+                if t == a:
+                    v = np.float64(E[t, 0, k])
+                else:
+                    v = 0.0
+                    for j in range(K):
+                        v += alpha[t - 1, j] * E[t, j + 1, k]
+                alpha[t, k] = v
+                total += v
+            if total <= 0.0 or not np.isfinite(total):
+                dead = True
+                break
+            scale[t] = total
+            for k in range(K):
+                alpha[t, k] /= total
+        if dead:
+            logz[q] = -np.inf
+            continue
+        lz = 0.0
+        for t in range(a, b):
+            lz += np.log(scale[t]) + c[t]
+        logz[q] = lz
+        for k in range(K):
+            beta[b - 1, k] = 1.0 if _allowed(y, b - 1, k, clamp) else 0.0
+        for t in range(b - 2, a - 1, -1):
+            for j in range(K):
+                if not _allowed(y, t, j, clamp):
+                    beta[t, j] = 0.0  # as at the last position: xi and gamma vanish on clamped-out labels
+                    continue
+                v = 0.0
+                for k in range(K):
+                    if _allowed(y, t + 1, k, clamp):
+                        v += E[t + 1, j + 1, k] * beta[t + 1, k]
+                beta[t, j] = v / scale[t + 1]
+    return alpha, beta, scale, logz
+
+
+@njit(parallel=True, **NOGIL)
+def marginals(alpha, beta):
+    """Per-position label marginals gamma_t(k)."""
+    T, K = alpha.shape
+    gamma = np.empty((T, K))
+    for t in prange(T):
+        for k in range(K):
+            gamma[t, k] = alpha[t, k] * beta[t, k]
+    return gamma
+
+
+@njit(**NOGIL)
+def gold_log_score(E, c, seq_starts, y):
+    """Unnormalised log score of each fully labelled sequence's gold path."""
+    n_seq = seq_starts.shape[0] - 1
+    out = np.zeros(n_seq)
+    for q in range(n_seq):
+        a = seq_starts[q]
+        total = 0.0
+        for t in range(a, seq_starts[q + 1]):
+            s = 0 if t == a else y[t - 1] + 1
+            total += np.log(np.float64(E[t, s, y[t]])) + c[t]
+        out[q] = total
+    return out
+
+
+@njit(**NOGIL)
+def residual_slice(E, seq_starts, y, partial, alpha, beta, scale, calpha, cbeta, cscale, k, out):
+    """Functional gradient for label k: out[t, s] = target_t(s, k) - xi_t(s, k) (Prop. 1 of the paper).
+
+    The target is the gold transition indicator, or for a partially labelled sequence (``partial[q]``) the
+    expected pairwise marginal of the clamped pass: the gradient of the marginal likelihood of the labels
+    that are known. Invalid (t, s) cells stay 0.
+    """
+    n_seq = seq_starts.shape[0] - 1
+    K = alpha.shape[1]
+    out[:] = 0.0
+    for q in range(n_seq):
+        a = seq_starts[q]
+        b = seq_starts[q + 1]
+        for t in range(a, b):
+            clamped = partial[q] and (y[t] < 0 or y[t] == k)
+            if t == a:
+                target = 0.0
+                if partial[q]:
+                    if clamped:
+                        target = calpha[t, k] * cbeta[t, k]
+                elif y[t] == k:
+                    target = 1.0
+                out[t, 0] = target - alpha[t, k] * beta[t, k]
+                continue
+            free = beta[t, k] / scale[t]
+            cl = cbeta[t, k] / cscale[t] if clamped else 0.0
+            for j in range(K):
+                e = np.float64(E[t, j + 1, k])
+                target = 0.0
+                if partial[q]:
+                    target = calpha[t - 1, j] * e * cl
+                elif y[t] == k and y[t - 1] == j:
+                    target = 1.0
+                out[t, j + 1] = target - alpha[t - 1, j] * e * free
+    return out
+
+
+@njit(parallel=True, **NOGIL)
+def viterbi(E, seq_starts):
+    """Most probable label sequence per sequence (log space; forbidden cells are -inf)."""
+    T, S, K = E.shape
+    n_seq = seq_starts.shape[0] - 1
+    best = np.zeros(T, dtype=np.int32)
+    for q in prange(n_seq):
+        a = seq_starts[q]
+        b = seq_starts[q + 1]
+        if b <= a:
+            continue
+        n = b - a
+        delta = np.empty((n, K))
+        back = np.zeros((n, K), dtype=np.int32)
+        for k in range(K):
+            delta[0, k] = np.log(np.float64(E[a, 0, k]))
+        for i in range(1, n):
+            t = a + i
+            for k in range(K):
+                top = -np.inf
+                arg = 0
+                for j in range(K):
+                    v = delta[i - 1, j] + np.log(np.float64(E[t, j + 1, k]))
+                    if v > top:
+                        top = v
+                        arg = j
+                delta[i, k] = top
+                back[i, k] = arg
+        last = 0
+        for k in range(1, K):
+            if delta[n - 1, k] > delta[n - 1, last]:
+                last = k
+        best[b - 1] = last
+        for i in range(n - 1, 0, -1):
+            last = back[i, last]
+            best[a + i - 1] = last
+    return best
+
+
+@njit(parallel=True, **NOGIL)
+def rescale(E, c):
+    """Divide each position's potentials by their maximum so float32 neither overflows nor underflows."""
+    T, S, K = E.shape
+    for t in prange(T):
+        top = 0.0
+        for s in range(S):
+            for k in range(K):
+                if E[t, s, k] > top:
+                    top = E[t, s, k]
+        if top > 0.0 and top != 1.0:
+            inv = 1.0 / top
+            for s in range(S):
+                for k in range(K):
+                    E[t, s, k] = E[t, s, k] * inv
+            c[t] += np.log(top)
+
+
+def start_mask(seq_starts, T):
+    """is_start[t]: position t opens a sequence (only the start state is valid there)."""
+    is_start = np.zeros(T, dtype=np.bool_)
+    is_start[seq_starts[:-1][seq_starts[:-1] < seq_starts[1:]]] = True
+    return is_start
+
+
+def initial_potentials(T, allowed, seq_starts):
+    """E for an empty model: 1 where a transition is structurally valid and allowed, else 0."""
+    S, K = allowed.shape
+    E = np.zeros((T, S, K), dtype=np.float32)
+    is_start = start_mask(seq_starts, T)
+    E[is_start, 0, :] = allowed[0]
+    E[~is_start, 1:, :] = allowed[1:]
+    return E, np.zeros(T)

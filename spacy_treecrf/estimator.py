@@ -1,0 +1,279 @@
+"""`TreeCRF`: the engine as a small estimator over any sequence data, in sklearn-crfsuite's input format."""
+import time
+from typing import Dict, Hashable, Iterable, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import booster as boost
+from .booster import BoostParams, Ensemble
+from . import serialize
+
+Position = Union[Dict[str, object], Iterable[str]]
+DECODERS = ("viterbi", "marginal")
+
+
+def position_feature_names(position: Position) -> List[str]:
+    """Feature names active at one position: dict keys with a truthy value ('key=value' for string values,
+    as sklearn-crfsuite does), or the items of an iterable of names."""
+    if isinstance(position, dict):
+        names = []
+        for key, value in position.items():
+            if isinstance(value, str):
+                names.append(f"{key}={value}")
+            elif value:
+                names.append(str(key))
+        return names
+    if isinstance(position, str):
+        raise TypeError(f"A position must be a dict or an iterable of feature names, not the string {position!r}")
+    return [str(name) for name in position]
+
+
+class FeatureIndex:
+    """Feature name -> column id, frozen after fitting; unknown names are dropped at prediction."""
+
+    def __init__(self, names: Sequence[str] = ()):
+        self.names = list(names)
+        self.ids = {name: i for i, name in enumerate(self.names)}
+
+    def rows(self, X, grow: bool):
+        """CSR rows (indptr, indices) and sequence offsets for a list of sequences."""
+        indptr = [0]
+        indices: List[int] = []
+        seq_starts = [0]
+        for q, seq in enumerate(X):
+            for t, position in enumerate(seq):
+                try:
+                    names = position_feature_names(position)
+                except TypeError as err:
+                    raise TypeError(f"Sequence {q}, position {t}: {err}") from None
+                row = set()
+                for name in names:
+                    col = self.ids.get(name)
+                    if col is None and grow:
+                        col = self.ids[name] = len(self.names)
+                        self.names.append(name)
+                    if col is not None:
+                        row.add(col)
+                indices.extend(sorted(row))
+                indptr.append(len(indices))
+            seq_starts.append(len(indptr) - 1)
+        return (np.array(indptr, dtype=np.int64), np.array(indices, dtype=np.int32),
+                np.array(seq_starts, dtype=np.int64))
+
+
+def bio_allowed(labels: Sequence[str]) -> np.ndarray:
+    """Allowed-transition mask for BIO (IOB2) labels: I-X only after B-X or I-X, never at the start."""
+    K = len(labels)
+    allowed = np.ones((K + 1, K), dtype=np.bool_)
+    for k, label in enumerate(labels):
+        if label.startswith("I-"):
+            kind = label[2:]
+            allowed[0, k] = False
+            for j, prev in enumerate(labels):
+                allowed[j + 1, k] = prev in (f"B-{kind}", f"I-{kind}")
+    return allowed
+
+
+def transitions_allowed(labels: Sequence[str], transitions) -> np.ndarray:
+    """The S x K mask from None (all allowed), "bio", or an iterable of (previous label or None, label) pairs."""
+    K = len(labels)
+    if transitions is None:
+        return np.ones((K + 1, K), dtype=np.bool_)
+    if isinstance(transitions, str):
+        if transitions.lower() != "bio":
+            raise ValueError(f"allowed_transitions must be None, 'bio' or (previous, label) pairs, got {transitions!r}")
+        return bio_allowed(labels)
+    index = {label: k for k, label in enumerate(labels)}
+    allowed = np.zeros((K + 1, K), dtype=np.bool_)
+    for pair in transitions:
+        prev, label = pair
+        if label not in index or (prev is not None and prev not in index):
+            continue  # a pair over labels the data never shows constrains nothing
+        allowed[0 if prev is None else index[prev] + 1, index[label]] = True
+    return allowed
+
+
+class TreeCRF:
+    """Linear-chain CRF whose potentials are sums of regression trees (Dietterich, Hao & Ashenfelter, JMLR 2008).
+
+    ``shrinkage`` is the paper's lambda (a leaf's value is sum(residual) / (lambda + N)); ``learning_rate``
+    multiplies every tree (1.0 as in the paper). With dev data ``fit`` keeps the round with the best dev token
+    accuracy and stops after ``patience`` rounds without improvement.
+    """
+
+    def __init__(self, n_rounds: int = 100, max_leaves: int = 100, shrinkage: float = 10.0,
+                 learning_rate: float = 1.0, min_samples_leaf: float = 1.0, min_gain: float = 0.0,
+                 subsample: float = 1.0, trim: float = 0.0, decode: str = "viterbi",
+                 allowed_transitions=None, patience: Optional[int] = None, random_state: int = 0,
+                 n_threads: int = 0, verbose: bool = False):
+        if decode not in DECODERS:
+            raise ValueError(f"TreeCRF setting 'decode' must be one of {DECODERS}, got {decode!r}")
+        if int(n_rounds) < 0:
+            raise ValueError(f"TreeCRF setting 'n_rounds' must be >= 0, got {n_rounds!r}")
+        if patience is not None and int(patience) < 1:
+            raise ValueError(f"TreeCRF setting 'patience' must be None or >= 1, got {patience!r}")
+        self.params = BoostParams(max_leaves=max_leaves, shrinkage=shrinkage, learning_rate=learning_rate,
+                                  min_samples_leaf=min_samples_leaf, min_gain=min_gain, subsample=subsample,
+                                  trim=trim, random_state=random_state, n_threads=n_threads)
+        self.n_rounds = int(n_rounds)
+        self.decode = decode
+        self.allowed_transitions = allowed_transitions
+        self.patience = patience
+        self.verbose = verbose
+        self.classes_: List[str] = []
+        self.features = FeatureIndex()
+        self.allowed: Optional[np.ndarray] = None
+        self.ensemble: Optional[Ensemble] = None
+        self.history_: List[dict] = []
+        self.best_round_: int = 0
+
+    # ---- training -------------------------------------------------------------------------------------------
+    def fit(self, X, y, X_dev=None, y_dev=None):
+        if len(X) != len(y):
+            raise ValueError(f"fit: X has {len(X)} sequences but y has {len(y)}")
+        for q, (xs, ys) in enumerate(zip(X, y)):
+            if len(xs) != len(ys):
+                raise ValueError(f"fit: sequence {q} has {len(xs)} positions but {len(ys)} labels")
+        self.classes_ = sorted({label for ys in y for label in ys if label is not None}, key=str)
+        if not self.classes_:
+            raise ValueError("fit: no known label in y: at least one position must be labelled")
+        self.features = FeatureIndex()
+        indptr, indices, seq_starts = self.features.rows(X, grow=True)
+        label_ids = self._label_ids(y)
+        self.allowed = transitions_allowed(self.classes_, self.allowed_transitions)
+        K = len(self.classes_)
+        self.ensemble = Ensemble(K + 1, K)
+        trainer = boost.Trainer(indptr, indices, len(self.features.names), label_ids, seq_starts, self.allowed,
+                                self.params)
+        dev = None
+        if X_dev is not None:
+            d_indptr, d_indices, d_starts = self.features.rows(X_dev, grow=False)
+            dev = boost.DevCache(d_indptr, d_indices, d_starts, self.allowed, K)
+            dev_gold = np.array([self._label_index(label) for ys in y_dev for label in ys], dtype=np.int64)
+        self.history_ = []
+        best_acc, best_round = -1.0, 0
+        start = time.perf_counter()
+        for r in range(1, self.n_rounds + 1):
+            loglik = trainer.fit_round(self.ensemble, on_tree=dev.add_tree if dev else None)
+            entry = {"round": r, "train_loglik_before": loglik, "seconds": time.perf_counter() - start}
+            if dev is not None:
+                known = dev_gold >= 0
+                acc = float((dev.predict(self.decode)[known] == dev_gold[known]).mean()) if known.any() else 0.0
+                entry["dev_accuracy"] = acc
+                if acc > best_acc:
+                    best_acc, best_round = acc, r
+            self.history_.append(entry)
+            if self.verbose:
+                print(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in entry.items()))
+            if dev is not None and self.patience and r - best_round >= self.patience:
+                break
+        self.best_round_ = best_round if dev is not None else len(self.history_)
+        self.ensemble.truncate(self.best_round_ * K)
+        return self
+
+    def _label_index(self, label) -> int:
+        if label is None:
+            return -1
+        try:
+            return self.classes_.index(label)
+        except ValueError:
+            return -2  # unseen label: never predicted, counts as an error
+
+    def _label_ids(self, y) -> np.ndarray:
+        index = {label: k for k, label in enumerate(self.classes_)}
+        return np.array([-1 if label is None else index[label] for ys in y for label in ys], dtype=np.int32)
+
+    # ---- prediction -----------------------------------------------------------------------------------------
+    def _check_fitted(self):
+        if self.ensemble is None:
+            raise ValueError("This TreeCRF is not fitted yet: call fit() or from_bytes() first")
+
+    def _decode(self, X, method):
+        self._check_fitted()
+        indptr, indices, seq_starts = self.features.rows(X, grow=False)
+        phi = self.ensemble.potentials(indptr, indices)
+        ids, gamma = boost.decode(phi, self.allowed, seq_starts, method)
+        return ids, gamma, seq_starts
+
+    def predict(self, X) -> List[List[str]]:
+        ids, _, seq_starts = self._decode(X, self.decode)
+        return [[self.classes_[k] for k in ids[a:b]] for a, b in zip(seq_starts[:-1], seq_starts[1:])]
+
+    def predict_marginals(self, X) -> List[List[Dict[str, float]]]:
+        _, gamma, seq_starts = self._decode(X, "marginal")
+        return [[dict(zip(self.classes_, map(float, row))) for row in gamma[a:b]]
+                for a, b in zip(seq_starts[:-1], seq_starts[1:])]
+
+    def score(self, X, y) -> float:
+        """Token accuracy over the known labels of y."""
+        pred = self.predict(X)
+        pairs = [(p, g) for ps, gs in zip(pred, y) for p, g in zip(ps, gs) if g is not None]
+        return sum(p == g for p, g in pairs) / len(pairs) if pairs else 0.0
+
+    # ---- inspection -----------------------------------------------------------------------------------------
+    def rules(self, top: int = 10) -> List[Tuple[str, str, float, float]]:
+        """The strongest root-to-leaf paths as (label, readable conjunction, value, support), by |value| x support."""
+        self._check_fitted()
+        return ensemble_rules(self.ensemble, self.features.names, self.classes_, top)
+
+    # ---- serialization --------------------------------------------------------------------------------------
+    def to_bytes(self) -> bytes:
+        self._check_fitted()
+        return serialize.dumps("TreeCRF", {
+            "params": vars(self.params), "n_rounds": self.n_rounds, "decode": self.decode,
+            "patience": self.patience, "classes": self.classes_, "features": self.features.names,
+            "allowed": self.allowed, "ensemble": self.ensemble.arrays(), "best_round": self.best_round_,
+        })
+
+    def from_bytes(self, data: bytes) -> "TreeCRF":
+        msg = serialize.loads("TreeCRF", data)
+        classes = serialize.field(msg, "classes", list)
+        features = serialize.field(msg, "features", list)
+        K = len(classes)
+        allowed = serialize.check_array(msg, "allowed", np.bool_, (K + 1, K))
+        ensemble = serialize.load_ensemble(serialize.field(msg, "ensemble", dict), K, len(features))
+        params = serialize.field(msg, "params", dict)
+        self.params = BoostParams(**{k: v for k, v in params.items() if k in BoostParams.__dataclass_fields__})
+        self.n_rounds = serialize.field(msg, "n_rounds", int)
+        self.patience = msg.get("patience")
+        self.decode = serialize.field(msg, "decode", str)
+        if self.decode not in DECODERS:
+            raise ValueError(f"TreeCRF model bytes: unknown decode {self.decode!r}")
+        self.classes_ = [str(c) for c in classes]
+        self.features = FeatureIndex([str(f) for f in features])
+        self.allowed = allowed
+        self.ensemble = ensemble
+        self.best_round_ = int(msg.get("best_round", 0))
+        return self
+
+
+def ensemble_rules(ensemble: Ensemble, feature_names, classes, top: int):
+    """Readable root-to-leaf paths, strongest first: the slides' "circled paths"."""
+    arrays = ensemble.arrays()
+    kind, feature, yes, no = arrays["kind"], arrays["feature"], arrays["yes"], arrays["no"]
+    value, count, states, roots, labels = (arrays["value"], arrays["count"], arrays["states"], arrays["roots"],
+                                           arrays["labels"])
+    state_names = ["<start>"] + list(classes)
+    found = []
+    for i in range(len(labels)):
+        root = roots[i]
+        stack = [(0, [])]
+        while stack:
+            node, conds = stack.pop()
+            g = root + node
+            if kind[g] == 0:
+                st = states[g]
+                if not st.all():
+                    prev = ",".join(name for name, on in zip(state_names, st) if on)
+                    conds = conds + [f"prev in {{{prev}}}"]
+                found.append((classes[labels[i]], " AND ".join(conds) or "(always)", float(value[g]),
+                              float(count[g])))
+            elif kind[g] == 1:
+                name = feature_names[feature[g]]
+                stack.append((yes[g], conds + [name]))
+                stack.append((no[g], conds + [f"NOT {name}"]))
+            else:
+                stack.append((yes[g], conds))
+                stack.append((no[g], conds))
+    found.sort(key=lambda r: -abs(r[2]) * r[3])
+    return found[:top]

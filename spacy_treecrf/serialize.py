@@ -1,0 +1,131 @@
+"""The one place where model state becomes msgpack bytes and back.
+
+Arrays travel as {"dtype", "shape", "data"} with a fixed allow-list of dtypes; nothing is pickled, evaluated or
+imported. Everything read back is validated here (types, shapes, tree indices in range), because the numba
+kernels trust their inputs.
+"""
+from typing import Any, Dict
+
+import numpy as np
+import srsly
+
+FORMAT_VERSION = 1
+DTYPES = {"bool": np.bool_, "int8": np.int8, "int32": np.int32, "int64": np.int64, "float32": np.float32,
+          "float64": np.float64, "uint8": np.uint8}
+DTYPE_NAMES = {np.dtype(v): k for k, v in DTYPES.items()}
+
+
+def _encode(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray):
+        name = DTYPE_NAMES.get(obj.dtype)
+        if name is None:
+            raise TypeError(f"Cannot serialize array of dtype {obj.dtype}")
+        return {"__ndarray__": True, "dtype": name, "shape": list(obj.shape),
+                "data": np.ascontiguousarray(obj).astype(obj.dtype.newbyteorder("<")).tobytes()}
+    if isinstance(obj, dict):
+        return {str(k): _encode(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_encode(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return obj
+
+
+def _decode(obj: Any, where: str) -> Any:
+    if isinstance(obj, dict):
+        if obj.get("__ndarray__") is True:
+            dtype = DTYPES.get(obj.get("dtype"))
+            shape = obj.get("shape")
+            data = obj.get("data")
+            if dtype is None or not isinstance(shape, list) or not isinstance(data, bytes) or not all(
+                    isinstance(n, int) and n >= 0 for n in shape):
+                raise ValueError(f"Model data: malformed array at '{where}'")
+            expected = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+            if len(data) != expected:
+                raise ValueError(f"Model data: array at '{where}' has {len(data)} bytes, expected {expected}")
+            return np.frombuffer(data, dtype=np.dtype(dtype).newbyteorder("<")).astype(dtype).reshape(shape)
+        return {k: _decode(v, f"{where}.{k}") for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_decode(v, f"{where}[{i}]") for i, v in enumerate(obj)]
+    return obj
+
+
+def dumps(kind: str, payload: Dict[str, Any]) -> bytes:
+    return srsly.msgpack_dumps({"format": "spacy_treecrf", "kind": kind, "version": FORMAT_VERSION,
+                                "payload": _encode(payload)})
+
+
+def loads(kind: str, data: bytes) -> Dict[str, Any]:
+    """Decode and check the envelope: a truncated, foreign or newer file is a ValueError, never a crash."""
+    if not isinstance(data, (bytes, bytearray)):
+        raise ValueError(f"{kind} model data must be bytes, got {type(data).__name__}")
+    try:
+        msg = srsly.msgpack_loads(bytes(data), use_list=True)
+    except Exception as err:  # msgpack raises several types for garbage
+        raise ValueError(f"{kind} model data is corrupt or truncated ({type(err).__name__}: {err})") from None
+    if not isinstance(msg, dict) or msg.get("format") != "spacy_treecrf":
+        raise ValueError(f"{kind} model data is not a spacy_treecrf model")
+    if msg.get("kind") != kind:
+        raise ValueError(f"Model data holds a {msg.get('kind')!r}, expected {kind!r}")
+    version = msg.get("version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise ValueError(f"{kind} model data has format version {version!r}; this spacy_treecrf reads up to "
+                         f"{FORMAT_VERSION}: upgrade spacy_treecrf")
+    payload = msg.get("payload")
+    if not isinstance(payload, dict):
+        raise ValueError(f"{kind} model data has no payload")
+    return _decode(payload, kind)
+
+
+def field(msg: Dict[str, Any], name: str, typ):
+    if name not in msg:
+        raise ValueError(f"Model data lacks the field '{name}'")
+    value = msg[name]
+    if not isinstance(value, typ):
+        raise ValueError(f"Model data field '{name}' should be {typ.__name__}, got {type(value).__name__}")
+    return value
+
+
+def check_array(msg: Dict[str, Any], name: str, dtype, shape) -> np.ndarray:
+    arr = field(msg, name, np.ndarray)
+    if arr.dtype != np.dtype(dtype):
+        raise ValueError(f"Model array '{name}' has dtype {arr.dtype}, expected {np.dtype(dtype)}")
+    if len(arr.shape) != len(shape) or any(want is not None and got != want for got, want in zip(arr.shape, shape)):
+        raise ValueError(f"Model array '{name}' has shape {arr.shape}, expected {shape}")
+    return np.ascontiguousarray(arr)
+
+
+def load_ensemble(arrays: Dict[str, Any], n_labels: int, n_features: int):
+    """Rebuild an Ensemble, checking every index the kernels will follow."""
+    from .booster import Ensemble
+
+    S = n_labels + 1
+    kind = check_array(arrays, "kind", np.int8, (None,))
+    n = len(kind)
+    feature = check_array(arrays, "feature", np.int32, (n,))
+    yes = check_array(arrays, "yes", np.int32, (n,))
+    no = check_array(arrays, "no", np.int32, (n,))
+    value = check_array(arrays, "value", np.float64, (n,))
+    count = check_array(arrays, "count", np.float64, (n,))
+    states = check_array(arrays, "states", np.bool_, (n, S))
+    roots = check_array(arrays, "roots", np.int64, (None,))
+    labels = check_array(arrays, "labels", np.int32, (len(roots) - 1,))
+    if len(roots) == 0 or roots[0] != 0 or roots[-1] != n or np.any(np.diff(roots) < 1):
+        raise ValueError("Model trees: tree offsets are not increasing from 0 to the node count")
+    if np.any((labels < 0) | (labels >= n_labels)):
+        raise ValueError("Model trees: a tree names a label out of range")
+    if np.any((kind < 0) | (kind > 2)):
+        raise ValueError("Model trees: unknown node kind")
+    if not np.all(np.isfinite(value)):
+        raise ValueError("Model trees: non-finite leaf value")
+    sizes = np.repeat(np.diff(roots), np.diff(roots))
+    local = np.arange(n) - np.repeat(roots[:-1], np.diff(roots))
+    inner = kind != 0
+    for name, child in (("yes", yes), ("no", no)):
+        if np.any(inner & ((child <= local) | (child >= sizes))):
+            raise ValueError(f"Model trees: a '{name}' child index points outside its tree or backwards")
+    if np.any((kind == 1) & ((feature < 0) | (feature >= n_features))):
+        raise ValueError("Model trees: a split tests a feature id out of range")
+    return Ensemble.from_arrays(S, n_labels, {"kind": kind, "feature": feature, "yes": yes, "no": no,
+                                              "value": value, "count": count, "states": states, "roots": roots,
+                                              "labels": labels})

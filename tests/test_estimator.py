@@ -1,0 +1,151 @@
+"""The public estimator: fitting, decoding, partial labels, masks, serialization and determinism."""
+import numpy as np
+import pytest
+
+from spacy_treecrf import TreeCRF
+from spacy_treecrf.estimator import bio_allowed
+
+
+def toy_data(n=60, seed=0):
+    """Words whose identity decides the label, except 'x' whose label copies the previous one."""
+    rng = np.random.default_rng(seed)
+    vocab = {"a": "A", "b": "B", "c": "C"}
+    X, y = [], []
+    for _ in range(n):
+        words = list(rng.choice(["a", "b", "c", "x"], size=rng.integers(1, 8)))
+        labels, prev = [], "A"
+        for w in words:
+            prev = vocab.get(w, prev)
+            labels.append(prev)
+        X.append([{"w": w, "bias": 1} for w in words])
+        y.append(labels)
+    return X, y
+
+
+def test_fit_predict_learns_transitions_through_previous_label_splits():
+    X, y = toy_data()
+    model = TreeCRF(n_rounds=15, max_leaves=8, shrinkage=1.0).fit(X, y)
+    Xt, yt = toy_data(40, seed=1)
+    assert model.score(Xt, yt) == 1.0
+    assert model.classes_ == ["A", "B", "C"]
+
+
+def test_marginals_sum_to_one_and_agree_with_marginal_decoding():
+    X, y = toy_data()
+    model = TreeCRF(n_rounds=5, max_leaves=8, decode="marginal").fit(X, y)
+    margs = model.predict_marginals(X[:10])
+    pred = model.predict(X[:10])
+    for seq_m, seq_p in zip(margs, pred):
+        for m, p in zip(seq_m, seq_p):
+            assert abs(sum(m.values()) - 1) < 1e-6
+            assert max(m, key=m.get) == p
+
+
+def test_iterable_positions_and_string_values_are_features():
+    X = [[["w=a"], ["w=b"]], [["w=b"], ["w=a"]]]
+    Xd = [[{"w": "a"}, {"w": "b"}], [{"w": "b"}, {"w": "a"}]]
+    y = [["A", "B"], ["B", "A"]]
+    a = TreeCRF(n_rounds=3, max_leaves=4).fit(X, y)
+    b = TreeCRF(n_rounds=3, max_leaves=4).fit(Xd, y)
+    assert a.predict(X) == b.predict(Xd) == y
+
+
+def test_bio_mask_is_honoured_by_viterbi_even_against_the_evidence():
+    X = [[{"w": "i"}], [{"w": "b"}, {"w": "i"}], [{"w": "o"}, {"w": "i"}]] * 5
+    y = [["I-X"], ["B-X", "I-X"], ["O", "I-X"]] * 5
+    model = TreeCRF(n_rounds=5, max_leaves=4, allowed_transitions="bio").fit(X, y)
+    for seq in model.predict([[{"w": "i"}], [{"w": "o"}, {"w": "i"}]]):
+        for prev, cur in zip([None] + seq[:-1], seq):
+            if cur.startswith("I-"):
+                assert prev in ("B-X", "I-X")
+
+
+def test_bio_allowed_mask():
+    mask = bio_allowed(["B-PER", "I-PER", "O"])
+    assert not mask[0, 1]  # no I- at the start
+    assert mask[1, 1] and mask[2, 1] and not mask[3, 1]  # I-PER after B-PER / I-PER, not after O
+
+
+def test_unknown_labels_are_summed_over_not_taken_as_a_label():
+    X, y = toy_data()
+    partial = [[None if i % 3 == 0 else lab for i, lab in enumerate(seq)] for seq in y]
+    partial.append([None, None])
+    X = X + [[{"w": "a"}, {"w": "b"}]]
+    model = TreeCRF(n_rounds=15, max_leaves=8, shrinkage=1.0).fit(X, partial)
+    Xt, yt = toy_data(40, seed=1)
+    assert model.score(Xt, yt) >= 0.95
+    assert None not in model.classes_
+
+
+def test_dev_data_keeps_the_best_round_and_records_history():
+    X, y = toy_data()
+    Xd, yd = toy_data(30, seed=2)
+    model = TreeCRF(n_rounds=12, max_leaves=8, patience=3).fit(X, y, Xd, yd)
+    assert 1 <= model.best_round_ <= len(model.history_) <= 12
+    accs = [h["dev_accuracy"] for h in model.history_]
+    assert accs[model.best_round_ - 1] == max(accs)
+    assert model.ensemble.n_trees == model.best_round_ * 3
+    assert model.score(Xd, yd) == pytest.approx(max(accs))
+
+
+def test_round_trip_bytes_gives_identical_predictions_and_bytes():
+    X, y = toy_data()
+    model = TreeCRF(n_rounds=4, max_leaves=8, decode="marginal").fit(X, y)
+    data = model.to_bytes()
+    loaded = TreeCRF().from_bytes(data)
+    assert loaded.predict(X) == model.predict(X)
+    assert loaded.to_bytes() == data
+
+
+@pytest.mark.parametrize("mangle", [lambda b: b[: len(b) // 2], lambda b: b"garbage", lambda b: b[:-1]])
+def test_corrupt_bytes_raise_value_error(mangle):
+    X, y = toy_data()
+    data = TreeCRF(n_rounds=2, max_leaves=4).fit(X, y).to_bytes()
+    with pytest.raises(ValueError):
+        TreeCRF().from_bytes(mangle(data))
+
+
+def test_same_seed_same_bytes_and_subsample_seed_matters():
+    X, y = toy_data(200)
+    kw = dict(n_rounds=4, max_leaves=8, subsample=0.5, n_threads=2)
+    a = TreeCRF(random_state=1, **kw).fit(X, y).to_bytes()
+    b = TreeCRF(random_state=1, **kw).fit(X, y).to_bytes()
+    c = TreeCRF(random_state=2, **kw).fit(X, y).to_bytes()
+    assert a == b
+    assert a != c
+
+
+def test_subsampling_and_trimming_keep_cached_potentials_exact():
+    """Positions a tree was not fitted on still get its values, so the cache equals a fresh evaluation."""
+    from spacy_treecrf import booster as B
+
+    X, y = toy_data(80)
+    model = TreeCRF(n_rounds=0).fit(X, y)
+    indptr, indices, starts = model.features.rows(X, grow=False)
+    params = B.BoostParams(max_leaves=6, subsample=0.6, trim=0.05)
+    trainer = B.Trainer(indptr, indices, len(model.features.names), model._label_ids(y), starts, model.allowed,
+                        params)
+    ens = B.Ensemble(4, 3)
+    for _ in range(4):
+        trainer.fit_round(ens)
+    E, c = B.potentials_to_scaled(ens.potentials(indptr, indices), model.allowed, starts)
+    cached = np.log(np.maximum(trainer.E, 1e-30)) + trainer.c[:, None, None]
+    fresh = np.log(np.maximum(E, 1e-30)) + c[:, None, None]
+    assert np.allclose(cached[E > 0], fresh[E > 0], atol=1e-4)
+
+
+@pytest.mark.parametrize("setting", [dict(max_leaves=1), dict(shrinkage=-1), dict(learning_rate=0),
+                                     dict(subsample=0), dict(decode="beam"), dict(trim=1.5)])
+def test_invalid_settings_name_the_setting(setting):
+    name = next(iter(setting))
+    with pytest.raises(ValueError, match=name):
+        TreeCRF(**setting)
+
+
+def test_rules_are_readable_conjunctions():
+    X, y = toy_data()
+    model = TreeCRF(n_rounds=3, max_leaves=8).fit(X, y)
+    rules = model.rules(top=5)
+    assert len(rules) == 5
+    label, text, value, support = rules[0]
+    assert label in model.classes_ and support > 0 and isinstance(text, str)
