@@ -153,7 +153,8 @@ def potentials_to_scaled(phi: np.ndarray, allowed: np.ndarray, seq_starts: np.nd
 class Trainer:
     """Boosting state over one fixed training set: cached scaled potentials, so a round costs the same at any size."""
 
-    def __init__(self, indptr, indices, n_features, y, seq_starts, allowed, params: BoostParams):
+    def __init__(self, indptr, indices, n_features, y, seq_starts, allowed, params: BoostParams, initial=None):
+        """``initial``: (E, c) of an existing ensemble on these rows (see potentials_to_scaled); default empty."""
         self.indptr = np.ascontiguousarray(indptr, dtype=np.int64)
         self.indices = np.ascontiguousarray(indices, dtype=np.int32)
         self.n_features = int(n_features)
@@ -163,7 +164,8 @@ class Trainer:
         self.params = params
         S, K = self.allowed.shape
         T = len(self.y)
-        self.E, self.c = crf.initial_potentials(T, self.allowed, self.seq_starts)
+        self.E, self.c = initial if initial is not None else crf.initial_potentials(T, self.allowed,
+                                                                                      self.seq_starts)
         self.is_start = crf.start_mask(self.seq_starts, T)
         lengths = np.diff(self.seq_starts)
         unknown = np.add.reduceat(self.y < 0, self.seq_starts[:-1]) if T else np.zeros(0, dtype=np.int64)
@@ -185,10 +187,10 @@ class Trainer:
         loglik = float(np.sum(gold - free[3]))
         return free, clamped, loglik
 
-    def fit_round(self, ensemble: Ensemble, on_tree=None) -> float:
+    def fit_round(self, ensemble: Ensemble, on_tree=None, passes=None) -> float:
         """One boosting round: one tree per label fitted to the functional gradient; returns the log-likelihood
-        of the training data before the round."""
-        free, clamped, loglik = self.gradient_pass()
+        of the training data before the round. ``passes``: this state's gradient_pass() if already run."""
+        free, clamped, loglik = passes if passes is not None else self.gradient_pass()
         K = self.allowed.shape[1]
         positions = self._round_positions()
         skipped = np.setdiff1d(self.all_positions, positions, assume_unique=True) if len(positions) < len(
