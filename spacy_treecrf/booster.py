@@ -49,6 +49,35 @@ class BoostParams:
         return self.n_threads or min(os.cpu_count() or 1, 8)
 
 
+def in_chunks(seq_starts: np.ndarray, threads: int, call, min_positions: int = 20000) -> list:
+    """call(a, b, q0, q1) over balanced chunks of whole sequences (positions a:b, sequences q0:q1), run in
+    threads since the kernels release the GIL; results in chunk order."""
+    n_seq = len(seq_starts) - 1
+    T = int(seq_starts[-1]) if n_seq >= 0 else 0
+    if threads <= 1 or T < min_positions or n_seq < 2:
+        return [call(0, T, 0, n_seq)]
+    cuts = np.unique(np.searchsorted(seq_starts, np.linspace(0, T, threads + 1), side="left"))
+    cuts[0], cuts[-1] = 0, n_seq
+    cuts = np.unique(cuts)
+    jobs = [(int(seq_starts[q0]), int(seq_starts[q1]), int(q0), int(q1)) for q0, q1 in zip(cuts[:-1], cuts[1:])]
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        return list(pool.map(lambda job: call(*job), jobs))
+
+
+def forward_backward(E, c, seq_starts, y, clamp: bool, threads: int):
+    """crf.forward_backward over sequence chunks in threads."""
+    parts = in_chunks(seq_starts, threads, lambda a, b, q0, q1: crf.forward_backward(
+        E[a:b], c[a:b], seq_starts[q0:q1 + 1] - a, y[a:b], clamp))
+    if len(parts) == 1:
+        return parts[0]
+    return tuple(np.concatenate([p[i] for p in parts]) for i in range(4))
+
+
+def viterbi(E, seq_starts, threads: int) -> np.ndarray:
+    return np.concatenate(in_chunks(seq_starts, threads, lambda a, b, q0, q1: crf.viterbi(
+        E[a:b], seq_starts[q0:q1 + 1] - a)))
+
+
 class Ensemble:
     """All trees of all labels as flat node arrays; tree i has nodes roots[i]:roots[i+1] and predicts label labels[i]."""
 
@@ -103,13 +132,17 @@ class Ensemble:
         self.labels = self.labels[:n_trees].copy()
         self.depths = self.depths[:n_trees].copy()
 
-    def potentials(self, indptr, indices) -> np.ndarray:
+    def potentials(self, indptr, indices, threads: int = 1) -> np.ndarray:
         """phi (T x S x K, float64) for new rows: the sum of every tree, before any transition mask."""
         self._flush()
         max_depth = int(self.depths.max()) if len(self.depths) else 0
-        return tree.ensemble_potentials(indptr, indices, self.n_states, self.n_labels, self.kind, self.feature,
-                                        self.yes, self.no, self.states, self.value, self.roots, self.labels,
-                                        max_depth)
+        rows = np.arange(len(indptr), dtype=np.int64)  # any split of rows will do: treat each row as a sequence
+
+        def chunk(a, b, q0, q1):
+            return tree.ensemble_potentials(indptr[a:b + 1] - indptr[a], indices[indptr[a]:indptr[b]],
+                                            self.n_states, self.n_labels, self.kind, self.feature, self.yes,
+                                            self.no, self.states, self.value, self.roots, self.labels, max_depth)
+        return np.concatenate(in_chunks(rows, threads, chunk, min_positions=5000))
 
     def arrays(self) -> dict:
         self._flush()
@@ -175,9 +208,10 @@ class Trainer:
 
     def gradient_pass(self):
         """Forward-backward (free and, for partially labelled sequences, clamped); returns the log-likelihood."""
-        free = crf.forward_backward(self.E, self.c, self.seq_starts, self.y, False)
+        threads = self.params.threads
+        free = forward_backward(self.E, self.c, self.seq_starts, self.y, False, threads)
         if self.partial.any():
-            clamped = crf.forward_backward(self.E, self.c, self.seq_starts, self.y, True)
+            clamped = forward_backward(self.E, self.c, self.seq_starts, self.y, True, threads)
         else:
             clamped = free
         gold = np.where(self.partial, clamped[3], 0.0)
@@ -244,18 +278,18 @@ def trimmed_positions(D: np.ndarray, positions: np.ndarray, trim: float) -> np.n
     return positions[keep] if keep.any() else positions
 
 
-def decode(phi: np.ndarray, allowed: np.ndarray, seq_starts: np.ndarray, method: str):
+def decode(phi: np.ndarray, allowed: np.ndarray, seq_starts: np.ndarray, method: str, threads: int = 1):
     """Label ids per position by Viterbi or by per-position marginal argmax, plus the marginals (or None)."""
     E, c = potentials_to_scaled(phi, allowed, seq_starts)
     if method == "viterbi":
-        return crf.viterbi(E, seq_starts), None
-    gamma = marginal_probs(E, c, seq_starts)
+        return viterbi(E, seq_starts, threads), None
+    gamma = marginal_probs(E, c, seq_starts, threads)
     return gamma.argmax(axis=1).astype(np.int32), gamma
 
 
-def marginal_probs(E, c, seq_starts) -> np.ndarray:
+def marginal_probs(E, c, seq_starts, threads: int = 1) -> np.ndarray:
     y = np.full(E.shape[0], -1, dtype=np.int32)
-    alpha, beta, _, _ = crf.forward_backward(E, c, seq_starts, y, False)
+    alpha, beta, _, _ = forward_backward(E, c, seq_starts, y, False, threads)
     return crf.marginals(alpha, beta)
 
 
@@ -275,8 +309,8 @@ class DevCache:
         tree.multiply_tree(self.E, self.positions, self.indptr, self.indices, kind, feature, yes, no, states, value,
                            k, 1.0, tree_depth(yes, no))
 
-    def predict(self, method: str) -> np.ndarray:
+    def predict(self, method: str, threads: int = 1) -> np.ndarray:
         crf.rescale(self.E, self.c)
         if method == "viterbi":
-            return crf.viterbi(self.E, self.seq_starts)
-        return marginal_probs(self.E, self.c, self.seq_starts).argmax(axis=1).astype(np.int32)
+            return viterbi(self.E, self.seq_starts, threads)
+        return marginal_probs(self.E, self.c, self.seq_starts, threads).argmax(axis=1).astype(np.int32)

@@ -7,12 +7,15 @@ Layout shared by every kernel (positions of all sequences concatenated):
 - ``seq_starts`` (int64, n_seq + 1): offsets of the sequences.
 - ``y`` (int32, T): gold label ids, -1 where unknown.
 
+Kernels are serial and release the GIL: callers run them on chunks of whole sequences in Python threads, which
+stays safe under fork (spaCy's n_process) and under concurrent callers, unlike numba's OpenMP layer.
+
 Forward-backward works in probability space with per-position normalisers (``scale``), so it never
 overflows whatever the length; log Z = sum(log scale) + sum(c). Alpha and beta are the scaled vectors, so
 gamma_t(k) = alpha[t, k] * beta[t, k] and xi_t(j, k) = alpha[t-1, j] * E[t, j+1, k] * beta[t, k] / scale[t].
 """
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 NOGIL = dict(cache=True, nogil=True)
 
@@ -22,7 +25,7 @@ def _allowed(y, t, k, clamp):
     return (not clamp) or y[t] < 0 or y[t] == k
 
 
-@njit(parallel=True, **NOGIL)
+@njit(**NOGIL)
 def forward_backward(E, c, seq_starts, y, clamp):
     """Scaled forward-backward. With ``clamp`` only gold labels are allowed where known (partial labels).
 
@@ -34,7 +37,7 @@ def forward_backward(E, c, seq_starts, y, clamp):
     beta = np.zeros((T, K))
     scale = np.ones(T)
     logz = np.zeros(n_seq)
-    for q in prange(n_seq):
+    for q in range(n_seq):
         a = seq_starts[q]
         b = seq_starts[q + 1]
         if b <= a:
@@ -81,12 +84,12 @@ def forward_backward(E, c, seq_starts, y, clamp):
     return alpha, beta, scale, logz
 
 
-@njit(parallel=True, **NOGIL)
+@njit(**NOGIL)
 def marginals(alpha, beta):
     """Per-position label marginals gamma_t(k)."""
     T, K = alpha.shape
     gamma = np.empty((T, K))
-    for t in prange(T):
+    for t in range(T):
         for k in range(K):
             gamma[t, k] = alpha[t, k] * beta[t, k]
     return gamma
@@ -145,13 +148,13 @@ def residual_slice(E, seq_starts, y, partial, alpha, beta, scale, calpha, cbeta,
     return out
 
 
-@njit(parallel=True, **NOGIL)
+@njit(**NOGIL)
 def viterbi(E, seq_starts):
     """Most probable label sequence per sequence (log space; forbidden cells are -inf)."""
     T, S, K = E.shape
     n_seq = seq_starts.shape[0] - 1
     best = np.zeros(T, dtype=np.int32)
-    for q in prange(n_seq):
+    for q in range(n_seq):
         a = seq_starts[q]
         b = seq_starts[q + 1]
         if b <= a:
@@ -184,11 +187,11 @@ def viterbi(E, seq_starts):
     return best
 
 
-@njit(parallel=True, **NOGIL)
+@njit(**NOGIL)
 def rescale(E, c):
     """Divide each position's potentials by their maximum so float32 neither overflows nor underflows."""
     T, S, K = E.shape
-    for t in prange(T):
+    for t in range(T):
         top = 0.0
         for s in range(S):
             for k in range(K):
@@ -217,3 +220,32 @@ def initial_potentials(T, allowed, seq_starts):
     E[is_start, 0, :] = allowed[0]
     E[~is_start, 1:, :] = allowed[1:]
     return E, np.zeros(T)
+
+
+@njit(**NOGIL)
+def span_probs(E, alpha, beta, scale, seq_ends, starts, ends, first, inside):
+    """P(y[a:b] = first, inside, ..., inside and y[b] != inside | X) for each span [a, b) of one sequence batch.
+
+    The probability that the CRF labels exactly this span (a BIO span is closed by any label but its I-).
+    ``seq_ends[i]`` is the end of the sequence holding span i; alpha/beta/scale are from forward_backward.
+    """
+    K = alpha.shape[1]
+    out = np.empty(starts.shape[0])
+    for i in range(starts.shape[0]):
+        a = starts[i]
+        b = ends[i]
+        p = alpha[a, first[i]]
+        prev = first[i]
+        for t in range(a + 1, b):
+            p *= E[t, prev + 1, inside[i]] / scale[t]
+            prev = inside[i]
+        if b < seq_ends[i]:
+            tail = 0.0
+            for k in range(K):
+                if k != inside[i]:
+                    tail += E[b, prev + 1, k] * beta[b, k]
+            p *= tail / scale[b]
+        else:
+            p *= beta[b - 1, prev]
+        out[i] = p
+    return out

@@ -158,7 +158,7 @@ class TreeCRF:
             entry = {"round": r, "train_loglik_before": loglik, "seconds": time.perf_counter() - start}
             if dev is not None:
                 known = dev_gold >= 0
-                acc = float((dev.predict(self.decode)[known] == dev_gold[known]).mean()) if known.any() else 0.0
+                acc = float((dev.predict(self.decode, self.params.threads)[known] == dev_gold[known]).mean()) if known.any() else 0.0
                 entry["dev_accuracy"] = acc
                 if acc > best_acc:
                     best_acc, best_round = acc, r
@@ -191,8 +191,9 @@ class TreeCRF:
     def _decode(self, X, method):
         self._check_fitted()
         indptr, indices, seq_starts = self.features.rows(X, grow=False)
-        phi = self.ensemble.potentials(indptr, indices)
-        ids, gamma = boost.decode(phi, self.allowed, seq_starts, method)
+        threads = self.params.threads
+        phi = self.ensemble.potentials(indptr, indices, threads)
+        ids, gamma = boost.decode(phi, self.allowed, seq_starts, method, threads)
         return ids, gamma, seq_starts
 
     def predict(self, X) -> List[List[str]]:

@@ -12,7 +12,7 @@ Tree arrays (one row per node): kind (LEAF / FEATURE / STATE), feature, yes / no
 present, or the state subset chosen for the left), value, count, and the node's own state set ``states``.
 """
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 LEAF, FEATURE, STATE = 0, 1, 2
 
@@ -348,13 +348,13 @@ def _eval_tree(out, t, indptr, indices, kind, feature, yes, no, states, value, r
                 top -= 1
 
 
-@njit(parallel=True, cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def ensemble_potentials(indptr, indices, n_states, n_labels, kind, feature, yes, no, states, value, tree_roots,
                         tree_labels, max_depth):
     """phi (T x S x K) = sum of every tree of every label, evaluated at each position and previous state."""
     T = indptr.shape[0] - 1
     phi = np.zeros((T, n_states, n_labels))
-    for t in prange(T):
+    for t in range(T):
         stack = np.empty(max_depth + 1, dtype=np.int64)
         masks = np.empty((max_depth + 1, n_states), dtype=np.bool_)
         for i in range(tree_roots.shape[0] - 1):
@@ -363,11 +363,11 @@ def ensemble_potentials(indptr, indices, n_states, n_labels, kind, feature, yes,
     return phi
 
 
-@njit(parallel=True, cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def multiply_tree(E, positions, indptr, indices, kind, feature, yes, no, states, value, k, scale_by, max_depth):
     """E[t, s, k] *= exp(scale_by * tree(x_t, s)) at the given positions (those a tree was not fitted on)."""
     S = E.shape[1]
-    for i in prange(positions.shape[0]):
+    for i in range(positions.shape[0]):
         t = positions[i]
         stack = np.empty(max_depth + 1, dtype=np.int64)
         masks = np.empty((max_depth + 1, S), dtype=np.bool_)

@@ -1,0 +1,798 @@
+"""Window features: spaCy ``Doc`` objects -> sparse binary feature rows (CSR) for the TreeCRF engine.
+
+The featurizer works in two layers:
+
+1. *Atomic tests* of one token, e.g. ``w=Bank`` (word identity), ``lw=bank`` (lowercase), ``re=Aa+``
+   (capitalisation / digit pattern), ``p3=Ban`` / ``s3=ank`` (prefix / suffix), ``sh=Xxxx`` (spaCy shape),
+   ``f=is_title`` (lexical flag), ``a:tag_=NNP`` (an attribute set by the reader or an earlier component)
+   and ``lex=CITY`` (lexicon membership).
+2. *Columns*: every atomic test shifted over the offsets ``-window..+window``. Column ``w=Bank@-1`` of
+   token t is on when token t-1 has test ``w=Bank``. Where t + offset falls outside the doc, token t gets
+   the padding column ``pad@-1`` (BOS side) / ``pad@+1`` (EOS side) instead; padding columns exist only
+   for non-zero offsets.
+
+Tests that depend only on the token's text (word, lowercase, regexes, prefixes, suffixes, shape, flags and
+single-word lexicon entries) are *lexeme-level*: they are computed once per distinct ``orth`` and cached as
+a sorted ``np.int32`` array of atomic-test ids. Attributes and multi-word lexicon matches are token-level
+and computed per doc. Merging and windowing run in small numba kernels.
+
+The 16 character-pattern tests
+------------------------------
+McCallum (UAI 2003, section 5) uses "16 character-level regular expressions, mostly concerning
+capitalization and digit patterns, such as A, A+, Aa+, Aa+Aa*, A., D+, .*D.*" with A = [A-Z], a = [a-z],
+D = [0-9]. The paper lists only these seven; the full set of 16 used here is the one in McCallum's CoNLL-2003
+NER set-up in MALLET (``cc.mallet.share.mccallum.ner.TUI``), matched against the whole token
+(``String.matches`` semantics). Each character of the token is first mapped to a class (upper-case letter
+-> ``A``, lower-case letter -> ``a``, decimal digit -> ``D``, other letter -> ``L``, anything else kept),
+so the patterns are Unicode-aware. Test names (``re=<name>``):
+
+=========  ==============  ==========================================  ======================
+name       MALLET name     pattern (over the original characters)       example
+=========  ==============  ==========================================  ======================
+``A.*``    INITCAP         ``[A-Z].*``                                 Bank, IBM, U.S.
+``Aa+``    CAPITALIZED     ``[A-Z][a-z]+`` (paper's Aa+; MALLET: a*)   Bank
+``A+``     ALLCAPS         ``[A-Z]+``                                  IBM, I
+``Aa+Aa*`` MIXEDCAPS       ``[A-Z][a-z]+[A-Z][A-Za-z]*``               McDonald
+``.*D.*``  CONTAINSDIGITS  ``.*[0-9].*``                               A4, 1990s
+``D+``     ALLDIGITS       ``[0-9]+``                                  1990
+``D.D``    NUMERICAL       ``[-0-9]+[.,]+[0-9.,]+``                    3.5, 1,000
+``..+``    MULTIDOTS       ``\\.\\.+``                                   ...
+``X.``     ENDSINDOT       ``[^.]+.*\\.``                               Inc., etc.
+``X-X``    CONTAINSDASH    ``[A-Za-z0-9]+-[A-Za-z0-9]*``               well-known, 10-
+``A.A.``   ACRO            ``[A-Z][A-Z.]*\\.[A-Z.]*``                   U.S., U.S
+``A.``     LONELYINITIAL   ``[A-Z]\\.``                                 J.
+``L``      SINGLECHAR      one letter                                  a, I
+``A``      CAPLETTER       one upper-case letter                       I
+``P``      PUNC            ``[,.;:?!()]``                              ",", (
+``Q``      QUOTE           ``["`']``                                   '
+=========  ==============  ==========================================  ======================
+
+Prefix / suffix tests of length k are produced only for tokens of at least k characters. Shape and the
+lexical flags come from the Doc's ``Vocab`` (its language's lexical attribute getters), so a bare
+``Vocab()`` without a language has no shapes and no ``like_num`` etc.
+
+Vocabulary and columns
+----------------------
+``initialize(docs)`` counts atomic tests over the training docs (a test counts once per token that has it),
+drops word / lowercase tests (``w=``, ``lw=``) seen on fewer than ``min_freq`` tokens (every other family
+is kept as soon as it is seen) and freezes the column index: only (test, offset) pairs that actually occur
+in the training docs get a column, and a padding column only if some training token needed it. After that,
+unseen tests and unseen pairs are silently dropped. Columns are numbered offset-major (all columns of
+offset -window first, the padding column first in its block, then tests in atomic-id order), so the indices
+of every row come out sorted and unique without any sorting.
+"""
+import re
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+import spacy
+from numba import njit
+from spacy.attrs import DEP, ENT_TYPE, LEMMA, ORTH, POS, TAG
+from spacy.matcher import PhraseMatcher
+from spacy.strings import get_string_id
+from spacy.tokens import Doc, Token
+from spacy.vocab import Vocab
+
+STATE_VERSION = 1
+
+# Token attributes the featurizer can read (besides "_.<extension>"), with their spaCy attribute ids.
+ATTRS = {"tag_": TAG, "pos_": POS, "lemma_": LEMMA, "dep_": DEP, "ent_type_": ENT_TYPE}
+
+FLAGS = ("like_num", "is_punct", "is_digit", "is_title", "is_upper", "is_alpha", "like_url", "like_email")
+
+# (test name, pattern over the class string); see the module docstring.
+REGEXES: Tuple[Tuple[str, str], ...] = (
+    ("A.*", r"A.*"),
+    ("Aa+", r"Aa+"),
+    ("A+", r"A+"),
+    ("Aa+Aa*", r"Aa+A[Aa]*"),
+    (".*D.*", r".*D.*"),
+    ("D+", r"D+"),
+    ("D.D", r"[-D]+[.,]+[D.,]+"),
+    ("..+", r"\.\.+"),
+    ("X.", r"[^.]+.*\."),
+    ("X-X", r"[AaLD]+-[AaLD]*"),
+    ("A.A.", r"A[A.]*\.[A.]*"),
+    ("A.", r"A\."),
+    ("L", r"[AaL]"),
+    ("A", r"A"),
+    ("P", r"[,.;:?!()]"),
+    ("Q", r"[\"`']"),
+)
+_COMPILED = tuple((name, re.compile(pattern, re.DOTALL)) for name, pattern in REGEXES)
+
+# Families subject to the min_freq cut-off.
+_FREQ_FAMILIES = ("w=", "lw=")
+_CHUNK_TOKENS = 200_000
+
+
+def char_classes(text: str) -> str:
+    """Map each character to its class for the pattern tests: A (upper), a (lower), D (digit), L (other
+    letter); any other character is kept as it is. The result has the same length as ``text``."""
+    out = []
+    for ch in text:
+        if ch.isupper():
+            out.append("A")
+        elif ch.islower():
+            out.append("a")
+        elif ch.isdecimal():
+            out.append("D")
+        elif ch.isalpha():
+            out.append("L")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def regex_tests(text: str) -> List[str]:
+    """Names of the pattern tests (without the ``re=`` prefix) that the whole of ``text`` matches."""
+    classes = char_classes(text)
+    return [name for name, rx in _COMPILED if rx.fullmatch(classes)]
+
+
+def offset_name(offset: int) -> str:
+    return "0" if offset == 0 else f"{offset:+d}"
+
+
+# --------------------------------------------------------------------------------------------- kernels
+
+@njit(cache=True, nogil=True)
+def _merge_atoms(tok_lex, lex_indptr, lex_ids, x_indptr, x_ids):
+    """Per-token sorted union of its lexeme's atoms and its token-level atoms -> CSR (indptr, ids)."""
+    T = tok_lex.shape[0]
+    bound = 0
+    for t in range(T):
+        lx = tok_lex[t]
+        if lx >= 0:
+            bound += lex_indptr[lx + 1] - lex_indptr[lx]
+    bound += x_ids.shape[0]
+    out = np.empty(bound, np.int32)
+    indptr = np.zeros(T + 1, np.int64)
+    w = 0
+    for t in range(T):
+        lx = tok_lex[t]
+        i = 0
+        iend = 0
+        if lx >= 0:
+            i = lex_indptr[lx]
+            iend = lex_indptr[lx + 1]
+        k = x_indptr[t]
+        kend = x_indptr[t + 1]
+        last = -1
+        while i < iend or k < kend:
+            if k >= kend or (i < iend and lex_ids[i] <= x_ids[k]):
+                v = lex_ids[i]
+                i += 1
+            else:
+                v = x_ids[k]
+                k += 1
+            if v != last:
+                out[w] = v
+                w += 1
+                last = v
+        indptr[t + 1] = w
+    return indptr, out[:w].copy()
+
+
+@njit(cache=True, nogil=True)
+def _mark_seen(a_indptr, a_ids, doc_starts, window, seen, pad_seen):
+    """seen[a, j] = True if some token has atom a at offset j - window; pad_seen[j] likewise for padding."""
+    W = 2 * window + 1
+    for d in range(doc_starts.shape[0] - 1):
+        s = doc_starts[d]
+        e = doc_starts[d + 1]
+        for t in range(s, e):
+            for j in range(W):
+                n = t + j - window
+                if n < s or n >= e:
+                    pad_seen[j] = True
+                else:
+                    for p in range(a_indptr[n], a_indptr[n + 1]):
+                        seen[a_ids[p], j] = True
+
+
+@njit(cache=True, nogil=True)
+def _window_rows(a_indptr, a_ids, doc_starts, window, colmap, padcol):
+    """Windowed CSR rows: for every token and offset, the columns of the neighbour's atoms (or padding)."""
+    W = 2 * window + 1
+    T = a_indptr.shape[0] - 1
+    out = np.empty(W * (a_ids.shape[0] + T), np.int32)
+    indptr = np.zeros(T + 1, np.int64)
+    w = 0
+    for d in range(doc_starts.shape[0] - 1):
+        s = doc_starts[d]
+        e = doc_starts[d + 1]
+        for t in range(s, e):
+            for j in range(W):
+                n = t + j - window
+                if n < s or n >= e:
+                    c = padcol[j]
+                    if c >= 0:
+                        out[w] = c
+                        w += 1
+                else:
+                    for p in range(a_indptr[n], a_indptr[n + 1]):
+                        c = colmap[a_ids[p], j]
+                        if c >= 0:
+                            out[w] = c
+                            w += 1
+            indptr[t + 1] = w
+    return indptr, out[:w].copy()
+
+
+# ---------------------------------------------------------------------------------------- validation
+
+def _check_bool(name: str, value: Any) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"window_features: '{name}' must be true or false, not {value!r}")
+    return bool(value)
+
+
+def _check_int(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"window_features: '{name}' must be an integer, not {value!r}")
+    if value < minimum:
+        raise ValueError(f"window_features: '{name}' must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def _check_attrs(attrs: Any) -> List[str]:
+    if isinstance(attrs, str) or not isinstance(attrs, (list, tuple)):
+        raise ValueError(f"window_features: 'attrs' must be a list of attribute names, not {attrs!r}")
+    out = []
+    for attr in attrs:
+        if not isinstance(attr, str):
+            raise ValueError(f"window_features: 'attrs' entries must be strings, not {attr!r}")
+        if attr not in ATTRS and not (attr.startswith("_.") and len(attr) > 2):
+            allowed = ", ".join(repr(a) for a in ATTRS)
+            raise ValueError(f"window_features: unknown attribute {attr!r} in 'attrs'; "
+                             f"use one of {allowed} or '_.<extension>'")
+        if attr in out:
+            raise ValueError(f"window_features: attribute {attr!r} is listed twice in 'attrs'")
+        out.append(attr)
+    return out
+
+
+def _check_lexicons(lexicons: Any) -> Dict[str, str]:
+    if not isinstance(lexicons, dict):
+        raise ValueError(f"window_features: 'lexicons' must map a lexicon name to a file path, not {lexicons!r}")
+    out = {}
+    for name, path in lexicons.items():
+        if not isinstance(name, str) or not name or any(ch.isspace() for ch in name):
+            raise ValueError(f"window_features: lexicon name {name!r} in 'lexicons' must be a non-empty "
+                             f"string without whitespace")
+        if not isinstance(path, (str, Path)):
+            raise ValueError(f"window_features: the path of lexicon {name!r} in 'lexicons' must be a string, "
+                             f"not {path!r}")
+        out[name] = str(path)
+    return out
+
+
+def read_lexicon(path: str, lowercase: bool) -> List[str]:
+    """Entries of a lexicon file (UTF-8, one entry per line; blank lines ignored, inner whitespace
+    collapsed to single spaces, lowercased if ``lowercase``), sorted and unique."""
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"window_features: lexicon file not found: {path}")
+    entries = set()
+    with p.open(encoding="utf8") as f:
+        for lineno, line in enumerate(f, 1):
+            entry = " ".join(line.split())
+            if not entry:
+                continue
+            entries.add(entry.lower() if lowercase else entry)
+    return sorted(entries)
+
+
+# ---------------------------------------------------------------------------------------- featurizer
+
+class WindowFeaturizer:
+    """Docs -> sparse binary rows over windowed atomic tests (see the module docstring).
+
+    Options (all validated at construction; a bad value raises ``ValueError`` naming the setting):
+
+    - ``window`` (>= 0): tests are shifted over offsets ``-window..+window``.
+    - ``word`` / ``lower``: word identity ``w=`` / lowercase ``lw=`` tests.
+    - ``min_freq`` (>= 1): word / lowercase tests seen on fewer training tokens are dropped.
+    - ``regexes``: the 16 character-pattern tests ``re=``.
+    - ``prefix`` / ``suffix`` (>= 0): prefixes ``p1=``..``pN=`` / suffixes ``s1=``..``sN=``.
+    - ``shape``: spaCy's ``shape_`` (``sh=``). ``flags``: the lexical flags in ``FLAGS`` (``f=is_title``).
+    - ``attrs``: token attributes set by the reader or an earlier component: any of ``tag_``, ``pos_``,
+      ``lemma_``, ``dep_``, ``ent_type_`` or ``_.<extension>``; tests ``a:tag_=NN``. Empty values (and
+      ``None`` / ``False`` for extensions) give no test.
+    - ``lexicons``: lexicon name -> path of a UTF-8 file with one entry per line. Entries without whitespace
+      are lexeme tests; entries with whitespace are split on whitespace and matched as token sequences with
+      spaCy's ``PhraseMatcher``; both give the test ``lex=NAME`` on every token they cover. The files are
+      read by ``initialize`` and their entries kept in the featurizer's state, so a trained model does not
+      need them.
+    - ``lexicon_lowercase``: compare lexicon entries case-insensitively (``LOWER``) rather than on ``ORTH``.
+    - ``missing_text``: hook for tokens whose value is unknown. A token whose text equals this string
+      produces no atomic tests at all (no lexeme tests, no attributes, no lexicon matches); its neighbours
+      simply see nothing at that offset (it is not padding). ``None`` disables the hook.
+    """
+
+    def __init__(self, window: int = 2, word: bool = True, lower: bool = True, min_freq: int = 1,
+                 regexes: bool = True, prefix: int = 3, suffix: int = 3, shape: bool = True, flags: bool = True,
+                 attrs: Sequence[str] = (), lexicons: Optional[Dict[str, str]] = None,
+                 lexicon_lowercase: bool = True, missing_text: Optional[str] = None):
+        self._configure(dict(window=window, word=word, lower=lower, min_freq=min_freq, regexes=regexes,
+                             prefix=prefix, suffix=suffix, shape=shape, flags=flags, attrs=attrs,
+                             lexicons={} if lexicons is None else lexicons, lexicon_lowercase=lexicon_lowercase,
+                             missing_text=missing_text))
+        self._reset_state()
+
+    # ---- configuration
+
+    def _configure(self, cfg: Dict[str, Any]) -> None:
+        self.window = _check_int("window", cfg["window"], 0)
+        self.word = _check_bool("word", cfg["word"])
+        self.lower = _check_bool("lower", cfg["lower"])
+        self.min_freq = _check_int("min_freq", cfg["min_freq"], 1)
+        self.regexes = _check_bool("regexes", cfg["regexes"])
+        self.prefix = _check_int("prefix", cfg["prefix"], 0)
+        self.suffix = _check_int("suffix", cfg["suffix"], 0)
+        self.shape = _check_bool("shape", cfg["shape"])
+        self.flags = _check_bool("flags", cfg["flags"])
+        self.attrs = _check_attrs(cfg["attrs"])
+        self.lexicons = cfg["lexicons"]
+        self.lexicon_lowercase = _check_bool("lexicon_lowercase", cfg["lexicon_lowercase"])
+        missing = cfg["missing_text"]
+        if missing is not None and not isinstance(missing, str):
+            raise ValueError(f"window_features: 'missing_text' must be a string or null, not {missing!r}")
+        self.missing_text = missing
+
+    @property
+    def lexicons(self) -> Dict[str, str]:
+        """Lexicon name -> file path (read by ``initialize``). Assigning validates like the constructor."""
+        return self._lexicons
+
+    @lexicons.setter
+    def lexicons(self, value: Dict[str, str]) -> None:
+        self._lexicons = _check_lexicons(value)
+
+    def config(self) -> Dict[str, Any]:
+        """The options, as plain data."""
+        return {"window": self.window, "word": self.word, "lower": self.lower, "min_freq": self.min_freq,
+                "regexes": self.regexes, "prefix": self.prefix, "suffix": self.suffix, "shape": self.shape,
+                "flags": self.flags, "attrs": list(self.attrs), "lexicons": dict(self.lexicons),
+                "lexicon_lowercase": self.lexicon_lowercase, "missing_text": self.missing_text}
+
+    @property
+    def offsets(self) -> List[int]:
+        return list(range(-self.window, self.window + 1))
+
+    # ---- state
+
+    def _reset_state(self) -> None:
+        self.initialized = False
+        self._frozen = False
+        self._atom_names: List[str] = []
+        self._atom_ids: Dict[str, int] = {}
+        self._lexicon_entries: Dict[str, List[str]] = {}
+        self._single_lex: List[Tuple[str, frozenset]] = []
+        self._multi_lex: Dict[str, List[str]] = {}
+        self._matchers: Dict[int, Tuple[Vocab, PhraseMatcher, Dict[int, str]]] = {}
+        self._clear_caches()
+        self._col_offset = np.zeros(0, np.int32)
+        self._col_atom = np.zeros(0, np.int32)
+        self._colmap = np.full((0, 2 * self.window + 1), -1, np.int32)
+        self._padcol = np.full(2 * self.window + 1, -1, np.int32)
+
+    def _clear_caches(self) -> None:
+        self._lexeme_cache: Dict[int, np.ndarray] = {}
+        self._attr_cache: Dict[Tuple[str, Any], int] = {}
+
+    def _set_lexicons(self, entries: Dict[str, List[str]]) -> None:
+        self._lexicon_entries = {name: list(values) for name, values in entries.items()}
+        self._single_lex = [(name, frozenset(e for e in values if " " not in e))
+                            for name, values in self._lexicon_entries.items()]
+        self._single_lex = [(name, values) for name, values in self._single_lex if values]
+        self._multi_lex = {name: [e for e in values if " " in e] for name, values in self._lexicon_entries.items()}
+        self._multi_lex = {name: values for name, values in self._multi_lex.items() if values}
+        self._matchers = {}
+        self._clear_caches()
+
+    @property
+    def n_features(self) -> int:
+        return int(len(self._col_atom))
+
+    @property
+    def atom_names(self) -> List[str]:
+        """Atomic tests by id (after ``initialize``: the frozen vocabulary)."""
+        return list(self._atom_names)
+
+    def feature_names(self) -> List[str]:
+        """Readable name of every column, by column id, e.g. ``w=Bank@-1`` or ``pad@+2``."""
+        names = []
+        for off, atom in zip(self._col_offset.tolist(), self._col_atom.tolist()):
+            base = "pad" if atom < 0 else self._atom_names[atom]
+            names.append(f"{base}@{offset_name(off)}")
+        return names
+
+    # ---- atomic tests
+
+    def _intern(self, names: Iterable[str]) -> np.ndarray:
+        """Names -> sorted unique atom ids. Before the freeze new names get new ids; after it they are dropped."""
+        ids = []
+        table = self._atom_ids
+        if self._frozen:
+            for name in names:
+                i = table.get(name)
+                if i is not None:
+                    ids.append(i)
+        else:
+            for name in names:
+                i = table.get(name)
+                if i is None:
+                    i = table[name] = len(self._atom_names)
+                    self._atom_names.append(name)
+                ids.append(i)
+        return np.unique(np.asarray(ids, dtype=np.int32))
+
+    def _intern_one(self, name: str) -> int:
+        i = self._atom_ids.get(name)
+        if i is None:
+            if self._frozen:
+                return -1
+            i = self._atom_ids[name] = len(self._atom_names)
+            self._atom_names.append(name)
+        return i
+
+    def lexeme_tests(self, text: str, vocab: Vocab) -> List[str]:
+        """Names of the lexeme-level tests of a token with this text."""
+        if self.missing_text is not None and text == self.missing_text:
+            return []
+        lex = vocab[text]
+        names = []
+        if self.word:
+            names.append("w=" + text)
+        if self.lower:
+            names.append("lw=" + (lex.lower_ or text.lower()))
+        if self.regexes:
+            names.extend("re=" + name for name in regex_tests(text))
+        for k in range(1, min(self.prefix, len(text)) + 1):
+            names.append(f"p{k}={text[:k]}")
+        for k in range(1, min(self.suffix, len(text)) + 1):
+            names.append(f"s{k}={text[-k:]}")
+        if self.shape and lex.shape_:
+            names.append("sh=" + lex.shape_)
+        if self.flags:
+            names.extend("f=" + flag for flag in FLAGS if getattr(lex, flag))
+        if self._single_lex:
+            key = (lex.lower_ or text.lower()) if self.lexicon_lowercase else text
+            names.extend("lex=" + name for name, entries in self._single_lex if key in entries)
+        return names
+
+    def _compute_lexeme(self, orth: int, vocab: Vocab) -> np.ndarray:
+        return self._intern(self.lexeme_tests(vocab.strings[orth], vocab))
+
+    def _matcher(self, vocab: Vocab):
+        key = id(vocab)
+        entry = self._matchers.get(key)
+        if entry is None or entry[0] is not vocab:
+            attr = "LOWER" if self.lexicon_lowercase else "ORTH"
+            matcher = PhraseMatcher(vocab, attr=attr)
+            names = {}
+            for name, values in self._multi_lex.items():
+                matcher.add(name, [Doc(vocab, words=value.split(" ")) for value in values])
+                names[vocab.strings.add(name)] = name
+            entry = self._matchers[key] = (vocab, matcher, names)
+        return entry[1], entry[2]
+
+    def _check_extensions(self) -> None:
+        for attr in self.attrs:
+            if attr.startswith("_.") and not Token.has_extension(attr[2:]):
+                raise ValueError(f"window_features: 'attrs' names {attr!r} but no Token extension "
+                                 f"{attr[2:]!r} is registered (Token.set_extension)")
+
+    def _token_level(self, docs: List[Doc], vocab: Vocab, doc_starts: np.ndarray, missing: np.ndarray):
+        """Token-level atoms as sorted unique (token, atom) pairs -> CSR (x_indptr, x_ids)."""
+        T = int(doc_starts[-1])
+        rows: List[np.ndarray] = []
+        atoms: List[np.ndarray] = []
+        std = [a for a in self.attrs if a in ATTRS]
+        ext = [a for a in self.attrs if a.startswith("_.")]
+        nonempty = [d for d in docs if len(d)]
+        if std and nonempty:
+            values = np.concatenate([d.to_array([ATTRS[a] for a in std]).reshape(len(d), len(std))
+                                     for d in nonempty])
+            for j, attr in enumerate(std):
+                uniq, inv = np.unique(values[:, j], return_inverse=True)
+                ids = np.full(len(uniq), -1, np.int32)
+                for u, value in enumerate(uniq.tolist()):
+                    if value == 0:
+                        continue
+                    key = (attr, value)
+                    atom = self._attr_cache.get(key)
+                    if atom is None:
+                        atom = self._attr_cache[key] = self._intern_one(f"a:{attr}={vocab.strings[value]}")
+                    ids[u] = atom
+                tok_ids = ids[inv.reshape(-1)]
+                keep = np.flatnonzero(tok_ids >= 0)
+                rows.append(keep.astype(np.int64))
+                atoms.append(tok_ids[keep])
+        if ext:
+            for attr in ext:
+                name = attr[2:]
+                r, a = [], []
+                t = 0
+                for doc in docs:
+                    for token in doc:
+                        value = token._.get(name)
+                        if value is not None and value is not False and value != "":
+                            key = (attr, str(value))
+                            atom = self._attr_cache.get(key)
+                            if atom is None:
+                                atom = self._attr_cache[key] = self._intern_one(f"a:{attr}={key[1]}")
+                            if atom >= 0:
+                                r.append(t)
+                                a.append(atom)
+                        t += 1
+                rows.append(np.asarray(r, dtype=np.int64))
+                atoms.append(np.asarray(a, dtype=np.int32))
+        if self._multi_lex:
+            matcher, match_names = self._matcher(vocab)
+            r, a = [], []
+            for q, doc in enumerate(docs):
+                if not len(doc):
+                    continue
+                base = int(doc_starts[q])
+                for match_id, start, end in matcher(doc):
+                    atom = self._intern_one("lex=" + match_names[match_id])
+                    if atom >= 0:
+                        r.extend(range(base + start, base + end))
+                        a.extend([atom] * (end - start))
+            rows.append(np.asarray(r, dtype=np.int64))
+            atoms.append(np.asarray(a, dtype=np.int32))
+        if not rows:
+            return np.zeros(T + 1, np.int64), np.zeros(0, np.int32)
+        r = np.concatenate(rows)
+        a = np.concatenate(atoms).astype(np.int64)
+        if missing.any():
+            keep = ~missing[r]
+            r, a = r[keep], a[keep]
+        n_atoms = max(len(self._atom_names), 1)
+        keys = np.unique(r * n_atoms + a)
+        r = keys // n_atoms
+        x_ids = (keys % n_atoms).astype(np.int32)
+        x_indptr = np.zeros(T + 1, np.int64)
+        np.cumsum(np.bincount(r, minlength=T), out=x_indptr[1:])
+        return x_indptr, x_ids
+
+    def token_atoms(self, docs: List[Doc]):
+        """Atomic tests of every token of ``docs`` (concatenated) as CSR: (indptr int64 (T+1), atom ids
+        int32, doc_starts int64 (n_docs+1)). Each token's ids are sorted and unique."""
+        lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
+        doc_starts = np.zeros(len(docs) + 1, np.int64)
+        np.cumsum(lengths, out=doc_starts[1:])
+        T = int(doc_starts[-1])
+        if T == 0:
+            return np.zeros(1, np.int64), np.zeros(0, np.int32), doc_starts
+        nonempty = [d for d in docs if len(d)]
+        vocab = nonempty[0].vocab
+        for d in nonempty:
+            if d.vocab is not vocab:
+                raise ValueError("WindowFeaturizer: all docs of one call must share the same Vocab")
+        self._check_extensions()
+        orths = np.concatenate([d.to_array(ORTH).reshape(-1) for d in nonempty])
+        uniq, tok_lex = np.unique(orths, return_inverse=True)
+        tok_lex = tok_lex.reshape(-1).astype(np.int64)
+        cache = self._lexeme_cache
+        arrays = []
+        for orth in uniq.tolist():
+            arr = cache.get(orth)
+            if arr is None:
+                arr = cache[orth] = self._compute_lexeme(orth, vocab)
+            arrays.append(arr)
+        lex_indptr = np.zeros(len(arrays) + 1, np.int64)
+        np.cumsum([len(a) for a in arrays], out=lex_indptr[1:])
+        lex_ids = np.concatenate(arrays).astype(np.int32) if arrays else np.zeros(0, np.int32)
+        if self.missing_text is not None:
+            missing = orths == np.uint64(get_string_id(self.missing_text))
+            tok_lex[missing] = -1
+        else:
+            missing = np.zeros(T, bool)
+        x_indptr, x_ids = self._token_level(docs, vocab, doc_starts, missing)
+        a_indptr, a_ids = _merge_atoms(tok_lex, lex_indptr, lex_ids, x_indptr, x_ids)
+        return a_indptr, a_ids, doc_starts
+
+    # ---- training-time vocabulary
+
+    def initialize(self, docs: Iterable[Doc]) -> None:
+        """Read the lexicons, count the atomic tests over ``docs`` and freeze the column index."""
+        self._reset_state()
+        self._set_lexicons({name: read_lexicon(path, self.lexicon_lowercase)
+                            for name, path in self.lexicons.items()})
+        W = 2 * self.window + 1
+        counts = np.zeros(0, np.int64)
+        seen = np.zeros((0, W), bool)
+        pad_seen = np.zeros(W, bool)
+        for chunk in _chunks(docs):
+            a_indptr, a_ids, doc_starts = self.token_atoms(chunk)
+            A = len(self._atom_names)
+            if A > len(counts):
+                counts = np.concatenate([counts, np.zeros(A - len(counts), np.int64)])
+                seen = np.concatenate([seen, np.zeros((A - len(seen), W), bool)])
+            counts += np.bincount(a_ids, minlength=A)
+            _mark_seen(a_indptr, a_ids, doc_starts, self.window, seen, pad_seen)
+        keep = counts >= 1
+        if self.min_freq > 1:
+            for i, name in enumerate(self._atom_names):
+                if name.startswith(_FREQ_FAMILIES) and counts[i] < self.min_freq:
+                    keep[i] = False
+        mapping = np.full(len(keep), -1, np.int32)
+        mapping[keep] = np.arange(int(keep.sum()), dtype=np.int32)
+        self._atom_names = [name for name, k in zip(self._atom_names, keep.tolist()) if k]
+        self._atom_ids = {name: i for i, name in enumerate(self._atom_names)}
+        seen = seen[keep]
+        col_offset, col_atom = [], []
+        for j in range(W):
+            off = j - self.window
+            if off != 0 and pad_seen[j]:
+                col_offset.append(off)
+                col_atom.append(-1)
+            atoms = np.flatnonzero(seen[:, j])
+            col_offset.extend([off] * len(atoms))
+            col_atom.extend(atoms.tolist())
+        self._set_columns(np.asarray(col_offset, np.int32), np.asarray(col_atom, np.int32))
+        # Keep the caches, renumbered to the frozen vocabulary (monotone, so arrays stay sorted).
+        for orth, arr in self._lexeme_cache.items():
+            new = mapping[arr]
+            self._lexeme_cache[orth] = new[new >= 0]
+        self._attr_cache = {key: (int(mapping[v]) if v >= 0 else -1) for key, v in self._attr_cache.items()}
+        self._frozen = True
+        self.initialized = True
+
+    def _set_columns(self, col_offset: np.ndarray, col_atom: np.ndarray) -> None:
+        W = 2 * self.window + 1
+        self._col_offset = col_offset
+        self._col_atom = col_atom
+        self._colmap = np.full((len(self._atom_names), W), -1, np.int32)
+        self._padcol = np.full(W, -1, np.int32)
+        cols = np.arange(len(col_atom), dtype=np.int32)
+        is_pad = col_atom < 0
+        self._padcol[col_offset[is_pad] + self.window] = cols[is_pad]
+        self._colmap[col_atom[~is_pad], col_offset[~is_pad] + self.window] = cols[~is_pad]
+
+    # ---- featurization
+
+    def __call__(self, docs: Sequence[Doc]):
+        """Feature rows for the concatenation of all tokens of ``docs``.
+
+        Returns ``(indptr int64 (T+1), indices int32, seq_starts int64 (n_docs+1))``; the indices of each row
+        are sorted ascending and unique; an empty doc gives no rows (``seq_starts`` repeats).
+        """
+        if not self.initialized:
+            raise RuntimeError("WindowFeaturizer is not initialized: call initialize(docs) or from_dict(state) "
+                               "first")
+        docs = list(docs)
+        parts = []
+        for chunk in _chunks(docs):
+            a_indptr, a_ids, doc_starts = self.token_atoms(chunk)
+            indptr, indices = _window_rows(a_indptr, a_ids, doc_starts, self.window, self._colmap, self._padcol)
+            parts.append((indptr, indices, doc_starts))
+        if len(parts) == 1:
+            return parts[0]
+        if not parts:
+            return np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(1, np.int64)
+        indptrs, indices_list, starts = [np.zeros(1, np.int64)], [], [np.zeros(1, np.int64)]
+        nnz = 0
+        tokens = 0
+        for indptr, indices, doc_starts in parts:
+            indptrs.append(indptr[1:] + nnz)
+            starts.append(doc_starts[1:] + tokens)
+            indices_list.append(indices)
+            nnz += int(indptr[-1])
+            tokens += int(doc_starts[-1])
+        return np.concatenate(indptrs), np.concatenate(indices_list), np.concatenate(starts)
+
+    # ---- serialization
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The whole state as plain msgpack-able data (options, lexicon entries, vocabulary, columns)."""
+        return {
+            "version": STATE_VERSION,
+            "config": self.config(),
+            "initialized": self.initialized,
+            "lexicon_entries": {name: list(values) for name, values in self._lexicon_entries.items()},
+            "atoms": list(self._atom_names),
+            "column_offsets": self._col_offset.tolist(),
+            "column_atoms": self._col_atom.tolist(),
+        }
+
+    def from_dict(self, state: Dict[str, Any]) -> "WindowFeaturizer":
+        """Restore a state made by ``to_dict``. Its options replace the current ones (the columns only make
+        sense with the options they were built with). Raises ``ValueError`` on malformed input."""
+        where = "WindowFeaturizer.from_dict"
+        if not isinstance(state, dict):
+            raise ValueError(f"{where}: expected a dict, got {type(state).__name__}")
+        for key in ("version", "config", "initialized", "lexicon_entries", "atoms", "column_offsets",
+                    "column_atoms"):
+            if key not in state:
+                raise ValueError(f"{where}: missing key {key!r}")
+        if state["version"] != STATE_VERSION:
+            raise ValueError(f"{where}: unsupported state version {state['version']!r} "
+                             f"(this code reads version {STATE_VERSION})")
+        cfg = state["config"]
+        if not isinstance(cfg, dict):
+            raise ValueError(f"{where}: 'config' must be a dict")
+        expected = set(self.config())
+        if set(cfg) != expected:
+            raise ValueError(f"{where}: 'config' keys {sorted(cfg)} differ from the expected {sorted(expected)}")
+        initialized = state["initialized"]
+        if not isinstance(initialized, bool):
+            raise ValueError(f"{where}: 'initialized' must be true or false")
+        entries = state["lexicon_entries"]
+        if not isinstance(entries, dict) or not all(
+                isinstance(k, str) and isinstance(v, list) and all(isinstance(e, str) for e in v)
+                for k, v in entries.items()):
+            raise ValueError(f"{where}: 'lexicon_entries' must map lexicon names to lists of strings")
+        atoms = state["atoms"]
+        if not isinstance(atoms, list) or not all(isinstance(a, str) for a in atoms):
+            raise ValueError(f"{where}: 'atoms' must be a list of strings")
+        if len(set(atoms)) != len(atoms):
+            raise ValueError(f"{where}: 'atoms' contains duplicate names")
+        offs, cols = state["column_offsets"], state["column_atoms"]
+        for key, value in (("column_offsets", offs), ("column_atoms", cols)):
+            if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool)
+                                                      for v in value):
+                raise ValueError(f"{where}: {key!r} must be a list of integers")
+        if len(offs) != len(cols):
+            raise ValueError(f"{where}: 'column_offsets' and 'column_atoms' differ in length "
+                             f"({len(offs)} vs {len(cols)})")
+        # Validate the options before touching self.
+        probe = WindowFeaturizer.__new__(WindowFeaturizer)
+        try:
+            probe._configure(cfg)
+        except ValueError as err:
+            raise ValueError(f"{where}: bad 'config': {err}") from None
+        window = probe.window
+        prev = (-window - 1, -2)
+        for i, (off, atom) in enumerate(zip(offs, cols)):
+            if not -window <= off <= window:
+                raise ValueError(f"{where}: column {i} has offset {off} outside the window {window}")
+            if not -1 <= atom < len(atoms):
+                raise ValueError(f"{where}: column {i} names atom {atom}, but there are {len(atoms)} atoms")
+            if atom == -1 and off == 0:
+                raise ValueError(f"{where}: column {i} is a padding column at offset 0")
+            if (off, atom) <= prev:
+                raise ValueError(f"{where}: columns must be ordered by offset, then atom id (column {i})")
+            prev = (off, atom)
+        if not initialized and (atoms or offs):
+            raise ValueError(f"{where}: an uninitialized state cannot carry atoms or columns")
+        self._configure(cfg)
+        self._reset_state()
+        self._set_lexicons(entries)
+        self._atom_names = list(atoms)
+        self._atom_ids = {name: i for i, name in enumerate(atoms)}
+        self._set_columns(np.asarray(offs, np.int32), np.asarray(cols, np.int32))
+        self._frozen = initialized
+        self.initialized = initialized
+        return self
+
+
+def _chunks(docs: Iterable[Doc], max_tokens: int = _CHUNK_TOKENS):
+    """Group docs into lists of about ``max_tokens`` tokens (bounds the temporary memory)."""
+    chunk: List[Doc] = []
+    n = 0
+    for doc in docs:
+        chunk.append(doc)
+        n += len(doc)
+        if n >= max_tokens:
+            yield chunk
+            chunk, n = [], 0
+    if chunk:
+        yield chunk
+
+
+@spacy.registry.misc("spacy_treecrf.window_features.v1")
+def window_features(window: int = 2, word: bool = True, lower: bool = True, min_freq: int = 1,
+                    regexes: bool = True, prefix: int = 3, suffix: int = 3, shape: bool = True,
+                    flags: bool = True, attrs: List[str] = [], lexicons: Dict[str, str] = {},
+                    lexicon_lowercase: bool = True, missing_text: Optional[str] = None) -> WindowFeaturizer:
+    """Config entry point for :class:`WindowFeaturizer` (see its docstring for the options)."""
+    return WindowFeaturizer(window=window, word=word, lower=lower, min_freq=min_freq, regexes=regexes,
+                            prefix=prefix, suffix=suffix, shape=shape, flags=flags, attrs=attrs,
+                            lexicons=lexicons, lexicon_lowercase=lexicon_lowercase,
+                            missing_text=missing_text)

@@ -1,0 +1,460 @@
+"""The `treecrf` spaCy component: a TreeCRF behind spaCy's TrainablePipe API.
+
+Training in spaCy's loop: `update()` runs forward-backward over the batch (the loss is the negative
+log-likelihood) and keeps it; `finish_update()` fits one boosting round (one tree per label) on everything kept
+since the last call. A batch as large as the corpus gives the paper's full-gradient rounds and reuses the cached
+potentials from round to round; smaller batches give stochastic boosting (each new batch's potentials are
+evaluated from the ensemble once).
+"""
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+from spacy import util
+from spacy.language import Language
+from spacy.parts_of_speech import IDS as UPOS_IDS
+from spacy.pipeline import TrainablePipe
+from spacy.scorer import Scorer
+from spacy.tokens import Doc, Span, SpanGroup, Token
+from spacy.training import Example, validate_examples, validate_get_examples
+from spacy.util import registry
+from spacy.vocab import Vocab
+from thinc.api import Model
+
+from . import booster as boost
+from . import crf, features, serialize  # noqa: F401  (features registers spacy_treecrf.window_features.v1)
+from .booster import BoostParams, Ensemble
+from .estimator import DECODERS, bio_allowed, ensemble_rules
+
+TARGETS = ("ner", "spans", "tag", "pos", "token_attr")
+BIO_TARGETS = ("ner", "spans")
+MARGINALS_EXT = "treecrf_marginals"
+
+
+class Errors:
+    E001 = "[treecrf] Unknown target {target!r}: choose one of {targets}."
+    E002 = "[treecrf] Target 'spans' needs a non-empty 'spans_key'."
+    E003 = "[treecrf] Target 'token_attr' needs 'token_attr', the name of a Token extension."
+    E004 = "[treecrf] Setting 'decode' must be one of {decoders}, got {decode!r}."
+    E005 = "[treecrf] No labels found for target {target!r} in the training data: check the reference docs."
+    E006 = "[treecrf] Target 'pos' takes Universal POS tags; {labels} are not UPOS."
+    E007 = ("[treecrf] Doc {doc} has overlapping gold spans {a} and {b} in {where}: a BIO target cannot "
+            "represent overlaps. Remove one of them or use several components.")
+    E008 = "[treecrf] The component '{name}' is not initialized: call nlp.initialize() or load a trained pipeline."
+    E009 = "[treecrf] Label {label!r} of component '{name}' is not a BIO label (B-X, I-X or O)."
+
+
+@registry.architectures("spacy_treecrf.NoParams.v1")
+def build_no_params_model() -> Model:
+    """The trees live in the component, not in Thinc: a parameter-free model keeps spaCy's loop and
+    `use_params` (averaging) harmless."""
+    return Model("treecrf_no_params", lambda model, X, is_train: (X, lambda dY: dY))
+
+
+@registry.scorers("spacy_treecrf.scorer.v1")
+def make_treecrf_scorer() -> Callable:
+    return treecrf_score
+
+
+def treecrf_score(examples: Iterable[Example], *, target: str = "ner", spans_key: str = "chunks",
+                  token_attr: str = "", **kwargs) -> Dict[str, object]:
+    """ents_p/r/f (+ per type), spans_<key>_p/r/f, tag_acc, pos_acc or <extension>_acc, by target."""
+    if target == "ner":
+        return Scorer.score_spans(examples, "ents", **kwargs)
+    if target == "spans":
+        return Scorer.score_spans(examples, f"spans_{spans_key}",
+                                  getter=lambda doc, attr: doc.spans.get(spans_key, []),
+                                  has_annotation=lambda doc: spans_key in doc.spans, allow_overlap=True, **kwargs)
+    if target in ("tag", "pos"):
+        return Scorer.score_token_attr(examples, target, **kwargs)
+    return Scorer.score_token_attr(examples, token_attr, getter=lambda token, attr: token._.get(attr),
+                                   missing_values={None, ""}, **kwargs)
+
+
+DEFAULT_CONFIG = {
+    "model": {"@architectures": "spacy_treecrf.NoParams.v1"},
+    "features": {"@misc": "spacy_treecrf.window_features.v1"},
+    "target": "ner",
+    "spans_key": "chunks",
+    "token_attr": "",
+    "max_leaves": 100,
+    "shrinkage": 10.0,
+    "learning_rate": 1.0,
+    "min_samples_leaf": 1.0,
+    "min_gain": 0.0,
+    "subsample": 1.0,
+    "trim": 0.0,
+    "random_state": 0,
+    "n_threads": 0,
+    "decode": "viterbi",
+    "constrain_bio": True,
+    "store_scores": True,
+    "overwrite": True,
+    "scorer": {"@scorers": "spacy_treecrf.scorer.v1"},
+}
+
+
+@Language.factory("treecrf", assigns=["doc.ents", "doc.spans", "token.tag", "token.pos"],
+                  default_config=DEFAULT_CONFIG,
+                  default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None})
+def make_treecrf(nlp: Language, name: str, model: Model, features, target: str, spans_key: str,
+                 token_attr: str, max_leaves: int, shrinkage: float, learning_rate: float,
+                 min_samples_leaf: float, min_gain: float, subsample: float, trim: float, random_state: int,
+                 n_threads: int, decode: str, constrain_bio: bool, store_scores: bool, overwrite: bool,
+                 scorer: Optional[Callable]) -> "TreeCRFComponent":
+    """A sequence labeller trained by gradient tree boosting. Score weights default to NER's; set
+    [training.score_weights] for other targets (the configs/ files do)."""
+    params = BoostParams(max_leaves=max_leaves, shrinkage=shrinkage, learning_rate=learning_rate,
+                         min_samples_leaf=min_samples_leaf, min_gain=min_gain, subsample=subsample, trim=trim,
+                         random_state=random_state, n_threads=n_threads)
+    return TreeCRFComponent(nlp.vocab, model, name, features=features, target=target, spans_key=spans_key,
+                            token_attr=token_attr, params=params, decode=decode, constrain_bio=constrain_bio,
+                            store_scores=store_scores, overwrite=overwrite, scorer=scorer)
+
+
+def marginals_getter(token: Token) -> Optional[Dict[str, Dict[str, float]]]:
+    """Token._.treecrf_marginals: {component name: {label: probability}} from every treecrf that stored scores."""
+    stored = token.doc.user_data.get(("treecrf", "marginals"))
+    if not stored:
+        return None
+    return {name: dict(zip(labels, map(float, probs[token.i]))) for name, (labels, probs) in stored.items()}
+
+
+if not Token.has_extension(MARGINALS_EXT):
+    Token.set_extension(MARGINALS_EXT, getter=marginals_getter)
+
+
+class TreeCRFComponent(TrainablePipe):
+    def __init__(self, vocab: Vocab, model: Model, name: str = "treecrf", *, features, target: str = "ner",
+                 spans_key: str = "chunks", token_attr: str = "", params: Optional[BoostParams] = None,
+                 decode: str = "viterbi", constrain_bio: bool = True, store_scores: bool = True,
+                 overwrite: bool = True, scorer: Optional[Callable] = treecrf_score):
+        if target not in TARGETS:
+            raise ValueError(Errors.E001.format(target=target, targets=TARGETS))
+        if target == "spans" and not spans_key:
+            raise ValueError(Errors.E002)
+        if target == "token_attr" and not token_attr:
+            raise ValueError(Errors.E003)
+        if decode not in DECODERS:
+            raise ValueError(Errors.E004.format(decoders=DECODERS, decode=decode))
+        self.vocab = vocab
+        self.model = model
+        self.name = name
+        self.featurizer = features
+        self.params = params or BoostParams()
+        self.scorer = scorer
+        self.cfg = {"target": target, "spans_key": spans_key, "token_attr": token_attr, "decode": decode,
+                    "constrain_bio": constrain_bio, "store_scores": store_scores, "overwrite": overwrite,
+                    "labels": [], "rounds": 0}
+        if target == "token_attr" and not Token.has_extension(token_attr):
+            Token.set_extension(token_attr, default=None)
+        self.ensemble: Optional[Ensemble] = None
+        self.allowed: Optional[np.ndarray] = None
+        self._trainer: Optional[boost.Trainer] = None
+        self._trainer_key: Optional[tuple] = None
+        self._pending: List[Example] = []
+        self._passes = None
+
+    # ---- labels -------------------------------------------------------------------------------------------
+    @property
+    def labels(self) -> Tuple[str, ...]:
+        return tuple(self.cfg["labels"])
+
+    @property
+    def label_data(self) -> List[str]:
+        return list(self.cfg["labels"])
+
+    def add_label(self, label: str) -> int:
+        if self.ensemble is not None and self.ensemble.n_trees:
+            raise ValueError(f"[treecrf] Cannot add label {label!r} to '{self.name}' after training started.")
+        if label in self.cfg["labels"]:
+            return 0
+        self.cfg["labels"].append(label)
+        return 1
+
+    @property
+    def target(self) -> str:
+        return self.cfg["target"]
+
+    def _reference_labels(self, doc: Doc) -> List[Optional[str]]:
+        """The gold label of each reference token, None where the annotation is missing."""
+        target = self.target
+        if target == "ner":
+            return [None if t.ent_iob_ == "" else ("O" if t.ent_iob_ == "O" else f"{t.ent_iob_}-{t.ent_type_}")
+                    for t in doc]
+        if target == "spans":
+            key = self.cfg["spans_key"]
+            if key not in doc.spans:
+                return [None] * len(doc)
+            labels: List[Optional[str]] = ["O"] * len(doc)
+            owner: List[Optional[Span]] = [None] * len(doc)
+            for span in doc.spans[key]:
+                for i in range(span.start, span.end):
+                    if owner[i] is not None:
+                        raise ValueError(Errors.E007.format(doc=repr(doc.text[:60]), a=repr(owner[i]),
+                                                            b=repr(span), where=f"doc.spans[{key!r}]"))
+                    owner[i] = span
+                    labels[i] = ("B-" if i == span.start else "I-") + span.label_
+            return labels
+        if target == "tag":
+            return [t.tag_ or None for t in doc]
+        if target == "pos":
+            return [t.pos_ or None for t in doc]
+        name = self.cfg["token_attr"]
+        return [None if t._.get(name) in (None, "") else str(t._.get(name)) for t in doc]
+
+    def _gold(self, eg: Example) -> List[Optional[str]]:
+        """Reference labels moved onto the predicted tokens; misaligned tokens are unknown (summed over)."""
+        ref = self._reference_labels(eg.reference)
+        if len(eg.predicted) == len(eg.reference) and all(
+                a.text == b.text for a, b in zip(eg.predicted, eg.reference)):
+            return ref
+        x2y = eg.alignment.x2y
+        y2x = eg.alignment.y2x
+        gold: List[Optional[str]] = []
+        for i, n in enumerate(x2y.lengths):
+            j = int(x2y[i][0]) if n == 1 else -1
+            gold.append(ref[j] if j >= 0 and y2x.lengths[j] == 1 else None)
+        return gold
+
+    # ---- initialize / update ---------------------------------------------------------------------------------
+    def initialize(self, get_examples: Callable[[], Iterable[Example]], *, nlp: Optional[Language] = None,
+                   labels: Optional[Sequence[str]] = None, lexicons: Optional[Dict[str, str]] = None):
+        """Collect the labels and freeze the feature index; no boosting happens here."""
+        validate_get_examples(get_examples, "TreeCRFComponent.initialize")
+        examples = list(get_examples())
+        if labels is None:
+            found = {label for eg in examples for label in self._reference_labels(eg.reference) if label}
+            if self.target in BIO_TARGETS:
+                found |= {"O"} | {"B-" + lab[2:] for lab in found if lab.startswith("I-")}
+            labels = sorted(found)
+        if not labels:
+            raise ValueError(Errors.E005.format(target=self.target))
+        if self.target == "pos":
+            bad = [lab for lab in labels if lab not in UPOS_IDS]
+            if bad:
+                raise ValueError(Errors.E006.format(labels=bad))
+        if self.target in BIO_TARGETS:
+            for lab in labels:
+                if lab != "O" and not lab[:2] in ("B-", "I-"):
+                    raise ValueError(Errors.E009.format(label=lab, name=self.name))
+        self.cfg["labels"] = list(labels)
+        self.cfg["rounds"] = 0
+        if lexicons:
+            self.featurizer.lexicons = {**self.featurizer.lexicons, **lexicons}
+        self.featurizer.initialize([eg.predicted for eg in examples])
+        K = len(labels)
+        self.allowed = (bio_allowed(labels) if self.target in BIO_TARGETS and self.cfg["constrain_bio"]
+                        else np.ones((K + 1, K), dtype=np.bool_))
+        self.ensemble = Ensemble(K + 1, K)
+        self._trainer = self._trainer_key = self._passes = None
+        self._pending = []
+
+    def _check_initialized(self):
+        if self.ensemble is None:
+            raise ValueError(Errors.E008.format(name=self.name))
+
+    def update(self, examples: Iterable[Example], *, drop: float = 0.0, sgd=None,
+               losses: Optional[Dict[str, float]] = None) -> Dict[str, float]:
+        """Forward-backward over the examples kept since the last finish_update (the loss is the NLL)."""
+        if losses is None:
+            losses = {}
+        losses.setdefault(self.name, 0.0)
+        examples = list(examples)
+        validate_examples(examples, "TreeCRFComponent.update")
+        self._check_initialized()
+        self._pending.extend(examples)
+        trainer = self._trainer_for(self._pending)
+        self._passes = trainer.gradient_pass()
+        losses[self.name] += -self._passes[2]
+        return losses
+
+    def finish_update(self, sgd=None) -> None:
+        """One boosting round on everything update() kept."""
+        if not self._pending or self._trainer is None:
+            return
+        self._trainer.fit_round(self.ensemble, passes=self._passes)
+        self.cfg["rounds"] += 1
+        self._pending = []
+        self._passes = None
+
+    def _trainer_for(self, examples: List[Example]) -> boost.Trainer:
+        """The same examples as last round reuse the cached potentials; others start from the ensemble."""
+        key = tuple(sorted(id(eg) for eg in examples))
+        if key == self._trainer_key:
+            return self._trainer
+        examples = sorted(examples, key=id)
+        index = {label: k for k, label in enumerate(self.cfg["labels"])}
+        y = np.array([index.get(label, -1) if label is not None else -1
+                      for eg in examples for label in self._gold(eg)], dtype=np.int32)
+        indptr, indices, seq_starts = self.featurizer([eg.predicted for eg in examples])
+        initial = None
+        if self.ensemble.n_trees:
+            initial = boost.potentials_to_scaled(self.ensemble.potentials(indptr, indices, self.params.threads),
+                                                 self.allowed, seq_starts)
+        self._trainer = boost.Trainer(indptr, indices, self.featurizer.n_features, y, seq_starts, self.allowed,
+                                      self.params, initial=initial)
+        self._trainer_key = key
+        self._keep_alive = examples  # ids stay unique while the examples live
+        return self._trainer
+
+    def get_loss(self, examples, scores):
+        raise NotImplementedError("[treecrf] The loss is computed inside update() by forward-backward.")
+
+    # ---- prediction ------------------------------------------------------------------------------------------
+    def predict(self, docs: Iterable[Doc]):
+        """Label ids per token, the per-token marginals and the forward-backward pieces for span scores."""
+        docs = list(docs)
+        self._check_initialized()
+        indptr, indices, seq_starts = self.featurizer(docs)
+        threads = self.params.threads
+        phi = self.ensemble.potentials(indptr, indices, threads)
+        E, c = boost.potentials_to_scaled(phi, self.allowed, seq_starts)
+        need_fb = self.cfg["decode"] == "marginal" or self.cfg["store_scores"]
+        fb = None
+        if need_fb:
+            y = np.full(len(E), -1, dtype=np.int32)
+            fb = boost.forward_backward(E, c, seq_starts, y, False, threads)
+            gamma = crf.marginals(fb[0], fb[1])
+        if self.cfg["decode"] == "viterbi":
+            ids = boost.viterbi(E, seq_starts, threads)
+        else:
+            ids = gamma.argmax(axis=1).astype(np.int32)
+        return {"ids": ids, "seq_starts": seq_starts, "E": E, "fb": fb,
+                "gamma": gamma if need_fb else None}
+
+    def set_annotations(self, docs: Iterable[Doc], scores) -> None:
+        docs = list(docs)
+        labels = self.cfg["labels"]
+        starts = scores["seq_starts"]
+        ids = scores["ids"]
+        span_p = self._span_probabilities(docs, scores) if self.target in BIO_TARGETS and scores["fb"] else None
+        for q, doc in enumerate(docs):
+            a, b = starts[q], starts[q + 1]
+            tags = [labels[k] for k in ids[a:b]]
+            if self.cfg["store_scores"] and scores["gamma"] is not None:
+                store = doc.user_data.setdefault(("treecrf", "marginals"), {})
+                store[self.name] = (labels, scores["gamma"][a:b].astype(np.float32))
+            self._write(doc, tags, None if span_p is None else span_p[q])
+
+    def _write(self, doc: Doc, tags: List[str], probs: Optional[List[float]]):
+        target = self.target
+        overwrite = self.cfg["overwrite"]
+        if target in BIO_TARGETS:
+            spans = [Span(doc, s, e, label=lab) for s, e, lab in bio_spans(tags)]
+            if target == "ner":
+                if overwrite:
+                    doc.set_ents(spans, default="outside")
+                else:
+                    doc.set_ents(filter_new(spans, list(doc.ents)), default="unmodified")
+                key = self.name  # doc.ents has no attrs: the scored entities also go to doc.spans[name]
+            else:
+                key = self.cfg["spans_key"]
+                if not overwrite and key in doc.spans:
+                    return
+            doc.spans[key] = SpanGroup(doc, name=key, spans=spans,
+                                       attrs={"scores": list(probs) if probs is not None else []})
+            return
+        for token, tag in zip(doc, tags):
+            if target == "tag":
+                if overwrite or not token.tag_:
+                    token.tag_ = tag
+            elif target == "pos":
+                if overwrite or not token.pos_:
+                    token.pos_ = tag
+            else:
+                name = self.cfg["token_attr"]
+                if overwrite or token._.get(name) in (None, ""):
+                    token._.set(name, tag)
+
+    def _span_probabilities(self, docs, scores) -> List[List[float]]:
+        """Each predicted span's probability of being labelled exactly so under the CRF."""
+        labels = self.cfg["labels"]
+        index = {lab: k for k, lab in enumerate(labels)}
+        starts, ends, first, inside, seq_ends, owner = [], [], [], [], [], []
+        for q in range(len(docs)):
+            a, b = scores["seq_starts"][q], scores["seq_starts"][q + 1]
+            tags = [labels[k] for k in scores["ids"][a:b]]
+            for s, e, lab in bio_spans(tags):
+                starts.append(a + s)
+                ends.append(a + e)
+                first.append(index.get("B-" + lab, index.get("I-" + lab, 0)))
+                inside.append(index.get("I-" + lab, -1))
+                seq_ends.append(b)
+                owner.append(q)
+        out: List[List[float]] = [[] for _ in docs]
+        if not starts:
+            return out
+        alpha, beta, scale, _ = scores["fb"]
+        probs = crf.span_probs(scores["E"], alpha, beta, scale, np.array(seq_ends, dtype=np.int64),
+                               np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64),
+                               np.array(first, dtype=np.int64), np.array(inside, dtype=np.int64))
+        for q, p in zip(owner, probs):
+            out[q].append(float(p))
+        return out
+
+    # ---- inspection ------------------------------------------------------------------------------------------
+    def rules(self, top: int = 10):
+        self._check_initialized()
+        return ensemble_rules(self.ensemble, self.featurizer.feature_names(), self.cfg["labels"], top)
+
+    # ---- serialization ---------------------------------------------------------------------------------------
+    def to_bytes(self, *, exclude=tuple()) -> bytes:
+        self._check_initialized()
+        return serialize.dumps("treecrf", {
+            "cfg": self.cfg, "params": vars(self.params), "features": self.featurizer.to_dict(),
+            "allowed": self.allowed, "ensemble": self.ensemble.arrays(),
+        })
+
+    def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "TreeCRFComponent":
+        msg = serialize.loads("treecrf", bytes_data)
+        cfg = serialize.field(msg, "cfg", dict)
+        if cfg.get("target") != self.target:
+            raise ValueError(f"[treecrf] The model data is for target {cfg.get('target')!r}, but component "
+                             f"'{self.name}' has target {self.target!r}.")
+        labels = cfg.get("labels")
+        if not isinstance(labels, list) or not labels or not all(isinstance(x, str) for x in labels):
+            raise ValueError("[treecrf] The model data has no valid label list.")
+        self.featurizer.from_dict(serialize.field(msg, "features", dict))
+        K = len(labels)
+        self.allowed = serialize.check_array(msg, "allowed", np.bool_, (K + 1, K))
+        self.ensemble = serialize.load_ensemble(serialize.field(msg, "ensemble", dict), K,
+                                                self.featurizer.n_features)
+        params = serialize.field(msg, "params", dict)
+        self.params = BoostParams(**{k: v for k, v in params.items() if k in BoostParams.__dataclass_fields__})
+        self.cfg.update(cfg)
+        self._trainer = self._trainer_key = None
+        return self
+
+    def to_disk(self, path, *, exclude=tuple()) -> None:
+        path = util.ensure_path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "model.msgpack").write_bytes(self.to_bytes())
+
+    def from_disk(self, path, *, exclude=tuple()) -> "TreeCRFComponent":
+        path = util.ensure_path(path) / "model.msgpack"
+        if not path.exists():
+            raise ValueError(f"[treecrf] No model file at {path}: was component '{self.name}' saved?")
+        try:
+            return self.from_bytes(path.read_bytes())
+        except ValueError as err:
+            raise ValueError(f"{err} (file: {path})") from None
+
+
+def bio_spans(tags: Sequence[str]) -> List[Tuple[int, int, str]]:
+    """(start, end, type) of BIO tags; an I-X that does not continue an X span opens one (as CoNLL's eval)."""
+    spans = []
+    start, kind = -1, None
+    for i, tag in enumerate(list(tags) + ["O"]):
+        prefix, _, label = tag.partition("-")
+        if kind is not None and (prefix != "I" or label != kind):
+            spans.append((start, i, kind))
+            kind = None
+        if prefix == "B" or (prefix == "I" and kind is None):
+            start, kind = i, label
+    return spans
+
+
+def filter_new(new: List[Span], old: List[Span]) -> List[Span]:
+    """New spans that overlap no existing entity (overwrite=False keeps what was there)."""
+    taken = {i for span in old for i in range(span.start, span.end)}
+    return old + [s for s in new if not any(i in taken for i in range(s.start, s.end))]

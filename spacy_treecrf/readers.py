@@ -1,0 +1,530 @@
+"""Corpus reading: column files (CoNLL-2000, CoNLL-2003, any whitespace-separated columns), NETtalk and the
+Qian & Sejnowski protein secondary-structure data, turned into spaCy ``Doc`` / ``Example`` objects.
+
+Everything funnels through the same shape: a *sentence* is a list of rows (one tuple of column values per
+token) plus the file line number of each row, so every error can name the file and the line.
+
+Label schemes (how the label column is stored on a Doc):
+
+- ``bio_ents``: BIO / IOB2 tags (``B-X``, ``I-X``, ``O``) -> ``doc.ents``.
+- ``bio_spans``: the same tags -> ``doc.spans[spans_key]``.
+- ``tag`` / ``pos``: the labels -> ``token.tag_`` / ``token.pos_`` (``pos`` labels must be Universal POS tags).
+- ``token_attr``: the labels -> the token attribute named by ``token_attr`` (``tag_``, ``pos_``, ``lemma_`` or
+  ``_.<extension>``).
+
+BIO repair: an ``I-X`` that does not continue an ``X`` span (at the start of a sentence, after ``O`` or after
+a span of another type) is read as ``B-X``, i.e. it starts a new span. This is also the correct reading of
+IOB1 files, where ``B-`` only separates two adjacent spans of the same type. Any other label that is not
+``O``, ``B-X`` or ``I-X`` is an error.
+
+Extension attributes (``_.name``) that are not registered yet are registered on ``Token`` with
+``default=None`` the first time a reader needs to set them.
+"""
+from pathlib import Path
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+
+import spacy
+from spacy.language import Language
+from spacy.parts_of_speech import IDS as POS_IDS
+from spacy.tokens import Doc, Span, Token
+from spacy.training import Example
+from spacy.vocab import Vocab
+
+ColumnRef = Union[str, int]
+Row = Tuple[str, ...]
+
+LABEL_SCHEMES = ("bio_ents", "bio_spans", "tag", "pos", "token_attr")
+TARGETS = {"ner": "bio_ents", "spans": "bio_spans", "tag": "tag", "pos": "pos", "token_attr": "token_attr"}
+SETTABLE_ATTRS = ("tag_", "pos_", "lemma_")
+UPOS = frozenset(tag for tag in POS_IDS if tag.isupper() and tag != "")
+
+# Column layouts of the known formats: column names, words column, default label column, default target.
+FORMATS = {
+    "conll2000": (["word", "pos", "chunk"], "word", "chunk", "spans"),
+    "conll2003": (["word", "pos", "chunk", "ner"], "word", "ner", "ner"),
+    "nettalk": (["letter", "phoneme", "stress"], "letter", "stress", "tag"),
+    "protein": (["residue", "structure"], "residue", "structure", "tag"),
+}
+NETTALK_SPLITS = ("train_1000", "test_1000", "all")
+
+
+# ------------------------------------------------------------------------------------------ raw readers
+
+def _open(path: Union[str, Path], encoding: str = "utf8"):
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"{path}: file not found")
+    return p.open(encoding=encoding)
+
+
+def _iter_sentences(path: Union[str, Path], n_columns: Optional[int], sep: Optional[str]
+                    ) -> Iterator[Tuple[List[Row], List[int]]]:
+    """(rows, line numbers) per blank-line-separated sentence; ``-DOCSTART-`` lines are skipped (and end a
+    sentence). With ``n_columns`` None the first data line fixes the column count."""
+    rows: List[Row] = []
+    linenos: List[int] = []
+    with _open(path) as f:
+        for lineno, line in enumerate(f, 1):
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                if rows:
+                    yield rows, linenos
+                    rows, linenos = [], []
+                continue
+            fields = line.split(sep) if sep is not None else line.split()
+            if fields[0] == "-DOCSTART-":
+                if rows:
+                    yield rows, linenos
+                    rows, linenos = [], []
+                continue
+            if n_columns is None:
+                n_columns = len(fields)
+            if len(fields) != n_columns:
+                raise ValueError(f"{path}, line {lineno}: expected {n_columns} columns, found {len(fields)}: "
+                                 f"{line!r}")
+            rows.append(tuple(fields))
+            linenos.append(lineno)
+    if rows:
+        yield rows, linenos
+
+
+def read_columns(path: Union[str, Path], columns: Optional[Sequence[str]], label_column: Optional[str] = None,
+                 sep: Optional[str] = None) -> Iterator[List[Row]]:
+    """Sentences of a blank-line-separated column file, each a list of rows (tuples in file column order).
+
+    ``columns`` names the file's columns (every line must have exactly that many fields; ``None``: as many as
+    the first line). ``label_column``, if given, must be one of ``columns`` (checked up front so a typo
+    fails before any reading). ``sep`` None splits on any whitespace, otherwise on exactly ``sep``. Lines
+    whose first field is ``-DOCSTART-`` are skipped. A missing file or a line with the wrong number of
+    fields raises ``ValueError`` naming the file (and line).
+    """
+    if columns is not None:
+        columns = list(columns)
+        if len(set(columns)) != len(columns):
+            raise ValueError(f"read_columns: duplicate column names in {columns}")
+        if label_column is not None and label_column not in columns:
+            raise ValueError(f"read_columns: label column {label_column!r} is not one of {columns}")
+    for rows, _ in _iter_sentences(path, None if columns is None else len(columns), sep):
+        yield rows
+
+
+def read_nettalk_entries(path_dir: Union[str, Path]) -> Tuple[List[Tuple[str, str, str, int]], List[int]]:
+    """All aligned entries of ``nettalk.data`` in file order as (letters, phonemes, stress, line number), and
+    the line numbers of the entries that were skipped because their three fields differ in length (the
+    original file has one: ``gunpowder``, whose stress field is ``0``). The header (the lines before the first
+    line of at least three tab-separated fields starting with a word) is skipped; after it, a line with fewer
+    than three tab-separated fields is an error."""
+    path = Path(path_dir) / "nettalk.data"
+    entries: List[Tuple[str, str, str, int]] = []
+    skipped: List[int] = []
+    in_header = True
+    with _open(path, encoding="ascii") as f:
+        for lineno, line in enumerate(f, 1):
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                continue
+            fields = [x.strip() for x in line.split("\t")]
+            if in_header:
+                if len(fields) < 3 or not fields[0].isalpha():
+                    continue
+                in_header = False
+            if len(fields) < 3:
+                raise ValueError(f"{path}, line {lineno}: expected 4 tab-separated fields, found {len(fields)}: "
+                                 f"{line!r}")
+            word, phonemes, stress = fields[:3]
+            if not word or not len(word) == len(phonemes) == len(stress):
+                skipped.append(lineno)
+                continue
+            entries.append((word, phonemes, stress, lineno))
+    return entries, skipped
+
+
+def _nettalk_selection(path_dir: Union[str, Path], split: str) -> List[Tuple[str, str, str, int]]:
+    entries, _ = read_nettalk_entries(path_dir)
+    if split == "all":
+        return entries
+    if split not in NETTALK_SPLITS:
+        raise ValueError(f"NETtalk split must be one of {list(NETTALK_SPLITS)}, not {split!r}")
+    first: Dict[str, Tuple[str, str, str, int]] = {}
+    for entry in entries:
+        first.setdefault(entry[0], entry)
+    split_path = Path(path_dir) / f"split_{split}.txt"
+    out = []
+    with _open(split_path, encoding="ascii") as f:
+        for lineno, line in enumerate(f, 1):
+            word = line.strip()
+            if not word:
+                continue
+            if word not in first:
+                raise ValueError(f"{split_path}, line {lineno}: word {word!r} has no aligned entry in nettalk.data")
+            out.append(first[word])
+    return out
+
+
+def read_nettalk(path_dir: Union[str, Path], split: str = "train_1000", label: str = "stress"
+                 ) -> List[Tuple[List[str], List[str]]]:
+    """NETtalk words as (letters, labels) pairs of equal-length lists of one-character strings.
+
+    ``split``: ``train_1000`` / ``test_1000`` (the word lists ``split_<split>.txt``; a word with several
+    entries uses its first entry in file order) or ``all`` (every aligned entry, duplicates included, in file
+    order). ``label``: ``stress`` (5 symbols ``< > 0 1 2``) or ``phonemes``.
+    """
+    if label not in ("stress", "phonemes"):
+        raise ValueError(f"read_nettalk: label must be 'stress' or 'phonemes', not {label!r}")
+    col = 2 if label == "stress" else 1
+    return [(list(e[0]), list(e[col])) for e in _nettalk_selection(path_dir, split)]
+
+
+def read_protein(path: Union[str, Path], split_at: str = "segment") -> List[Tuple[List[str], List[str]]]:
+    """Protein secondary-structure sequences as (residues, labels) pairs (labels ``h``, ``e``, ``_``).
+
+    Lines starting with ``#`` and blank lines are ignored; data lines are ``<residue> <label>``. Marker lines:
+    ``end`` / ``<end>`` always close a sequence; ``<>`` starts a new segment, and also closes the current
+    sequence when ``split_at="segment"`` (the usual count: 111 train / 17 test sequences). With
+    ``split_at="protein"`` only the end markers split (91 / 15 proteins).
+    """
+    return [([r[0] for r in rows], [r[1] for r in rows]) for rows, _ in _protein_sentences(path, split_at)]
+
+
+def _protein_sentences(path: Union[str, Path], split_at: str = "segment") -> List[Tuple[List[Row], List[int]]]:
+    if split_at not in ("segment", "protein"):
+        raise ValueError(f"read_protein: split_at must be 'segment' or 'protein', not {split_at!r}")
+    out: List[Tuple[List[Row], List[int]]] = []
+    rows: List[Row] = []
+    linenos: List[int] = []
+    with _open(path, encoding="ascii") as f:
+        for lineno, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            if line in ("end", "<end>") or (line == "<>" and split_at == "segment"):
+                if rows:
+                    out.append((rows, linenos))
+                rows, linenos = [], []
+                continue
+            if line == "<>":
+                continue
+            fields = line.split()
+            if len(fields) != 2 or len(fields[0]) != 1 or fields[1] not in ("h", "e", "_"):
+                raise ValueError(f"{path}, line {lineno}: expected '<residue> <h|e|_>', found {line!r}")
+            rows.append((fields[0], fields[1]))
+            linenos.append(lineno)
+    if rows:
+        out.append((rows, linenos))
+    return out
+
+
+# ------------------------------------------------------------------------------------------ Doc building
+
+def bio_to_spans(labels: Sequence[str], where: Callable[[int], str] = lambda i: f"token {i}"
+                 ) -> List[Tuple[int, int, str]]:
+    """(start, end, label) spans of a BIO / IOB2 tag sequence, repairing a dangling ``I-X`` into ``B-X``."""
+    spans: List[Tuple[int, int, str]] = []
+    start, cur = -1, None
+    for i, tag in enumerate(labels):
+        if tag == "O":
+            kind, typ = "O", None
+        elif len(tag) > 2 and tag[1] == "-" and tag[0] in "BI":
+            kind, typ = tag[0], tag[2:]
+        else:
+            raise ValueError(f"{where(i)}: invalid BIO label {tag!r} (expected O, B-X or I-X)")
+        if kind == "I" and cur == typ:
+            continue
+        if cur is not None:
+            spans.append((start, i, cur))
+        start, cur = (i, typ) if kind != "O" else (-1, None)
+    if cur is not None:
+        spans.append((start, len(labels), cur))
+    return spans
+
+
+def _check_attr(attr: str, setting: str) -> str:
+    if attr in SETTABLE_ATTRS or (attr.startswith("_.") and len(attr) > 2):
+        return attr
+    raise ValueError(f"{setting}: cannot set token attribute {attr!r}; use one of {list(SETTABLE_ATTRS)} or "
+                     f"'_.<extension>'")
+
+
+def _ensure_extension(attr: str) -> None:
+    if attr.startswith("_.") and not Token.has_extension(attr[2:]):
+        Token.set_extension(attr[2:], default=None)
+
+
+def make_doc(vocab: Vocab, words: List[str], attrs: Optional[Dict[str, List[str]]] = None,
+             spaces: Optional[List[bool]] = None, where: Callable[[int], str] = lambda i: f"token {i}") -> Doc:
+    """A Doc of ``words`` with token attributes (attr -> values: ``tag_``, ``pos_``, ``lemma_``, ``_.ext``).
+    ``spaces`` defaults to True after every token but the last."""
+    if spaces is None:
+        spaces = [True] * len(words)
+        if words:
+            spaces[-1] = False
+    kwargs = {}
+    ext: Dict[str, List[str]] = {}
+    for attr, values in (attrs or {}).items():
+        if attr == "tag_":
+            kwargs["tags"] = values
+        elif attr == "pos_":
+            for i, v in enumerate(values):
+                if v not in UPOS:
+                    raise ValueError(f"{where(i)}: {v!r} is not a Universal POS tag (pos_)")
+            kwargs["pos"] = values
+        elif attr == "lemma_":
+            kwargs["lemmas"] = values
+        else:
+            ext[attr[2:]] = values
+    doc = Doc(vocab, words=words, spaces=spaces, **kwargs)
+    for name, values in ext.items():
+        _ensure_extension("_." + name)
+        for token, value in zip(doc, values):
+            token._.set(name, value)
+    return doc
+
+
+def set_gold(doc: Doc, labels: List[str], label_scheme: str, spans_key: str = "sc",
+             token_attr: Optional[str] = None, where: Callable[[int], str] = lambda i: f"token {i}") -> Doc:
+    """Store the labels on ``doc`` following ``label_scheme`` (see the module docstring)."""
+    if label_scheme in ("bio_ents", "bio_spans"):
+        spans = [Span(doc, s, e, label=lab) for s, e, lab in bio_to_spans(labels, where)]
+        if label_scheme == "bio_ents":
+            doc.ents = spans
+        else:
+            doc.spans[spans_key] = spans
+    elif label_scheme in ("tag", "pos", "token_attr"):
+        attr = {"tag": "tag_", "pos": "pos_"}.get(label_scheme, token_attr)
+        if attr is None:
+            raise ValueError("label scheme 'token_attr' needs token_attr")
+        _check_attr(attr, "token_attr")
+        if attr.startswith("_."):
+            _ensure_extension(attr)
+            for token, value in zip(doc, labels):
+                token._.set(attr[2:], value)
+        else:
+            for i, (token, value) in enumerate(zip(doc, labels)):
+                if attr == "pos_" and value not in UPOS:
+                    raise ValueError(f"{where(i)}: {value!r} is not a Universal POS tag (pos_)")
+                setattr(token, attr, value)
+    else:
+        raise ValueError(f"unknown label scheme {label_scheme!r}; use one of {list(LABEL_SCHEMES)}")
+    return doc
+
+
+def _column_index(ref: ColumnRef, names: Optional[List[str]], setting: str) -> int:
+    if isinstance(ref, int) and not isinstance(ref, bool):
+        if names is not None and not -len(names) <= ref < len(names):
+            raise ValueError(f"{setting}: column index {ref} is out of range for columns {names}")
+        return ref
+    if names is None:
+        raise ValueError(f"{setting}: column {ref!r} is given by name, but no column names were given "
+                         f"(pass columns=[...] or use integer positions)")
+    if ref not in names:
+        raise ValueError(f"{setting}: unknown column {ref!r}; the columns are {names}")
+    return names.index(ref)
+
+
+class _Layout:
+    """Resolved column roles: words, labels and input columns (attr per column), all as indices."""
+
+    def __init__(self, names: Optional[List[str]], words_column: ColumnRef, label_column: Optional[ColumnRef],
+                 label_scheme: Optional[str], input_columns: Optional[Dict[ColumnRef, str]], token_attr=None):
+        self.names = names
+        self.words = _column_index(words_column, names, "words_column")
+        self.label = None if label_column is None else _column_index(label_column, names, "label_column")
+        if label_scheme is not None and label_scheme not in LABEL_SCHEMES:
+            raise ValueError(f"label_scheme must be one of {list(LABEL_SCHEMES)}, not {label_scheme!r}")
+        self.scheme = label_scheme
+        if label_scheme == "token_attr":
+            if token_attr is None:
+                raise ValueError("label scheme / target 'token_attr' needs the token_attr setting")
+            _check_attr(token_attr, "token_attr")
+        self.token_attr = token_attr
+        gold_attr = {"tag": "tag_", "pos": "pos_", "token_attr": token_attr}.get(label_scheme or "")
+        self.inputs: List[Tuple[int, str]] = []
+        seen_attrs = set()
+        for col, attr in (input_columns or {}).items():
+            _check_attr(attr, "input columns")
+            if attr in seen_attrs:
+                raise ValueError(f"input columns: two columns are mapped to {attr!r}")
+            if attr == gold_attr:
+                raise ValueError(f"input columns: {attr!r} already holds the gold labels")
+            seen_attrs.add(attr)
+            self.inputs.append((_column_index(col, names, "input columns"), attr))
+
+    @property
+    def max_index(self) -> int:
+        """Smallest column count the rows need (a negative index -k needs k columns)."""
+        refs = [self.words] + ([] if self.label is None else [self.label]) + [c for c, _ in self.inputs]
+        return max(i if i >= 0 else -i - 1 for i in refs)
+
+    def words_of(self, rows: List[Row]) -> List[str]:
+        return [r[self.words] for r in rows]
+
+    def inputs_of(self, rows: List[Row]) -> Dict[str, List[str]]:
+        return {attr: [r[i] for r in rows] for i, attr in self.inputs}
+
+    def labels_of(self, rows: List[Row]) -> List[str]:
+        return [r[self.label] for r in rows]
+
+
+def _where(path, linenos: List[int]) -> Callable[[int], str]:
+    return lambda i: f"{path}, line {linenos[i]}"
+
+
+def columns_to_docs(vocab: Vocab, path: Union[str, Path], words_column: ColumnRef,
+                    label_column: Optional[ColumnRef], label_scheme: Optional[str],
+                    input_columns: Optional[Dict[ColumnRef, str]] = None, spans_key: str = "sc", *,
+                    columns: Optional[Sequence[str]] = None, token_attr: Optional[str] = None,
+                    sep: Optional[str] = None, limit: int = 0) -> List[Doc]:
+    """Docs (one per sentence) of a column file, with the gold labels stored following ``label_scheme``
+    (``None``: no labels) and input columns copied onto token attributes (``input_columns``: column ->
+    ``tag_`` / ``pos_`` / ``lemma_`` / ``_.ext``).
+
+    Columns are referred to by name (``columns`` gives the file's column names) or by integer position
+    (negative counts from the end). ``limit`` > 0 stops after that many sentences. For CoNLL-2000 chunking:
+    ``columns_to_docs(vocab, path, "word", "chunk", "bio_spans", {"pos": "tag_"}, "chunks",
+    columns=["word", "pos", "chunk"])``.
+    """
+    names = list(columns) if columns is not None else None
+    layout = _Layout(names, words_column, label_column, label_scheme, input_columns, token_attr)
+    if label_scheme is not None and layout.label is None:
+        raise ValueError(f"label scheme {label_scheme!r} needs a label_column")
+    docs = []
+    for rows, linenos in _iter_sentences(path, None if names is None else len(names), sep):
+        if limit and len(docs) >= limit:
+            break
+        docs.append(_sentence_doc(vocab, layout, rows, linenos, path, gold=True, spans_key=spans_key))
+    return docs
+
+
+def _sentence_doc(vocab, layout: _Layout, rows, linenos, path, gold: bool, spans_key: str,
+                  spaces: Optional[List[bool]] = None) -> Doc:
+    where = _where(path, linenos)
+    if layout.max_index >= len(rows[0]):  # every row of a file has the same number of columns
+        raise ValueError(f"{where(0)}: the column settings need {layout.max_index + 1} columns, but the line "
+                         f"has only {len(rows[0])}")
+    doc = make_doc(vocab, layout.words_of(rows), layout.inputs_of(rows), spaces=spaces, where=where)
+    if gold and layout.scheme is not None:
+        set_gold(doc, layout.labels_of(rows), layout.scheme, spans_key, layout.token_attr, where)
+    return doc
+
+
+def sequences_to_docs(vocab: Vocab, sequences: Iterable[Tuple[List[str], List[str]]],
+                      label_scheme: Optional[str] = "tag", token_attr: Optional[str] = None,
+                      spans_key: str = "sc", spaces: bool = False) -> List[Doc]:
+    """Docs of (tokens, labels) pairs such as ``read_nettalk`` / ``read_protein`` return: one token per
+    element; ``spaces=False`` makes ``doc.text`` the concatenation (the word, the residue string)."""
+    docs = []
+    for q, (tokens, labels) in enumerate(sequences):
+        if len(tokens) != len(labels):
+            raise ValueError(f"sequence {q}: {len(tokens)} tokens but {len(labels)} labels")
+        where = (lambda q: (lambda i: f"sequence {q}, token {i}"))(q)
+        doc = make_doc(vocab, list(tokens), spaces=[spaces] * len(tokens), where=where)
+        if label_scheme is not None:
+            set_gold(doc, list(labels), label_scheme, spans_key, token_attr, where)
+        docs.append(doc)
+    return docs
+
+
+def nettalk_docs(vocab: Vocab, path_dir: Union[str, Path], split: str = "train_1000", label: str = "stress",
+                 label_scheme: str = "tag", token_attr: Optional[str] = None) -> List[Doc]:
+    """One Doc per NETtalk word (one token per letter, no spaces), labels per ``label_scheme``."""
+    return sequences_to_docs(vocab, read_nettalk(path_dir, split, label), label_scheme, token_attr)
+
+
+# ------------------------------------------------------------------------------------------ corpus reader
+
+class ColumnCorpus:
+    """Callable ``nlp -> Iterator[Example]`` over a column corpus (see ``create_column_corpus``)."""
+
+    def __init__(self, path: Union[str, Path], format: str = "columns", target: Optional[str] = None,
+                 spans_key: str = "sc", keep_columns: Optional[Dict[str, str]] = None,
+                 token_attr: Optional[str] = None, limit: int = 0, split: Optional[str] = None,
+                 columns: Optional[Sequence[str]] = None, words_column: Optional[str] = None,
+                 label_column: Optional[str] = None, sep: Optional[str] = None):
+        if format not in FORMATS and format != "columns":
+            raise ValueError(f"ColumnCorpus: format must be one of {list(FORMATS) + ['columns']}, not {format!r}")
+        if format == "columns":
+            if not columns or words_column is None or label_column is None or target is None:
+                raise ValueError("ColumnCorpus: format 'columns' needs columns, words_column, label_column and "
+                                 "target")
+            names, words, label, default_target = list(columns), words_column, label_column, target
+        else:
+            if columns:
+                raise ValueError(f"ColumnCorpus: format {format!r} has fixed columns {FORMATS[format][0]}; "
+                                 f"'columns' is only for format 'columns'")
+            names, words, label, default_target = FORMATS[format]
+            names = list(names)
+            words = words_column or words
+            label = label_column or label
+        target = target or default_target
+        if target not in TARGETS:
+            raise ValueError(f"ColumnCorpus: target must be one of {list(TARGETS)}, not {target!r}")
+        if format == "nettalk":
+            split = split or "train_1000"
+            if split not in NETTALK_SPLITS:
+                raise ValueError(f"ColumnCorpus: NETtalk split must be one of {list(NETTALK_SPLITS)}, "
+                                 f"not {split!r}")
+        elif split is not None:
+            raise ValueError("ColumnCorpus: 'split' only applies to format 'nettalk'")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise ValueError(f"ColumnCorpus: limit must be an integer >= 0, not {limit!r}")
+        self.path = Path(path)
+        self.format = format
+        self.target = target
+        self.spans_key = spans_key
+        self.limit = limit
+        self.split = split
+        self.sep = sep
+        self.layout = _Layout(names, words, label, TARGETS[target], keep_columns, token_attr)
+
+    def _sentences(self) -> Iterator[Tuple[List[Row], List[int], object]]:
+        if self.format == "nettalk":
+            for word, phon, stress, lineno in _nettalk_selection(self.path, self.split):
+                yield list(zip(word, phon, stress)), [lineno] * len(word), self.path / "nettalk.data"
+        elif self.format == "protein":
+            for rows, linenos in _protein_sentences(self.path):
+                yield rows, linenos, self.path
+        else:
+            for rows, linenos in _iter_sentences(self.path, len(self.layout.names), self.sep):
+                yield rows, linenos, self.path
+
+    def __call__(self, nlp: Language) -> Iterator[Example]:
+        spaces = self.format not in ("nettalk", "protein")
+        n = 0
+        for rows, linenos, path in self._sentences():
+            if self.limit and n >= self.limit:
+                break
+            sp = None if spaces else [False] * len(rows)
+            predicted = _sentence_doc(nlp.vocab, self.layout, rows, linenos, path, False, self.spans_key, sp)
+            reference = _sentence_doc(nlp.vocab, self.layout, rows, linenos, path, True, self.spans_key, sp)
+            n += 1
+            yield Example(predicted, reference)
+
+
+@spacy.registry.readers("spacy_treecrf.ColumnCorpus.v1")
+def create_column_corpus(path: str, format: str = "columns", target: Optional[str] = None, spans_key: str = "sc",
+                         keep_columns: Dict[str, str] = {}, token_attr: Optional[str] = None, limit: int = 0,
+                         split: Optional[str] = None, columns: List[str] = [], words_column: Optional[str] = None,
+                         label_column: Optional[str] = None, sep: Optional[str] = None
+                         ) -> Callable[[Language], Iterator[Example]]:
+    """Corpus reader for ``[corpora]`` blocks.
+
+    - ``path``: the file (for ``nettalk``: the directory holding ``nettalk.data`` and the split files).
+    - ``format``: ``conll2000`` (word POS chunk; default target ``spans`` from the chunk column),
+      ``conll2003`` (word POS chunk NER; default target ``ner``), ``nettalk`` (letter phoneme stress, one
+      Doc per word; default target ``tag`` from the stress column), ``protein`` (residue structure, one Doc
+      per ``<>`` segment; default target ``tag``) or ``columns`` (give ``columns``, ``words_column``,
+      ``label_column``, ``target`` and optionally ``sep``).
+    - ``target``: where the gold labels go on the reference doc: ``ner`` (doc.ents), ``spans``
+      (doc.spans[spans_key]), ``tag``, ``pos`` or ``token_attr`` (the attribute ``token_attr``).
+    - ``keep_columns``: input columns copied onto BOTH the predicted and the reference doc, column name ->
+      attribute (``tag_``, ``pos_``, ``lemma_``, ``_.ext``), e.g. ``{"pos": "tag_"}`` for the CoNLL POS column.
+    - ``label_column`` / ``words_column`` override the format's default columns (e.g. ``chunk`` for CoNLL-2003).
+    - ``limit``: stop after that many sentences (0: all). ``split`` (NETtalk only): ``train_1000``
+      (default), ``test_1000`` or ``all``.
+
+    Words are separated by spaces in column formats; NETtalk and protein docs have no spaces (``doc.text`` is
+    the word / residue string). Gold annotation is set on the reference doc only.
+    """
+    return ColumnCorpus(path, format=format, target=target, spans_key=spans_key, keep_columns=dict(keep_columns),
+                        token_attr=token_attr, limit=limit, split=split, columns=list(columns) or None,
+                        words_column=words_column, label_column=label_column, sep=sep)

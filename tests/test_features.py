@@ -1,0 +1,345 @@
+"""WindowFeaturizer: atomic tests, window shift, padding, vocabulary freezing, caches, lexicons, serialization."""
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import spacy
+import srsly
+from spacy.lang.en import English
+from spacy.tokens import Doc, Token
+from spacy.vocab import create_vocab
+
+from spacy_treecrf.features import REGEXES, WindowFeaturizer, regex_tests, window_features
+
+WORDS = [
+    "The Bank of England said on Monday that U.S. rates rose 3.5 % .".split(),
+    "McDonald 's opened in New York in 1990 .".split(),
+    [],
+    "Bank".split(),
+    "IBM and the bank of New York talked ...".split(),
+]
+
+
+@pytest.fixture(scope="module")
+def vocab():
+    return create_vocab("en", English.Defaults)
+
+
+def make_docs(vocab, sentences=WORDS, tags=False):
+    docs = []
+    for words in sentences:
+        t = [("NNP" if w[:1].isupper() else "XX") for w in words] if tags else None
+        docs.append(Doc(vocab, words=list(words), tags=t))
+    return docs
+
+
+def row_names(feat, indptr, indices, t):
+    names = feat.feature_names()
+    return [names[c] for c in indices[indptr[t]:indptr[t + 1]]]
+
+
+def split_name(name):
+    base, off = name.rsplit("@", 1)
+    return base, int(off)
+
+
+def by_offset(names):
+    out = {}
+    for name in names:
+        base, off = split_name(name)
+        out.setdefault(off, set()).add(base)
+    return out
+
+
+# ------------------------------------------------------------------------------------------ atomic tests
+
+def test_sixteen_patterns_and_paper_examples():
+    assert len(REGEXES) == 16 and len({n for n, _ in REGEXES}) == 16
+    # The seven the paper names: A, A+, Aa+, Aa+Aa*, A., D+, .*D.*
+    assert "A" in regex_tests("I") and "A+" in regex_tests("IBM") and "Aa+" in regex_tests("Bank")
+    assert "Aa+Aa*" in regex_tests("McDonald") and "A." in regex_tests("J.")
+    assert "D+" in regex_tests("1990") and ".*D.*" in regex_tests("A4")
+    assert "Aa+" not in regex_tests("B")  # the paper's Aa+ needs a lower-case letter
+    assert regex_tests("3.5") == [".*D.*", "D.D"]
+    assert regex_tests("...") == ["..+"]
+    assert "A.A." in regex_tests("U.S.") and "X-X" in regex_tests("well-known")
+    assert regex_tests(",") == ["P"] and regex_tests("'") == ["Q"] and regex_tests("a") == ["L"]
+    assert "Aa+" in regex_tests("Éclair")  # Unicode upper / lower case
+    assert regex_tests("hello") == []
+
+
+def test_lexeme_families(vocab):
+    f = WindowFeaturizer(window=0)
+    names = set(f.lexeme_tests("Bank", vocab))
+    assert {"w=Bank", "lw=bank", "re=A.*", "re=Aa+", "p1=B", "p2=Ba", "p3=Ban", "s1=k", "s2=nk", "s3=ank",
+            "sh=Xxxx", "f=is_title", "f=is_alpha"} == names
+    assert "p3=a" not in f.lexeme_tests("a", vocab) and "p1=a" in f.lexeme_tests("a", vocab)
+    assert "f=like_num" in f.lexeme_tests("42", vocab) and "f=is_punct" in f.lexeme_tests(",", vocab)
+    off = WindowFeaturizer(window=0, word=False, lower=False, regexes=False, prefix=0, suffix=0, shape=False,
+                           flags=False)
+    assert off.lexeme_tests("Bank", vocab) == []
+
+
+@pytest.mark.parametrize("kwargs, setting", [
+    ({"window": -1}, "window"), ({"min_freq": 0}, "min_freq"), ({"prefix": -1}, "prefix"),
+    ({"suffix": -2}, "suffix"), ({"attrs": ["foo_"]}, "attrs"), ({"attrs": "tag_"}, "attrs"),
+    ({"word": "yes"}, "word"), ({"window": 1.5}, "window"), ({"lexicons": ["x"]}, "lexicons"),
+    ({"missing_text": 3}, "missing_text"), ({"attrs": ["tag_", "tag_"]}, "tag_"),
+])
+def test_options_are_validated(kwargs, setting):
+    with pytest.raises(ValueError, match=setting):
+        WindowFeaturizer(**kwargs)
+
+
+def test_registered_factory():
+    fn = spacy.registry.misc.get("spacy_treecrf.window_features.v1")
+    assert fn is window_features
+    resolved = spacy.registry.resolve({"f": {"@misc": "spacy_treecrf.window_features.v1", "window": 1,
+                                             "attrs": ["tag_"], "min_freq": 2}})["f"]
+    assert isinstance(resolved, WindowFeaturizer)
+    assert (resolved.window, resolved.attrs, resolved.min_freq) == (1, ["tag_"], 2)
+
+
+# ------------------------------------------------------------------------------------------ rows
+
+def test_rows_shape_sorted_unique_and_empty_docs(vocab):
+    docs = make_docs(vocab)
+    f = WindowFeaturizer(window=2)
+    f.initialize(docs)
+    indptr, indices, seq_starts = f(docs)
+    assert indptr.dtype == np.int64 and indices.dtype == np.int32 and seq_starts.dtype == np.int64
+    lengths = [len(d) for d in docs]
+    assert seq_starts.tolist() == np.concatenate([[0], np.cumsum(lengths)]).tolist()
+    assert seq_starts[3] == seq_starts[2]  # the empty doc adds no row
+    assert len(indptr) == sum(lengths) + 1 and indptr[-1] == len(indices)
+    for t in range(len(indptr) - 1):
+        row = indices[indptr[t]:indptr[t + 1]]
+        assert np.all(np.diff(row) > 0)
+    assert indices.min() >= 0 and indices.max() < f.n_features
+    assert len(f.feature_names()) == f.n_features
+
+
+def test_window_shift_and_padding(vocab):
+    docs = make_docs(vocab, tags=True)
+    f = WindowFeaturizer(window=2, attrs=["tag_"])
+    f.initialize(docs)
+    indptr, indices, seq_starts = f(docs)
+    for q in range(len(docs)):
+        a, b = int(seq_starts[q]), int(seq_starts[q + 1])
+        rows = [by_offset(row_names(f, indptr, indices, t)) for t in range(a, b)]
+        for i, row in enumerate(rows):
+            for off in range(-2, 3):
+                j = i + off
+                if 0 <= j < b - a:
+                    # the offset-`off` tests of token i are the offset-0 tests of token i + off
+                    assert row.get(off, set()) == rows[j][0], (q, i, off)
+                    assert "pad" not in row.get(off, set())
+                else:
+                    assert row[off] == {"pad"}, (q, i, off)
+    assert not any(n.startswith("pad@0") for n in f.feature_names())
+    first = by_offset(row_names(f, indptr, indices, 0))
+    assert first[-1] == {"pad"} and first[-2] == {"pad"} and "w=Bank" in first[1]
+    assert "a:tag_=NNP" in first[0] and "w=The" in first[0]
+
+
+def test_min_freq_applies_to_word_families_only(vocab):
+    docs = make_docs(vocab, [["Paris", "is", "big"], ["Rome", "is", "old"]])
+    f = WindowFeaturizer(window=0, min_freq=2)
+    f.initialize(docs)
+    atoms = set(f.atom_names)
+    assert "w=is" in atoms and "lw=is" in atoms
+    assert "w=Paris" not in atoms and "lw=paris" not in atoms
+    assert "p3=Par" in atoms and "sh=Xxxxx" in atoms and "s3=ome" in atoms
+    g = WindowFeaturizer(window=0, min_freq=1)
+    g.initialize(docs)
+    assert "w=Paris" in g.atom_names
+
+
+def test_unseen_tests_and_pairs_are_dropped(vocab):
+    train = make_docs(vocab, [["Alpha", "beta"]])
+    f = WindowFeaturizer(window=1)
+    f.initialize(train)
+    names = set(f.feature_names())
+    assert "w=beta@-1" not in names  # beta is never followed by a token in training
+    assert "w=Alpha@+1" not in names
+    assert "w=Alpha@-1" in names and "w=beta@+1" in names
+    indptr, indices, _ = f(make_docs(vocab, [["beta", "Alpha", "gamma"]]))
+    got = [set(row_names(f, indptr, indices, t)) for t in range(3)]
+    assert "w=beta@0" in got[0] and "w=Alpha@0" in got[1]
+    assert "w=beta@-1" not in got[1]  # (test, offset) pair unseen in training
+    assert not any(n.startswith("w=gamma") for n in got[2])  # unseen test
+    assert "lw=beta@0" in got[0] and "p1=b@0" in got[0]
+    # every emitted column exists
+    assert all(set(g) <= names for g in got)
+
+
+def test_lexeme_cache_computes_each_orth_once(vocab, monkeypatch):
+    docs = make_docs(vocab, [["a", "b", "a"], ["b", "a", "c"], ["a"]])
+    f = WindowFeaturizer(window=1)
+    calls = []
+    original = f._compute_lexeme
+    monkeypatch.setattr(f, "_compute_lexeme", lambda orth, voc: calls.append(orth) or original(orth, voc))
+    f.initialize(docs)
+    assert len(calls) == 3 and len(set(calls)) == 3
+    f(docs)
+    f(docs)
+    assert len(calls) == 3  # warm cache: nothing recomputed
+    f(make_docs(vocab, [["a", "d", "d"]]))
+    assert len(calls) == 4
+
+
+def test_attrs_pos_and_extension(vocab):
+    Token.set_extension("treecrf_test_gaz", default=None, force=True)
+    doc = Doc(vocab, words=["Kim", "runs"], pos=["PROPN", "VERB"], lemmas=["Kim", "run"])
+    doc[0]._.treecrf_test_gaz = "PER"
+    f = WindowFeaturizer(window=0, attrs=["pos_", "lemma_", "_.treecrf_test_gaz"], word=False, lower=False,
+                         regexes=False, prefix=0, suffix=0, shape=False, flags=False)
+    f.initialize([doc])
+    indptr, indices, _ = f([doc])
+    assert set(row_names(f, indptr, indices, 0)) == {"a:pos_=PROPN@0", "a:lemma_=Kim@0",
+                                                    "a:_.treecrf_test_gaz=PER@0"}
+    assert set(row_names(f, indptr, indices, 1)) == {"a:pos_=VERB@0", "a:lemma_=run@0"}
+    g = WindowFeaturizer(attrs=["_.treecrf_no_such_extension"])
+    with pytest.raises(ValueError, match="treecrf_no_such_extension"):
+        g.initialize([doc])
+
+
+def test_lexicons_single_and_phrase(vocab, tmp_path):
+    city = tmp_path / "city.txt"
+    city.write_text("Paris\nnew  york\nNew York City\n\nrio de janeiro\n", encoding="utf8")
+    docs = make_docs(vocab, [["I", "saw", "New", "York", "City", "and", "paris", "."],
+                             ["Rio", "de", "Janeiro", "is", "new"]])
+    f = WindowFeaturizer(window=1, lexicons={"CITY": str(city)})
+    f.initialize(docs)
+    indptr, indices, _ = f(docs)
+    lex0 = [("lex=CITY" in by_offset(row_names(f, indptr, indices, t)).get(0, set())) for t in range(13)]
+    assert lex0 == [False, False, True, True, True, False, True, False, True, True, True, False, False]
+    # shifted like any other test
+    assert "lex=CITY" in by_offset(row_names(f, indptr, indices, 1))[1]
+    # case-sensitive lexicon: only the exact forms match
+    g = WindowFeaturizer(window=0, lexicons={"CITY": str(city)}, lexicon_lowercase=False)
+    g.initialize(docs)
+    indptr, indices, _ = g(docs)
+    lex0 = [("lex=CITY@0" in row_names(g, indptr, indices, t)) for t in range(13)]
+    assert lex0 == [False, False, True, True, True] + [False] * 8
+
+
+def test_missing_lexicon_file_names_the_file(vocab, tmp_path):
+    missing = tmp_path / "nope.txt"
+    f = WindowFeaturizer(lexicons={"X": str(missing)})  # not read before initialize
+    with pytest.raises(ValueError, match="nope.txt"):
+        f.initialize(make_docs(vocab))
+
+
+def test_missing_text_hook(vocab):
+    docs = make_docs(vocab, [["Bank", "?", "rose"]])
+    f = WindowFeaturizer(window=1, missing_text="?")
+    f.initialize(docs)
+    indptr, indices, _ = f(docs)
+    rows = [by_offset(row_names(f, indptr, indices, t)) for t in range(3)]
+    assert 0 not in rows[1]  # the missing token has no tests of its own
+    assert -1 not in rows[2] and 1 not in rows[0]  # and its neighbours see nothing there (not padding)
+    assert rows[1][-1] == rows[0][0] and rows[1][1] == rows[2][0]
+    assert not any(n.startswith(("w=?", "lw=?", "re=Q")) for n in f.atom_names)
+
+
+def test_uninitialized_call_raises(vocab):
+    with pytest.raises(RuntimeError, match="initialize"):
+        WindowFeaturizer()(make_docs(vocab))
+
+
+def test_window_zero_and_no_docs(vocab):
+    f = WindowFeaturizer(window=0)
+    f.initialize([])
+    indptr, indices, seq_starts = f(make_docs(vocab, [["x"], []]))
+    assert indptr.tolist() == [0, 0] and len(indices) == 0 and seq_starts.tolist() == [0, 1, 1]
+    indptr, indices, seq_starts = f([])
+    assert indptr.tolist() == [0] and seq_starts.tolist() == [0]
+
+
+def test_chunked_call_equals_single_call(vocab, monkeypatch):
+    import spacy_treecrf.features as features
+    docs = make_docs(vocab) * 3
+    f = WindowFeaturizer(window=2)
+    f.initialize(docs)
+    whole = f(docs)
+    monkeypatch.setattr(features._chunks, "__defaults__", (7,))
+    parts = f(docs)
+    for a, b in zip(whole, parts):
+        assert np.array_equal(a, b)
+
+
+# ------------------------------------------------------------------------------------------ serialization
+
+def test_to_dict_from_dict_round_trip(vocab, tmp_path):
+    lex = tmp_path / "lex.txt"
+    lex.write_text("new york\nbank\n", encoding="utf8")
+    docs = make_docs(vocab, tags=True)
+    f = WindowFeaturizer(window=2, attrs=["tag_"], min_freq=1, lexicons={"L": str(lex)})
+    f.initialize(docs)
+    state = f.to_dict()
+    data = srsly.msgpack_dumps(state)  # plain data only
+    lex.unlink()  # the trained state carries the lexicon entries itself
+    g = WindowFeaturizer(window=5).from_dict(srsly.msgpack_loads(data))
+    assert g.window == 2 and g.attrs == ["tag_"]
+    assert g.feature_names() == f.feature_names()
+    new_docs = make_docs(vocab, [["The", "new", "York", "bank", "zzz"]], tags=True)
+    for a, b in zip(f(docs + new_docs), g(docs + new_docs)):
+        assert np.array_equal(a, b)
+    assert g.to_dict() == state
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda s: s.pop("atoms"), "atoms"),
+    (lambda s: s.update(version=99), "version"),
+    (lambda s: s.update(atoms="w=a"), "atoms"),
+    (lambda s: s["column_atoms"].append(10 ** 6), "column"),
+    (lambda s: s["column_offsets"].append(0), "differ in length"),
+    (lambda s: s["config"].update(window=-3), "window"),
+    (lambda s: s["config"].update(bogus=1), "config"),
+    (lambda s: s.update(lexicon_entries={"L": "abc"}), "lexicon_entries"),
+    (lambda s: s["column_atoms"].reverse(), "ordered"),
+])
+def test_from_dict_rejects_bad_input(vocab, mutate, message):
+    f = WindowFeaturizer(window=1)
+    f.initialize(make_docs(vocab))
+    state = f.to_dict()
+    mutate(state)
+    with pytest.raises(ValueError, match=message):
+        WindowFeaturizer().from_dict(state)
+    with pytest.raises(ValueError, match="dict"):
+        WindowFeaturizer().from_dict([1, 2])
+
+
+# ------------------------------------------------------------------------------------------ real data
+
+def data_dir():
+    root = os.environ.get("TREECRF_DATA_DIR")
+    if not root or not Path(root, "conll2000", "test.txt").is_file():
+        pytest.skip("TREECRF_DATA_DIR not set: real-data test needs the CoNLL/NETtalk files")
+    return Path(root)
+
+
+def test_conll2000_features(vocab):
+    from spacy_treecrf.readers import columns_to_docs
+    path = data_dir() / "conll2000" / "test.txt"
+    docs = columns_to_docs(vocab, path, "word", "chunk", "bio_spans", {"pos": "tag_"},
+                           columns=["word", "pos", "chunk"])
+    f = WindowFeaturizer(window=2, attrs=["tag_"], min_freq=2)
+    f.initialize(docs)
+    f(docs)  # warm
+    start = time.perf_counter()
+    indptr, indices, seq_starts = f(docs)
+    elapsed = time.perf_counter() - start
+    assert len(indptr) - 1 == 47377 and len(seq_starts) - 1 == 2012
+    assert elapsed < 5.0
+    rows = np.split(indices, indptr[1:-1])
+    assert all(np.all(np.diff(r) > 0) for r in rows[:2000])
+    # the shift property on the first sentence
+    a, b = int(seq_starts[0]), int(seq_starts[1])
+    sets = [by_offset(row_names(f, indptr, indices, t)) for t in range(a, b)]
+    for i in range(1, b - a):
+        assert sets[i][-1] == sets[i - 1][0]
+    assert {"w=Rockwell", "a:tag_=NNP"} <= sets[0][0]

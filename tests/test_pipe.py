@@ -1,0 +1,208 @@
+"""The treecrf component in spaCy: training loop, targets, confidence, serialization, errors."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import spacy
+from spacy.tokens import Doc, Span, Token
+from spacy.training import Example
+
+import spacy_treecrf.pipe  # noqa: F401
+
+NER_DATA = [
+    ("Alice lives in Paris .", [(0, 5, "PER"), (15, 20, "LOC")]),
+    ("Bob visited New York today .", [(0, 3, "PER"), (12, 20, "LOC")]),
+    ("Paris is big .", [(0, 5, "LOC")]),
+    ("Carol met Alice in Rome", [(0, 5, "PER"), (10, 15, "PER"), (19, 23, "LOC")]),
+    ("We flew to New York with Bob .", [(11, 19, "LOC"), (25, 28, "PER")]),
+]
+
+
+def ner_examples(nlp):
+    return [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in NER_DATA]
+
+
+def trained_ner(rounds=12, **config):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("treecrf", config={"max_leaves": 8, "shrinkage": 1.0, **config})
+    examples = ner_examples(nlp)
+    nlp.initialize(lambda: examples)
+    for _ in range(rounds):
+        nlp.update(examples)
+    return nlp, examples
+
+
+def test_plain_update_loop_learns_and_loss_falls():
+    nlp = spacy.blank("en")
+    nlp.add_pipe("treecrf", config={"max_leaves": 8, "shrinkage": 1.0})
+    examples = ner_examples(nlp)
+    nlp.initialize(lambda: examples)
+    losses = [nlp.update(examples, losses={})["treecrf"] for _ in range(12)]
+    assert losses[-1] < losses[0] / 2
+    assert nlp.evaluate(examples)["ents_f"] == 1.0
+
+
+def test_confidence_span_scores_and_token_marginals():
+    nlp, _ = trained_ner()
+    doc = nlp("Bob flew to New York .")
+    group = doc.spans["treecrf"]
+    assert [s.text for s in group] == [e.text for e in doc.ents]
+    assert len(group.attrs["scores"]) == len(group)
+    for span, p in zip(group, group.attrs["scores"]):
+        assert 0.0 < p <= 1.0
+        # a span's probability cannot exceed its first token's marginal of B-label
+        assert p <= doc[span.start]._.treecrf_marginals["treecrf"]["B-" + span.label_] + 1e-6
+    for token in doc:
+        assert abs(sum(token._.treecrf_marginals["treecrf"].values()) - 1.0) < 1e-5
+
+
+def test_span_probability_matches_brute_force():
+    """P(exact span) from the kernel equals the sum over all label paths that contain exactly that span."""
+    import itertools
+    from spacy_treecrf import booster, crf
+
+    rng = np.random.default_rng(0)
+    K, T = 3, 5  # labels B-X, I-X, O
+    phi = rng.normal(size=(T, K + 1, K))
+    allowed = np.ones((K + 1, K), dtype=bool)
+    starts = np.array([0, T])
+    E, c = booster.potentials_to_scaled(phi, allowed, starts)
+    fb = crf.forward_backward(E, c, starts, np.full(T, -1, np.int32), False)
+    scores = {}
+    for path in itertools.product(range(K), repeat=T):
+        s = phi[0, 0, path[0]] + sum(phi[t, path[t - 1] + 1, path[t]] for t in range(1, T))
+        scores[path] = np.exp(s)
+    Z = sum(scores.values())
+    for a, b in [(0, 1), (1, 3), (2, 5), (4, 5)]:
+        got = crf.span_probs(E, fb[0], fb[1], fb[2], np.array([T]), np.array([a]), np.array([b]),
+                             np.array([0]), np.array([1]))[0]
+        want = sum(v for p, v in scores.items() if p[a] == 0 and all(p[t] == 1 for t in range(a + 1, b))
+                   and (b == T or p[b] != 1)) / Z
+        assert got == pytest.approx(want, rel=1e-6)
+
+
+def test_missing_gold_is_unknown_not_outside():
+    nlp = spacy.blank("en")
+    crf = nlp.add_pipe("treecrf")
+    doc = nlp.make_doc("Alice lives in Paris")
+    ref = nlp.make_doc("Alice lives in Paris")
+    ref.set_ents([Span(ref, 0, 1, "PER")], default="missing")
+    eg = Example(doc, ref)
+    assert crf._gold(eg) == ["B-PER", None, None, None]
+
+
+def test_misaligned_tokens_are_unknown():
+    nlp = spacy.blank("en")
+    crf = nlp.add_pipe("treecrf")
+    pred = Doc(nlp.vocab, words=["New York", "is", "big"])
+    ref = Doc(nlp.vocab, words=["New", "York", "is", "big"], spaces=[True, True, True, False])
+    ref.set_ents([Span(ref, 0, 2, "LOC")], default="outside")
+    assert crf._gold(Example(pred, ref)) == [None, "O", "O"]
+
+
+def test_save_load_in_a_new_process_gives_identical_predictions(tmp_path):
+    nlp, examples = trained_ner()
+    nlp.to_disk(tmp_path / "model")
+    texts = ["Alice flew to New York .", "Rome is big .", "Bob"]
+    here = [[(e.start_char, e.end_char, e.label_) for e in doc.ents] for doc in nlp.pipe(texts)]
+    code = ("import spacy, json, sys; nlp = spacy.load(sys.argv[1]); "
+            "print(json.dumps([[(e.start_char, e.end_char, e.label_) for e in d.ents] for d in nlp.pipe(sys.argv[2:])]))")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "model"), *texts], capture_output=True,
+                         text=True, check=True)
+    import json
+    assert json.loads(out.stdout) == [[list(e) for e in doc] for doc in here]
+    assert nlp.get_pipe("treecrf").to_bytes() == spacy.load(tmp_path / "model").get_pipe("treecrf").to_bytes()
+
+
+def test_pipe_with_two_processes_equals_one():
+    nlp, _ = trained_ner()
+    texts = ["Alice flew to New York .", "Rome is big .", "Bob met Carol", "Paris"] * 3
+    one = [[(e.start, e.end, e.label_) for e in d.ents] for d in nlp.pipe(texts)]
+    two = [[(e.start, e.end, e.label_) for e in d.ents] for d in nlp.pipe(texts, n_process=2, batch_size=3)]
+    assert one == two
+
+
+@pytest.mark.parametrize("target,attr", [("tag", "tag_"), ("pos", "pos_")])
+def test_token_targets(target, attr):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("treecrf", config={"target": target, "max_leaves": 8, "shrinkage": 1.0})
+    words = ["the", "dog", "runs", "a", "cat", "sleeps"]
+    tags = {"tag": ["DT", "NN", "VBZ", "DT", "NN", "VBZ"], "pos": ["DET", "NOUN", "VERB", "DET", "NOUN", "VERB"]}
+    examples = [Example.from_dict(Doc(nlp.vocab, words=words), {"tags" if target == "tag" else "pos": tags[target]})]
+    nlp.initialize(lambda: examples)
+    for _ in range(8):
+        nlp.update(examples)
+    doc = nlp(Doc(nlp.vocab, words=words))
+    assert [getattr(t, attr) for t in doc] == tags[target]
+    assert nlp.evaluate(examples)[f"{target}_acc"] == 1.0
+
+
+def test_pos_target_refuses_non_upos_labels():
+    nlp = spacy.blank("en")
+    crf = nlp.add_pipe("treecrf", config={"target": "pos"})
+    examples = [Example.from_dict(Doc(nlp.vocab, words=["a"]), {"pos": ["DET"]})]
+    with pytest.raises(ValueError, match="UPOS"):
+        crf.initialize(lambda: examples, labels=["DET", "NN"])
+
+
+def test_spans_target_with_key_and_token_attr_target():
+    nlp = spacy.blank("en")
+    nlp.add_pipe("treecrf", name="chunker", config={"target": "spans", "spans_key": "chunks", "max_leaves": 8,
+                                                   "shrinkage": 1.0})
+    words = ["the", "big", "dog", "runs", "to", "the", "cat"]
+    ref = Doc(nlp.vocab, words=words)
+    ref.spans["chunks"] = [Span(ref, 0, 3, "NP"), Span(ref, 3, 4, "VP"), Span(ref, 5, 7, "NP")]
+    examples = [Example(Doc(nlp.vocab, words=words), ref)]
+    nlp.initialize(lambda: examples)
+    for _ in range(8):
+        nlp.update(examples)
+    doc = nlp(Doc(nlp.vocab, words=words))
+    assert [(s.start, s.end, s.label_) for s in doc.spans["chunks"]] == [(0, 3, "NP"), (3, 4, "VP"), (5, 7, "NP")]
+    assert nlp.evaluate(examples)["spans_chunks_f"] == 1.0
+
+    if not Token.has_extension("stress"):
+        Token.set_extension("stress", default=None)
+    nlp2 = spacy.blank("en")
+    nlp2.add_pipe("treecrf", config={"target": "token_attr", "token_attr": "stress", "max_leaves": 8,
+                                     "shrinkage": 1.0})
+    letters = list("abba")
+    ref = Doc(nlp2.vocab, words=letters)
+    for tok, s in zip(ref, ["1", "<", ">", "0"]):
+        tok._.stress = s
+    examples = [Example(Doc(nlp2.vocab, words=letters), ref)]
+    nlp2.initialize(lambda: examples)
+    for _ in range(8):
+        nlp2.update(examples)
+    assert [t._.stress for t in nlp2(Doc(nlp2.vocab, words=letters))] == ["1", "<", ">", "0"]
+    assert nlp2.evaluate(examples)["stress_acc"] == 1.0
+
+
+def test_overlapping_gold_spans_are_a_clear_error():
+    nlp = spacy.blank("en")
+    crf = nlp.add_pipe("treecrf", config={"target": "spans", "spans_key": "chunks"})
+    ref = Doc(nlp.vocab, words=["a", "b", "c"])
+    ref.spans["chunks"] = [Span(ref, 0, 2, "NP"), Span(ref, 1, 3, "VP")]
+    with pytest.raises(ValueError, match="overlapping"):
+        crf.initialize(lambda: [Example(Doc(nlp.vocab, words=["a", "b", "c"]), ref)])
+
+
+@pytest.mark.parametrize("config,name", [({"target": "lemma"}, "target"), ({"target": "spans", "spans_key": ""},
+                                         "spans_key"), ({"max_leaves": 1}, "max_leaves"),
+                                         ({"shrinkage": -1.0}, "shrinkage"), ({"decode": "beam"}, "decode"),
+                                         ({"target": "token_attr"}, "token_attr")])
+def test_invalid_config_names_the_setting(config, name):
+    nlp = spacy.blank("en")
+    with pytest.raises(Exception, match=name):
+        nlp.add_pipe("treecrf", config=config)
+
+
+def test_corrupt_or_foreign_model_bytes_are_clear_errors():
+    nlp, _ = trained_ner(rounds=2)
+    data = nlp.get_pipe("treecrf").to_bytes()
+    other = spacy.blank("en").add_pipe("treecrf", config={"target": "tag"})
+    with pytest.raises(ValueError, match="target"):
+        other.from_bytes(data)
+    fresh = spacy.blank("en").add_pipe("treecrf")
+    with pytest.raises(ValueError):
+        fresh.from_bytes(data[: len(data) // 3])

@@ -1,0 +1,435 @@
+"""Regression-tree kernels: split choice, leaf values, best-first growth and tree evaluation."""
+import itertools
+
+import numpy as np
+import pytest
+
+from spacy_treecrf import tree
+from spacy_treecrf.tree import FEATURE, LEAF, STATE
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def csr(X):
+    """CSR rows (indptr int64, sorted indices int32) of a dense boolean feature matrix."""
+    X = np.asarray(X, dtype=bool)
+    indptr = np.concatenate([[0], np.cumsum(X.sum(axis=1))]).astype(np.int64)
+    indices = np.nonzero(X)[1].astype(np.int32)  # row-major, so sorted within each row
+    return indptr, indices
+
+
+def start_mask(seq_starts, T):
+    is_start = np.zeros(T, dtype=bool)
+    is_start[seq_starts[:-1][seq_starts[:-1] < seq_starts[1:]]] = True
+    return is_start
+
+
+def valid_examples(is_start, allowed_k, positions):
+    """(t, s) pairs of the training examples: state 0 at a start, allowed states > 0 elsewhere."""
+    S = allowed_k.shape[0]
+    out = []
+    for t in positions:
+        for s in range(S):
+            if (s == 0) == bool(is_start[t]) and allowed_k[s]:
+                out.append((int(t), s))
+    return out
+
+
+def fit(X, D, is_start, allowed_k, positions=None, max_leaves=4, lam=0.0, min_leaf=1.0, min_gain=0.0):
+    indptr, indices = csr(X)
+    T = X.shape[0]
+    positions = np.arange(T, dtype=np.int64) if positions is None else np.asarray(positions, dtype=np.int64)
+    out = tree.fit_tree(indptr, indices, X.shape[1], np.ascontiguousarray(D, dtype=np.float64),
+                        np.asarray(is_start, dtype=np.bool_), np.asarray(allowed_k, dtype=np.bool_), positions,
+                        max_leaves, float(lam), float(min_leaf), float(min_gain))
+    names = ["kind", "feature", "yes", "no", "value", "count", "states", "pbuf", "pstart", "plen"]
+    return dict(zip(names, out))
+
+
+def route(tr, X, t, s):
+    """Leaf reached by example (x_t, s), walking the tree node by node."""
+    node = 0
+    while tr["kind"][node] != LEAF:
+        if tr["kind"][node] == FEATURE:
+            node = tr["yes"][node] if X[t, tr["feature"][node]] else tr["no"][node]
+        else:
+            assert tr["kind"][node] == STATE
+            node = tr["yes"][node] if tr["states"][tr["yes"][node], s] else tr["no"][node]
+    return node
+
+
+def depth(tr):
+    def rec(node):
+        if tr["kind"][node] == LEAF:
+            return 0
+        return 1 + max(rec(tr["yes"][node]), rec(tr["no"][node]))
+    return rec(0)
+
+
+def gain(gl, nl, g, n, lam):
+    gr, nr = g - gl, n - nl
+    return gl * gl / (nl + lam) + gr * gr / (nr + lam) - g * g / (n + lam)
+
+
+def split_gain(tr, node, lam):
+    """Gain of the split made at ``node``, from its children's values and counts."""
+    a, b = tr["yes"][node], tr["no"][node]
+    ga = tr["value"][a] * (tr["count"][a] + lam)
+    gb = tr["value"][b] * (tr["count"][b] + lam)
+    return gain(ga, tr["count"][a], ga + gb, tr["count"][a] + tr["count"][b], lam)
+
+
+def brute_best_gains(X, D, examples, lam, min_leaf):
+    """(best feature-split gain, best state-subset gain) over ALL features and ALL subsets of states."""
+    if not examples:
+        return 0.0, 0.0
+    t = np.array([e[0] for e in examples])
+    s = np.array([e[1] for e in examples])
+    d = D[t, s]
+    g, n = d.sum(), float(len(d))
+
+    def best(masks):
+        top = 0.0
+        for m in masks:
+            nl = float(m.sum())
+            if nl >= min_leaf and n - nl >= min_leaf:
+                top = max(top, gain(d[m].sum(), nl, g, n, lam))
+        return top
+
+    present = sorted(set(s.tolist()))
+    subsets = (np.isin(s, sub) for r in range(1, len(present)) for sub in itertools.combinations(present, r))
+    return best(X[t, f] for f in range(X.shape[1])), best(subsets)
+
+
+def random_problem(rng, T=None, K=None, F=None, density=0.3, p_forbid=0.25):
+    T = int(rng.integers(20, 120)) if T is None else T
+    K = int(rng.integers(1, 5)) if K is None else K
+    F = int(rng.integers(1, 12)) if F is None else F
+    S = K + 1
+    X = rng.random((T, F)) < density
+    lengths = rng.integers(1, 9, size=T)
+    seq_starts = np.concatenate([[0], np.cumsum(lengths)])
+    seq_starts = np.concatenate([seq_starts[seq_starts < T], [T]]).astype(np.int64)
+    is_start = start_mask(seq_starts, T)
+    allowed_k = rng.random(S) >= p_forbid
+    allowed_k[rng.integers(S)] = True
+    # residuals with some structure in features and states, plus noise
+    D = (rng.normal(size=(T, S)) + 1.5 * X[:, :1] * rng.normal(size=(1, S)) + rng.normal(size=(1, S)))
+    return X, D, is_start, allowed_k
+
+
+def check_structure(tr, S, max_leaves):
+    kind, yes, no, states = tr["kind"], tr["yes"], tr["no"], tr["states"]
+    n_nodes = kind.shape[0]
+    n_leaves = int((kind == LEAF).sum())
+    assert 1 <= n_leaves <= max_leaves
+    assert n_nodes == 2 * n_leaves - 1
+    assert np.all(states[0])
+    children = []
+    for node in range(n_nodes):
+        if kind[node] == LEAF:
+            assert yes[node] == -1 and no[node] == -1
+            continue
+        a, b = yes[node], no[node]
+        assert node < a < n_nodes and node < b < n_nodes
+        children += [a, b]
+        if kind[node] == FEATURE:
+            assert 0 <= tr["feature"][node] and np.array_equal(states[a], states[node])
+            assert np.array_equal(states[b], states[node])
+            # positions are partitioned between the children
+            seg = lambda v: set(tr["pbuf"][tr["pstart"][v]:tr["pstart"][v] + tr["plen"][v]].tolist())
+            assert seg(a).isdisjoint(seg(b)) and seg(a) | seg(b) == seg(node)
+        else:
+            assert kind[node] == STATE
+            assert not np.any(states[a] & states[b])
+            assert np.array_equal(states[a] | states[b], states[node])
+            assert states[a].any() and states[b].any()
+    assert sorted(children) == list(range(1, n_nodes))  # a tree: every non-root node has one parent
+
+
+# ---------------------------------------------------------------- hand-built problems
+
+
+def test_hand_computed_tree():
+    # one sequence of 4 positions, one label (S = 2: start and "previous label 0")
+    X = np.array([[0], [0], [1], [1]], dtype=bool)
+    D = np.zeros((4, 2))
+    D[0, 0], D[1, 1], D[2, 1], D[3, 1] = 1.0, 1.0, -2.0, -4.0
+    D[0, 1] = D[1, 0] = D[2, 0] = D[3, 0] = 100.0  # invalid examples: must be ignored
+    is_start = np.array([1, 0, 0, 0], dtype=bool)
+    tr = fit(X, D, is_start, np.array([True, True]), max_leaves=2, lam=1.0)
+    # root: G = -4, N = 4; feature split gain 36/3 + 4/3 - 16/5 beats state split 1/2 + 25/4 - 16/5
+    assert list(tr["kind"]) == [FEATURE, LEAF, LEAF]
+    assert tr["feature"][0] == 0
+    assert tr["value"][0] == pytest.approx(-4 / 5)
+    assert tr["value"][1] == pytest.approx(-6 / 3) and tr["count"][1] == 2
+    assert tr["value"][2] == pytest.approx(2 / 3) and tr["count"][2] == 2
+    # lam = 0, room for 3 leaves: the feature leaf has one state and one feature (no split possible) and the
+    # other leaf's only split, {start} vs {previous 0}, separates D = 1 from D = 1 (zero gain): 2 leaves
+    tr3 = fit(X, D, is_start, np.array([True, True]), max_leaves=3, lam=0.0)
+    assert int((tr3["kind"] == LEAF).sum()) == 2
+
+
+def test_single_informative_feature_is_chosen_first():
+    rng = np.random.default_rng(0)
+    for trial in range(5):
+        T, F, K = 300, 25, 3
+        X = rng.random((T, F)) < 0.4
+        informative = int(rng.integers(F))
+        D = np.where(X[:, informative:informative + 1], 1.0, -1.0) + 0.2 * rng.normal(size=(T, K + 1))
+        is_start = start_mask(np.arange(0, T + 1, 6), T)
+        tr = fit(X, D, is_start, np.ones(K + 1, dtype=bool), max_leaves=2, lam=0.5)
+        assert tr["kind"][0] == FEATURE and tr["feature"][0] == informative
+        assert tr["value"][tr["yes"][0]] > 0.8 and tr["value"][tr["no"][0]] < -0.8
+
+
+def test_previous_state_split_when_residuals_depend_on_state():
+    rng = np.random.default_rng(1)
+    T, F, K = 200, 10, 4
+    X = rng.random((T, F)) < 0.5
+    mu = np.array([0.1, 2.0, -1.0, 2.0, -1.0])  # state means: {2, 4} low, {1, 3} high
+    D = mu[None, :] + 0.1 * rng.normal(size=(T, K + 1))
+    is_start = start_mask(np.array([0, T]), T)
+    tr = fit(X, D, is_start, np.ones(K + 1, dtype=bool), max_leaves=2, lam=0.0)
+    assert tr["kind"][0] == STATE
+    left = set(np.flatnonzero(tr["states"][tr["yes"][0]]).tolist())
+    assert left - {0} == {2, 4}  # the low-mean states go left; the lone start state may go either way
+    right = set(np.flatnonzero(tr["states"][tr["no"][0]]).tolist())
+    assert right - {0} == {1, 3}
+    assert tr["value"][tr["yes"][0]] == pytest.approx(-1.0, abs=0.1)
+    assert tr["value"][tr["no"][0]] == pytest.approx(2.0, abs=0.1)
+
+
+def test_forbidden_states_are_not_examples():
+    """Residuals on disallowed transitions (allowed_k False) never enter sums, counts or splits."""
+    rng = np.random.default_rng(2)
+    T, K = 60, 3
+    X = rng.random((T, 4)) < 0.5
+    D = 0.01 * rng.normal(size=(T, K + 1))
+    D[:, 2] = 50.0  # huge residuals on a forbidden previous state
+    is_start = start_mask(np.array([0, 30, T]), T)
+    allowed_k = np.array([True, True, False, True])
+    tr = fit(X, D, is_start, allowed_k, max_leaves=2, lam=0.0)
+    assert tr["count"][0] == len(valid_examples(is_start, allowed_k, range(T)))
+    assert abs(tr["value"][0]) < 0.05
+
+
+def test_min_gain_stops_growth():
+    rng = np.random.default_rng(3)
+    X, D, is_start, allowed_k = random_problem(rng)
+    tr = fit(X, D, is_start, allowed_k, max_leaves=8, lam=1.0, min_gain=1e9)
+    assert list(tr["kind"]) == [LEAF]
+    ex = valid_examples(is_start, allowed_k, range(X.shape[0]))
+    G = sum(D[t, s] for t, s in ex)
+    assert tr["count"][0] == len(ex)
+    assert tr["value"][0] == pytest.approx(G / (len(ex) + 1.0))
+
+
+# ---------------------------------------------------------------- random problems
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_leaf_values_counts_and_segments(seed):
+    rng = np.random.default_rng(seed)
+    X, D, is_start, allowed_k = random_problem(rng)
+    T, S = D.shape
+    lam = [0.0, 0.5, 3.0][seed % 3]
+    min_leaf = [1.0, 4.0, 15.0][(seed // 3) % 3]
+    max_leaves = int(rng.integers(1, 12))
+    positions = np.arange(T) if seed % 2 else np.sort(rng.choice(T, size=T // 2, replace=False))
+    tr = fit(X, D, is_start, allowed_k, positions, max_leaves=max_leaves, lam=lam, min_leaf=min_leaf)
+    check_structure(tr, S, max_leaves)
+    leaves = np.flatnonzero(tr["kind"] == LEAF)
+    # every (position, state) cell, valid or not, lands in exactly one leaf's segment x state set
+    cells = {leaf: set() for leaf in leaves}
+    for t in positions:
+        for s in range(S):
+            cells[route(tr, X, t, s)].add((int(t), s))
+    for leaf in leaves:
+        seg = tr["pbuf"][tr["pstart"][leaf]:tr["pstart"][leaf] + tr["plen"][leaf]]
+        assert len(set(seg.tolist())) == len(seg)
+        got = {(int(t), s) for t in seg for s in np.flatnonzero(tr["states"][leaf])}
+        assert got == cells[leaf]
+        # leaf value = G / (N + lam) over the valid examples routed to the leaf
+        ex = [(t, s) for t, s in valid_examples(is_start, allowed_k, positions) if (t, s) in cells[leaf]]
+        G = sum(D[t, s] for t, s in ex)
+        assert tr["count"][leaf] == len(ex)
+        expected = G / (len(ex) + lam) if len(ex) + lam > 0 else 0.0
+        assert tr["value"][leaf] == pytest.approx(expected, rel=1e-9, abs=1e-12)
+        if len(leaves) > 1:
+            assert tr["count"][leaf] >= min_leaf  # min_samples_leaf
+    # every internal node's count is the sum of its children's
+    for node in np.flatnonzero(tr["kind"] != LEAF):
+        assert tr["count"][node] == tr["count"][tr["yes"][node]] + tr["count"][tr["no"][node]]
+        assert split_gain(tr, node, lam) > 0.0
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_max_leaves_reached_and_never_exceeded(seed):
+    rng = np.random.default_rng(100 + seed)
+    X, D, is_start, allowed_k = random_problem(rng, T=150, K=3, F=8, p_forbid=0.0)
+    for max_leaves in (1, 2, 3, 5, 8, 13):
+        tr = fit(X, D, is_start, allowed_k, max_leaves=max_leaves, lam=0.0)
+        check_structure(tr, D.shape[1], max_leaves)
+        # with lam = 0 and continuous residuals every leaf with two examples has a positive-gain split
+        assert int((tr["kind"] == LEAF).sum()) == max_leaves
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_min_samples_leaf(seed):
+    rng = np.random.default_rng(200 + seed)
+    X, D, is_start, allowed_k = random_problem(rng, T=100)
+    for min_leaf in (2.0, 7.0, 30.0, 80.0):
+        tr = fit(X, D, is_start, allowed_k, max_leaves=16, lam=0.1, min_leaf=min_leaf)
+        leaves = tr["kind"] == LEAF
+        if leaves.sum() > 1:
+            assert np.all(tr["count"][leaves] >= min_leaf)
+        n = len(valid_examples(is_start, allowed_k, range(X.shape[0])))
+        assert leaves.sum() <= max(1, n // min_leaf)
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_split_gain_is_brute_force_optimum(seed):
+    """lam = 0: sorting states by mean residual finds the best subset, so the root split is optimal."""
+    rng = np.random.default_rng(300 + seed)
+    X, D, is_start, allowed_k = random_problem(rng, T=int(rng.integers(4, 14)), F=int(rng.integers(1, 6)),
+                                               K=int(rng.integers(1, 5)), density=0.5)
+    ex = valid_examples(is_start, allowed_k, range(X.shape[0]))
+    tr = fit(X, D, is_start, allowed_k, max_leaves=2, lam=0.0, min_leaf=1.0)
+    best_f, best_s = brute_best_gains(X, D, ex, 0.0, 1.0)
+    if tr["kind"][0] == LEAF:
+        assert max(best_f, best_s) <= 1e-12
+        return
+    got = split_gain(tr, 0, 0.0)
+    assert got == pytest.approx(max(best_f, best_s), rel=1e-9)
+    if tr["kind"][0] == FEATURE:
+        assert got == pytest.approx(best_f, rel=1e-9)
+    else:
+        assert got == pytest.approx(best_s, rel=1e-9) and best_s > best_f
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_split_gain_with_shrinkage_and_min_leaf_is_bounded_by_brute_force(seed):
+    """lam > 0 or min_leaf > 1: the best feature split is still exact; the state split is a good prefix."""
+    rng = np.random.default_rng(400 + seed)
+    X, D, is_start, allowed_k = random_problem(rng, T=int(rng.integers(5, 20)), F=int(rng.integers(1, 6)),
+                                               K=int(rng.integers(2, 5)), density=0.5)
+    lam, min_leaf = [(1.0, 1.0), (0.0, 3.0), (2.0, 4.0)][seed % 3]
+    ex = valid_examples(is_start, allowed_k, range(X.shape[0]))
+    tr = fit(X, D, is_start, allowed_k, max_leaves=2, lam=lam, min_leaf=min_leaf)
+    best_f, best_s = brute_best_gains(X, D, ex, lam, min_leaf)
+    got = split_gain(tr, 0, lam) if tr["kind"][0] != LEAF else 0.0
+    assert got <= max(best_f, best_s) + 1e-9
+    assert got >= best_f - 1e-9
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_best_first_expands_the_leaf_with_the_largest_gain(seed):
+    rng = np.random.default_rng(500 + seed)
+    X, D, is_start, allowed_k = random_problem(rng, T=40, K=3, F=5)
+    positions = range(X.shape[0])
+    prev = fit(X, D, is_start, allowed_k, max_leaves=1, lam=0.0)
+    for m in range(2, 8):
+        tr = fit(X, D, is_start, allowed_k, max_leaves=m, lam=0.0)
+        n_prev = prev["kind"].shape[0]
+        if tr["kind"].shape[0] == n_prev:
+            break  # no split left with positive gain
+        # the smaller tree is a prefix of the bigger one: one former leaf got expanded
+        for key in ("value", "count", "states"):
+            assert np.array_equal(tr[key][:n_prev], prev[key])
+        changed = np.flatnonzero(tr["kind"][:n_prev] != prev["kind"])
+        assert len(changed) == 1 and prev["kind"][changed[0]] == LEAF
+        expanded = changed[0]
+        # ... and it is the leaf whose best split (brute force over features and state subsets) gains most
+        leaf_gains = {}
+        for leaf in np.flatnonzero(prev["kind"] == LEAF):
+            ex = [(t, s) for t, s in valid_examples(is_start, allowed_k, positions)
+                  if route(prev, X, t, s) == leaf]
+            leaf_gains[leaf] = max(brute_best_gains(X, D, ex, 0.0, 1.0))
+        assert split_gain(tr, expanded, 0.0) == pytest.approx(max(leaf_gains.values()), rel=1e-9)
+        assert leaf_gains[expanded] == pytest.approx(max(leaf_gains.values()), rel=1e-9)
+        prev = tr
+
+
+# ---------------------------------------------------------------- evaluation
+
+
+def concat_trees(trees):
+    keys = ("kind", "feature", "yes", "no", "states", "value")
+    out = {key: np.concatenate([tr[key] for tr in trees]) for key in keys}
+    out["roots"] = np.concatenate([[0], np.cumsum([tr["kind"].shape[0] for tr in trees])]).astype(np.int64)
+    return out
+
+
+def reference_potentials(trees, labels, X, S, K):
+    T = X.shape[0]
+    phi = np.zeros((T, S, K))
+    for tr, k in zip(trees, labels):
+        for t in range(T):
+            for s in range(S):
+                phi[t, s, k] += tr["value"][route(tr, X, t, s)]
+    return phi
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_ensemble_potentials_match_apply_leaves_and_routing(seed):
+    rng = np.random.default_rng(600 + seed)
+    K = int(rng.integers(1, 4))
+    X, _, is_start, _ = random_problem(rng, K=K)
+    T, S = X.shape[0], K + 1
+    indptr, indices = csr(X)
+    lr = float(rng.uniform(0.1, 1.0))
+    E0 = rng.uniform(0.5, 2.0, size=(T, S, K)).astype(np.float32)
+    E = E0.copy()
+    trees, labels = [], []
+    for i in range(4):
+        k = int(rng.integers(K))
+        D = rng.normal(size=(T, S)) + 2.0 * X[:, [i % X.shape[1]]] * rng.normal(size=(1, S))
+        allowed_k = rng.random(S) >= 0.2
+        tr = fit(X, D, is_start, allowed_k, max_leaves=int(rng.integers(1, 9)), lam=0.5, min_leaf=2.0,
+                 min_gain=1e9 if i == 3 else 0.0)  # the last tree is a lone leaf
+        tree.apply_leaves(E, tr["kind"], tr["yes"], tr["states"], tr["value"], tr["pbuf"], tr["pstart"],
+                          tr["plen"], k, lr)
+        trees.append(tr)
+        labels.append(k)
+    ens = concat_trees(trees)
+    max_depth = max(depth(tr) for tr in trees)
+    phi = tree.ensemble_potentials(indptr, indices, S, K, ens["kind"], ens["feature"], ens["yes"], ens["no"],
+                                   ens["states"], ens["value"], ens["roots"], np.array(labels, dtype=np.int64),
+                                   max_depth)
+    assert phi.shape == (T, S, K)
+    ref = reference_potentials(trees, labels, X, S, K)
+    assert np.allclose(phi, ref, rtol=1e-12, atol=1e-12)
+    # the cached potentials updated leaf by leaf agree with evaluating the trees everywhere
+    assert np.allclose(np.log(E.astype(np.float64) / E0), lr * phi, rtol=1e-5, atol=1e-5)
+    assert np.any(np.abs(phi) > 1e-3)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_multiply_tree_matches_apply_leaves(seed):
+    rng = np.random.default_rng(700 + seed)
+    K = 3
+    X, D, is_start, allowed_k = random_problem(rng, K=K)
+    T, S = D.shape
+    indptr, indices = csr(X)
+    tr = fit(X, D, is_start, allowed_k, max_leaves=int(rng.integers(1, 10)), lam=0.3)
+    E0 = rng.uniform(0.5, 2.0, size=(T, S, K)).astype(np.float32)
+    k = int(rng.integers(K))
+    by_leaves = E0.copy()
+    tree.apply_leaves(by_leaves, tr["kind"], tr["yes"], tr["states"], tr["value"], tr["pbuf"], tr["pstart"],
+                      tr["plen"], k, 0.7)
+    by_walk = E0.copy()
+    tree.multiply_tree(by_walk, np.arange(T, dtype=np.int64), indptr, indices, tr["kind"], tr["feature"],
+                       tr["yes"], tr["no"], tr["states"], tr["value"], k, 0.7, depth(tr))
+    assert np.array_equal(by_walk, by_leaves)
+    # only the given positions (and only label k) are touched
+    some = np.sort(rng.choice(T, size=T // 3, replace=False)).astype(np.int64)
+    part = E0.copy()
+    tree.multiply_tree(part, some, indptr, indices, tr["kind"], tr["feature"], tr["yes"], tr["no"],
+                       tr["states"], tr["value"], k, 0.7, depth(tr))
+    assert np.array_equal(part[some], by_leaves[some])
+    rest = np.setdiff1d(np.arange(T), some)
+    assert np.array_equal(part[rest], E0[rest])
+    others = [j for j in range(K) if j != k]
+    assert np.array_equal(by_leaves[:, :, others], E0[:, :, others])
