@@ -248,8 +248,9 @@ class TreeCRF:
         return self
 
 
-def ensemble_rules(ensemble: Ensemble, feature_names, classes, top: int):
-    """Readable root-to-leaf paths, strongest first: the slides' "circled paths"."""
+def ensemble_rules(ensemble: Ensemble, feature_names, classes, top: int, min_support: float = 5.0):
+    """Readable root-to-leaf paths, strongest first (|value| of leaves with at least ``min_support`` examples):
+    the slides' "circled paths". Present-feature tests are spelled out; absent ones are counted."""
     arrays = ensemble.arrays()
     kind, feature, yes, no = arrays["kind"], arrays["feature"], arrays["yes"], arrays["no"]
     value, count, states, roots, labels = (arrays["value"], arrays["count"], arrays["states"], arrays["roots"],
@@ -258,23 +259,25 @@ def ensemble_rules(ensemble: Ensemble, feature_names, classes, top: int):
     found = []
     for i in range(len(labels)):
         root = roots[i]
-        stack = [(0, [])]
+        stack = [(0, (), 0)]
         while stack:
-            node, conds = stack.pop()
+            node, present, absent = stack.pop()
             g = root + node
             if kind[g] == 0:
-                st = states[g]
-                if not st.all():
-                    prev = ",".join(name for name, on in zip(state_names, st) if on)
-                    conds = conds + [f"prev in {{{prev}}}"]
+                if count[g] < min_support:
+                    continue
+                conds = list(present)
+                if absent:
+                    conds.append(f"{absent} absent test{'s' if absent > 1 else ''}")
+                if not states[g].all():
+                    conds.append("prev in {" + ",".join(n for n, on in zip(state_names, states[g]) if on) + "}")
                 found.append((classes[labels[i]], " AND ".join(conds) or "(always)", float(value[g]),
                               float(count[g])))
             elif kind[g] == 1:
-                name = feature_names[feature[g]]
-                stack.append((yes[g], conds + [name]))
-                stack.append((no[g], conds + [f"NOT {name}"]))
+                stack.append((yes[g], present + (feature_names[feature[g]],), absent))
+                stack.append((no[g], present, absent + 1))
             else:
-                stack.append((yes[g], conds))
-                stack.append((no[g], conds))
-    found.sort(key=lambda r: -abs(r[2]) * r[3])
+                stack.append((yes[g], present, absent))
+                stack.append((no[g], present, absent))
+    found.sort(key=lambda r: -abs(r[2]))
     return found[:top]

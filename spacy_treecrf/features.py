@@ -276,11 +276,13 @@ def read_lexicon(path: str, lowercase: bool) -> List[str]:
     if not p.is_file():
         raise ValueError(f"window_features: lexicon file not found: {path}")
     entries = set()
-    with p.open(encoding="utf8") as f:
-        for lineno, line in enumerate(f, 1):
-            entry = " ".join(line.split())
-            if not entry:
-                continue
+    try:
+        text = p.read_text(encoding="utf8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"window_features: lexicon file {path} is not valid UTF-8 ({err})") from None
+    for line in text.splitlines():
+        entry = " ".join(line.split())
+        if entry:
             entries.add(entry.lower() if lowercase else entry)
     return sorted(entries)
 
@@ -667,10 +669,11 @@ class WindowFeaturizer:
             raise RuntimeError("WindowFeaturizer is not initialized: call initialize(docs) or from_dict(state) "
                                "first")
         docs = list(docs)
+        window = (self._colmap.shape[1] - 1) // 2  # the frozen window, whatever self.window says now
         parts = []
         for chunk in _chunks(docs):
             a_indptr, a_ids, doc_starts = self.token_atoms(chunk)
-            indptr, indices = _window_rows(a_indptr, a_ids, doc_starts, self.window, self._colmap, self._padcol)
+            indptr, indices = _window_rows(a_indptr, a_ids, doc_starts, window, self._colmap, self._padcol)
             parts.append((indptr, indices, doc_starts))
         if len(parts) == 1:
             return parts[0]

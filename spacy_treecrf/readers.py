@@ -435,7 +435,7 @@ def nettalk_docs(vocab: Vocab, path_dir: Union[str, Path], split: str = "train_1
 class ColumnCorpus:
     """Callable ``nlp -> Iterator[Example]`` over a column corpus (see ``create_column_corpus``)."""
 
-    def __init__(self, path: Union[str, Path], format: str = "columns", target: Optional[str] = None,
+    def __init__(self, path: Optional[Union[str, Path]], format: str = "columns", target: Optional[str] = None,
                  spans_key: str = "sc", keep_columns: Optional[Dict[str, str]] = None,
                  token_attr: Optional[str] = None, limit: int = 0, split: Optional[str] = None,
                  columns: Optional[Sequence[str]] = None, words_column: Optional[str] = None,
@@ -467,7 +467,7 @@ class ColumnCorpus:
             raise ValueError("ColumnCorpus: 'split' only applies to format 'nettalk'")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise ValueError(f"ColumnCorpus: limit must be an integer >= 0, not {limit!r}")
-        self.path = Path(path)
+        self.path = None if path is None else Path(path)
         self.format = format
         self.target = target
         self.spans_key = spans_key
@@ -477,6 +477,8 @@ class ColumnCorpus:
         self.layout = _Layout(names, words, label, TARGETS[target], keep_columns, token_attr)
 
     def _sentences(self) -> Iterator[Tuple[List[Row], List[int], object]]:
+        if self.path is None:
+            raise ValueError("ColumnCorpus: 'path' is not set")
         if self.format == "nettalk":
             for word, phon, stress, lineno in _nettalk_selection(self.path, self.split):
                 yield list(zip(word, phon, stress)), [lineno] * len(word), self.path / "nettalk.data"
@@ -501,7 +503,7 @@ class ColumnCorpus:
 
 
 @spacy.registry.readers("spacy_treecrf.ColumnCorpus.v1")
-def create_column_corpus(path: str, format: str = "columns", target: Optional[str] = None, spans_key: str = "sc",
+def create_column_corpus(path: Optional[Union[str, Path]], format: str = "columns", target: Optional[str] = None, spans_key: str = "sc",
                          keep_columns: Dict[str, str] = {}, token_attr: Optional[str] = None, limit: int = 0,
                          split: Optional[str] = None, columns: List[str] = [], words_column: Optional[str] = None,
                          label_column: Optional[str] = None, sep: Optional[str] = None
