@@ -1,0 +1,84 @@
+"""Command line: `python -m spacy_treecrf inspect|convert`."""
+from pathlib import Path
+from typing import List, Optional
+
+import spacy
+import typer
+from spacy.tokens import DocBin
+
+app = typer.Typer(help="spacy-treecrf: TreeCRF sequence labelling for spaCy", no_args_is_help=True)
+
+
+@app.command()
+def inspect(pipeline: Path = typer.Argument(..., help="A trained pipeline directory or package name"),
+            top: int = typer.Option(10, help="Rules per component"),
+            min_support: float = typer.Option(5.0, help="Smallest leaf support shown")):
+    """Print each treecrf component's labels, size and strongest rules (tree paths as conjunctions)."""
+    from .estimator import ensemble_rules
+    from .pipe import TreeCRFComponent
+
+    nlp = spacy.load(pipeline)
+    found = False
+    for name, pipe in nlp.pipeline:
+        if not isinstance(pipe, TreeCRFComponent):
+            continue
+        found = True
+        ens = pipe.ensemble
+        typer.echo(f"== {name}: target {pipe.target}, {len(pipe.labels)} labels, {pipe.cfg['rounds']} rounds, "
+                   f"{ens.n_trees} trees, {len(ens.kind)} nodes, {pipe.featurizer.n_features} feature columns")
+        rules = ensemble_rules(ens, pipe.featurizer.feature_names(), list(pipe.labels), top, min_support)
+        for label, rule, value, support in rules:
+            typer.echo(f"  {label:>10s} {value:+.3f}  n={support:<8.0f} {rule}")
+    if not found:
+        typer.echo(f"No treecrf component in {pipeline}", err=True)
+        raise typer.Exit(1)
+
+
+@app.command()
+def convert(input_path: Path = typer.Argument(..., help="Column file (NETtalk: the data directory)"),
+            output_path: Path = typer.Argument(..., help="Output .spacy file"),
+            format: str = typer.Option("conll2003", help="conll2000 | conll2003 | nettalk | protein"),
+            target: Optional[str] = typer.Option(None, help="ner | spans | tag | pos | token_attr"),
+            spans_key: str = typer.Option("chunks", help="doc.spans key for target spans"),
+            keep: List[str] = typer.Option([], help="column=attribute to keep as input, e.g. pos=tag_"),
+            split: Optional[str] = typer.Option(None, help="NETtalk split: train_1000 | test_1000 | all"),
+            lang: str = typer.Option("en", help="Language of the blank vocab")):
+    """Convert a column file to a .spacy DocBin (gold on the docs; kept columns as token attributes)."""
+    from .readers import ColumnCorpus
+
+    keep_columns = dict(item.split("=", 1) for item in keep)
+    corpus = ColumnCorpus(str(input_path), format=format, target=target, spans_key=spans_key,
+                          keep_columns=keep_columns, split=split)
+    nlp = spacy.blank(lang)
+    docs = [eg.reference for eg in corpus(nlp)]
+    DocBin(docs=docs, store_user_data=True).to_disk(output_path)
+    typer.echo(f"Wrote {len(docs)} docs, {sum(len(d) for d in docs)} tokens to {output_path}")
+
+
+@app.command()
+def evaluate(pipeline: Path = typer.Argument(..., help="A trained pipeline"),
+             input_path: Path = typer.Argument(..., help="Column file (NETtalk: the data directory)"),
+             format: str = typer.Option("conll2003", help="conll2000 | conll2003 | nettalk | protein"),
+             target: Optional[str] = typer.Option(None, help="ner | spans | tag | pos | token_attr"),
+             spans_key: str = typer.Option("chunks", help="doc.spans key for target spans"),
+             keep: List[str] = typer.Option([], help="column=attribute kept as input, e.g. pos=tag_"),
+             split: Optional[str] = typer.Option(None, help="NETtalk split"),
+             output: Optional[Path] = typer.Option(None, help="Write the scores as JSON")):
+    """Score a pipeline on a column file read like training data, so input columns (e.g. the CoNLL POS column)
+    reach the predicted docs, which `spacy evaluate` on a .spacy file cannot do."""
+    import srsly
+    from .readers import ColumnCorpus
+
+    nlp = spacy.load(pipeline)
+    corpus = ColumnCorpus(str(input_path), format=format, target=target, spans_key=spans_key,
+                          keep_columns=dict(item.split("=", 1) for item in keep), split=split)
+    scores = nlp.evaluate(list(corpus(nlp)))
+    for key, value in scores.items():
+        if isinstance(value, float):
+            typer.echo(f"{key:20s} {value:.4f}")
+    if output:
+        srsly.write_json(output, scores)
+
+
+def main():
+    app()
