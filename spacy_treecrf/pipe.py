@@ -6,6 +6,7 @@ since the last call. A batch as large as the corpus gives the paper's full-gradi
 potentials from round to round; smaller batches give stochastic boosting (each new batch's potentials are
 evaluated from the ensemble once).
 """
+import hashlib
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -14,6 +15,7 @@ from spacy.language import Language
 from spacy.parts_of_speech import IDS as UPOS_IDS
 from spacy.pipeline import TrainablePipe
 from spacy.scorer import Scorer
+from spacy.attrs import DEP, ENT_IOB, ENT_TYPE, LEMMA, ORTH, POS, TAG
 from spacy.tokens import Doc, Span, SpanGroup, Token
 from spacy.training import Example, validate_examples, validate_get_examples
 from spacy.util import registry
@@ -28,6 +30,7 @@ from .estimator import DECODERS, bio_allowed, ensemble_rules
 TARGETS = ("ner", "spans", "tag", "pos", "token_attr")
 BIO_TARGETS = ("ner", "spans")
 MARGINALS_EXT = "treecrf_marginals"
+INPUT_ATTRS = [ORTH, TAG, POS, LEMMA, DEP, ENT_TYPE]  # what the featurizer may read from a predicted doc
 
 
 class Errors:
@@ -277,12 +280,37 @@ class TreeCRFComponent(TrainablePipe):
         self._pending = []
         self._passes = None
 
+    def _digest(self, eg: Example) -> bytes:
+        """A content key of one example: spaCy copies examples every step, so identity cannot key the cache."""
+        h = hashlib.blake2b(digest_size=16)
+        h.update(eg.predicted.to_array(INPUT_ATTRS).tobytes())
+        ref = eg.reference
+        h.update(ref.to_array([ORTH]).tobytes())
+        if self.target == "ner":
+            h.update(ref.to_array([ENT_IOB, ENT_TYPE]).tobytes())
+        elif self.target == "tag":
+            h.update(ref.to_array([TAG]).tobytes())
+        elif self.target == "pos":
+            h.update(ref.to_array([POS]).tobytes())
+        else:
+            h.update(repr(self._reference_labels(ref)).encode("utf8"))
+        if self.featurizer_reads_extensions:
+            h.update(repr([[t._.get(a[2:]) for a in self.featurizer.attrs if a.startswith("_.")]
+                           for t in eg.predicted]).encode("utf8"))
+        return h.digest()
+
+    @property
+    def featurizer_reads_extensions(self) -> bool:
+        return any(a.startswith("_.") for a in getattr(self.featurizer, "attrs", []))
+
     def _trainer_for(self, examples: List[Example]) -> boost.Trainer:
-        """The same examples as last round reuse the cached potentials; others start from the ensemble."""
-        key = tuple(sorted(id(eg) for eg in examples))
+        """Examples with the same content as last round reuse the cached potentials; others start from the
+        ensemble's potentials."""
+        keyed = sorted(((self._digest(eg), i) for i, eg in enumerate(examples)))
+        key = tuple(d for d, _ in keyed)
         if key == self._trainer_key:
             return self._trainer
-        examples = sorted(examples, key=id)
+        examples = [examples[i] for _, i in keyed]
         index = {label: k for k, label in enumerate(self.cfg["labels"])}
         y = np.array([index.get(label, -1) if label is not None else -1
                       for eg in examples for label in self._gold(eg)], dtype=np.int32)
@@ -294,7 +322,6 @@ class TreeCRFComponent(TrainablePipe):
         self._trainer = boost.Trainer(indptr, indices, self.featurizer.n_features, y, seq_starts, self.allowed,
                                       self.params, initial=initial)
         self._trainer_key = key
-        self._keep_alive = examples  # ids stay unique while the examples live
         return self._trainer
 
     def get_loss(self, examples, scores):

@@ -206,3 +206,17 @@ def test_corrupt_or_foreign_model_bytes_are_clear_errors():
     fresh = spacy.blank("en").add_pipe("treecrf")
     with pytest.raises(ValueError):
         fresh.from_bytes(data[: len(data) // 3])
+
+
+def test_full_batch_rounds_reuse_the_cached_potentials_although_spacy_copies_examples():
+    nlp = spacy.blank("en")
+    crf = nlp.add_pipe("treecrf", config={"max_leaves": 8})
+    examples = ner_examples(nlp)
+    nlp.initialize(lambda: examples)
+    nlp.update(examples)
+    trainer = crf._trainer
+    nlp.update(list(reversed(examples)))  # nlp.update copies the examples; order differs too
+    assert crf._trainer is trainer
+    changed = examples[:-1]
+    nlp.update(changed)
+    assert crf._trainer is not trainer
