@@ -234,7 +234,11 @@ class TreeCRF:
         allowed = serialize.check_array(msg, "allowed", np.bool_, (K + 1, K))
         ensemble = serialize.load_ensemble(serialize.field(msg, "ensemble", dict), K, len(features))
         params = serialize.field(msg, "params", dict)
-        self.params = BoostParams(**{k: v for k, v in params.items() if k in BoostParams.__dataclass_fields__})
+        try:
+            params = BoostParams(**{k: v for k, v in params.items() if k in BoostParams.__dataclass_fields__})
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"TreeCRF model bytes: invalid settings: {err}") from None
+        self.params = params
         self.n_rounds = serialize.field(msg, "n_rounds", int)
         self.patience = msg.get("patience")
         self.decode = serialize.field(msg, "decode", str)

@@ -6,6 +6,7 @@ since the last call. A batch as large as the corpus gives the paper's full-gradi
 potentials from round to round; smaller batches give stochastic boosting (each new batch's potentials are
 evaluated from the ensemble once).
 """
+import copy
 import hashlib
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -227,7 +228,7 @@ class TreeCRFComponent(TrainablePipe):
         examples = list(get_examples())
         if labels is None:
             found = {label for eg in examples for label in self._reference_labels(eg.reference) if label}
-            if self.target in BIO_TARGETS:
+            if self.target in BIO_TARGETS and found:  # no annotation at all stays an error (E005)
                 found |= {"O"} | {"B-" + lab[2:] for lab in found if lab.startswith("I-")}
             labels = sorted(found)
         if not labels:
@@ -433,6 +434,7 @@ class TreeCRFComponent(TrainablePipe):
         })
 
     def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "TreeCRFComponent":
+        """Everything is checked before anything is replaced: a refused model leaves the component as it was."""
         msg = serialize.loads("treecrf", bytes_data)
         cfg = serialize.field(msg, "cfg", dict)
         if cfg.get("target") != self.target:
@@ -441,14 +443,22 @@ class TreeCRFComponent(TrainablePipe):
         labels = cfg.get("labels")
         if not isinstance(labels, list) or not labels or not all(isinstance(x, str) for x in labels):
             raise ValueError("[treecrf] The model data has no valid label list.")
-        self.featurizer.from_dict(serialize.field(msg, "features", dict))
+        cfg = {key: cfg[key] for key in self.cfg if key in cfg}
+        _check_loaded_cfg(cfg)
+        featurizer = copy.copy(self.featurizer)  # from_dict replaces its state, never mutates it in place
+        featurizer.from_dict(serialize.field(msg, "features", dict))
         K = len(labels)
-        self.allowed = serialize.check_array(msg, "allowed", np.bool_, (K + 1, K))
-        self.ensemble = serialize.load_ensemble(serialize.field(msg, "ensemble", dict), K,
-                                                self.featurizer.n_features)
+        allowed = serialize.check_array(msg, "allowed", np.bool_, (K + 1, K))
+        ensemble = serialize.load_ensemble(serialize.field(msg, "ensemble", dict), K, featurizer.n_features)
         params = serialize.field(msg, "params", dict)
-        self.params = BoostParams(**{k: v for k, v in params.items() if k in BoostParams.__dataclass_fields__})
+        try:
+            params = BoostParams(**{k: v for k, v in params.items() if k in BoostParams.__dataclass_fields__})
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"[treecrf] The model data has invalid settings: {err}") from None
+        self.featurizer, self.allowed, self.ensemble, self.params = featurizer, allowed, ensemble, params
         self.cfg.update(cfg)
+        if self.target == "token_attr" and not Token.has_extension(self.cfg["token_attr"]):
+            Token.set_extension(self.cfg["token_attr"], default=None)
         self._trainer = self._trainer_key = None
         return self
 
@@ -465,6 +475,23 @@ class TreeCRFComponent(TrainablePipe):
             return self.from_bytes(path.read_bytes())
         except ValueError as err:
             raise ValueError(f"{err} (file: {path})") from None
+
+
+def _check_loaded_cfg(cfg: dict) -> None:
+    """The settings a model file carries, checked as the constructor checks them."""
+    kinds = {"spans_key": str, "token_attr": str, "decode": str, "constrain_bio": bool, "store_scores": bool,
+             "overwrite": bool, "rounds": int}
+    for key, typ in kinds.items():
+        if key in cfg and (not isinstance(cfg[key], typ) or (typ is int and isinstance(cfg[key], bool))):
+            raise ValueError(f"[treecrf] The model data's setting {key!r} should be {typ.__name__}, "
+                             f"got {cfg[key]!r}.")
+    if "decode" in cfg and cfg["decode"] not in DECODERS:
+        raise ValueError(f"[treecrf] The model data's setting 'decode' must be one of {DECODERS}, "
+                         f"got {cfg['decode']!r}.")
+    if cfg["target"] == "spans" and not cfg.get("spans_key", "x"):
+        raise ValueError(Errors.E002)
+    if cfg["target"] == "token_attr" and not cfg.get("token_attr", "x"):
+        raise ValueError(Errors.E003)
 
 
 def bio_spans(tags: Sequence[str]) -> List[Tuple[int, int, str]]:

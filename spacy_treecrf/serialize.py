@@ -47,7 +47,10 @@ def _decode(obj: Any, where: str) -> Any:
         return {k: _decode(v, f"{where}.{k}") for k, v in obj.items()}
     if isinstance(obj, list):
         return [_decode(v, f"{where}[{i}]") for i, v in enumerate(obj)]
-    return obj
+    if obj is None or isinstance(obj, (str, bytes, bool, int, float)):
+        return obj
+    # msgpack extension types, timestamps and anything a decoding hook made are refused, never interpreted
+    raise ValueError(f"Model data: unsupported value of type {type(obj).__name__} at '{where}'")
 
 
 def dumps(kind: str, payload: Dict[str, Any]) -> bytes:
@@ -60,7 +63,8 @@ def loads(kind: str, data: bytes) -> Dict[str, Any]:
     if not isinstance(data, (bytes, bytearray)):
         raise ValueError(f"{kind} model data must be bytes, got {type(data).__name__}")
     try:
-        msg = srsly.msgpack_loads(bytes(data), use_list=True)
+        # object_pairs_hook bypasses the decoders registered with srsly (numpy, entry points): plain msgpack only
+        msg = srsly.msgpack.unpackb(bytes(data), raw=False, use_list=True, object_pairs_hook=dict)
     except Exception as err:  # msgpack raises several types for garbage
         raise ValueError(f"{kind} model data is corrupt or truncated ({type(err).__name__}: {err})") from None
     if not isinstance(msg, dict) or msg.get("format") != "spacy_treecrf":
@@ -124,6 +128,16 @@ def load_ensemble(arrays: Dict[str, Any], n_labels: int, n_features: int):
     for name, child in (("yes", yes), ("no", no)):
         if np.any(inner & ((child <= local) | (child >= sizes))):
             raise ValueError(f"Model trees: a '{name}' child index points outside its tree or backwards")
+    if np.any(~inner & ((yes != -1) | (no != -1))):
+        raise ValueError("Model trees: a leaf has children")
+    # each node but a root is the child of exactly one node: a shared node would make the depth, and so the
+    # kernels' traversal stack, too small
+    base = np.repeat(roots[:-1], np.diff(roots))
+    parents = np.bincount(np.concatenate([(base + yes)[inner], (base + no)[inner]]), minlength=n)
+    is_root = np.zeros(n, dtype=np.bool_)
+    is_root[roots[:-1]] = True
+    if np.any(parents != np.where(is_root, 0, 1)):
+        raise ValueError("Model trees: a node is not reached from its tree's root by exactly one path")
     if np.any((kind == 1) & ((feature < 0) | (feature >= n_features))):
         raise ValueError("Model trees: a split tests a feature id out of range")
     return Ensemble.from_arrays(S, n_labels, {"kind": kind, "feature": feature, "yes": yes, "no": no,
