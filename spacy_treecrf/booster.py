@@ -10,6 +10,7 @@ import os
 from typing import List, Optional
 
 import numpy as np
+from numba import typed
 
 from . import crf, tree
 
@@ -205,6 +206,7 @@ class Trainer:
         self.partial = np.where(lengths > 0, unknown, 0) > 0
         self.rng = np.random.default_rng(params.random_state)
         self.all_positions = np.arange(T, dtype=np.int64)
+        self.col_ptr, self.col_pos = tree.csc_index(self.indptr, self.indices, self.n_features)
 
     def gradient_pass(self):
         """Forward-backward (free and, for partially labelled sequences, clamped); returns the log-likelihood."""
@@ -240,29 +242,51 @@ class Trainer:
             out = tree.fit_tree(self.indptr, self.indices, self.n_features, D, self.is_start,
                                 np.ascontiguousarray(self.allowed[:, k]), pos, self.params.max_leaves,
                                 float(self.params.shrinkage), float(self.params.min_samples_leaf),
-                                float(self.params.min_gain))
+                                float(self.params.min_gain), self.col_ptr, self.col_pos)
             kind, feature, yes, no, value, count, states, pbuf, pstart, plen = out
             lr = self.params.learning_rate
-            tree.apply_leaves(self.E, kind, yes, states, value, pbuf, pstart, plen, k, lr)
             rest = skipped if len(pos) == len(positions) else np.setdiff1d(self.all_positions, pos,
                                                                             assume_unique=True)
             if rest is not None and len(rest):
                 tree.multiply_tree(self.E, rest, self.indptr, self.indices, kind, feature, yes, no, states,
                                    value, k, lr, tree_depth(yes, no))
-            return kind, feature, yes, no, value * lr, count, states
+            # positions < 2**31 (tree.csc_index checks): int32 halves what the round holds until applied
+            return (kind, feature, yes, no, value * lr, count, states), (pbuf.astype(np.int32), pstart, plen)
 
         threads = min(self.params.threads, K)
         if threads > 1:
             with ThreadPoolExecutor(threads) as pool:
-                fitted = list(pool.map(fit_label, range(K)))
+                results = list(pool.map(fit_label, range(K)))
         else:
-            fitted = [fit_label(k) for k in range(K)]
+            results = [fit_label(k) for k in range(K)]
+        fitted = [arrays for arrays, _ in results]
+        self._apply_leaves([(k, arrays, segments) for k, (arrays, segments) in enumerate(results)])
         for k, arrays in enumerate(fitted):
             ensemble.add(k, *arrays)
             if on_tree is not None:
                 on_tree(k, arrays)
         crf.rescale(self.E, self.c)
         return loglik
+
+    def _apply_leaves(self, trees):
+        """The round's trees into E over the leaves' segments: one pass over E for all labels (tree.apply_trees),
+        since one label's cells are spread over all of E's cache lines."""
+        pbufs = typed.List()
+        parts = []
+        for i, (k, arrays, (pbuf, pstart, plen)) in enumerate(trees):
+            kind, value, states = arrays[0], arrays[4], arrays[6]
+            leaves = np.flatnonzero(kind == tree.LEAF)
+            pbufs.append(pbuf)
+            parts.append((np.full(len(leaves), i), np.full(len(leaves), k), pstart[leaves],
+                          pstart[leaves] + plen[leaves], value[leaves], states[leaves]))
+        if not parts:
+            return
+        leaf_tree, leaf_label, lo, hi, value, states = (np.concatenate(p) for p in zip(*parts))
+        leaf_tree = leaf_tree.astype(np.int64)
+        leaf_label = leaf_label.astype(np.int64)
+        # values already carry the learning rate: factors exp(1.0 * lr * value), as apply_leaves(..., lr) did
+        in_chunks(self.seq_starts, self.params.threads, lambda a, b, q0, q1: tree.apply_trees(
+            self.E, a, b, pbufs, leaf_tree, leaf_label, lo, hi, value, states, 1.0, 256))
 
     def _round_positions(self) -> np.ndarray:
         """Friedman's stochastic gradient boosting: a fresh random subset of positions each round."""

@@ -4,6 +4,10 @@ A node is a product P x A: a set of positions times a set of previous states (in
 A feature split partitions P (feature present / absent) and keeps A; a state split partitions A and keeps P.
 So a node's statistics come from per-position sums r_t = sum_{s in A} D[t, s] and counts
 n_t = sum_{s in A} W(t, s): scanning a node costs O(its nonzeros + |P| |A|), never O(nonzeros x K).
+fit_tree scans as little as it can: at a feature split only the child with fewer positions (the other's
+feature histogram and per-state sums are the parent's minus that child's), at a state split only the node
+once for both children; r_t moves with the positions, so the large "absent" child of a sparse feature costs
+a pass over its positions and its touched features, not over its nonzeros and D.
 
 Leaf values and gains use the paper's shrinkage (Eq. 1): value G / (N + lam); the gain of a split is the
 decrease of the penalised squared error G_L^2/(N_L+lam) + G_R^2/(N_R+lam) - G^2/(N+lam).
@@ -12,91 +16,352 @@ Tree arrays (one row per node): kind (LEAF / FEATURE / STATE), feature, yes / no
 present, or the state subset chosen for the left), value, count, and the node's own state set ``states``.
 """
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 LEAF, FEATURE, STATE = 0, 1, 2
 
 
-@njit(cache=True, nogil=True)
-def _valid(is_start, allowed_k, t, s):
-    if is_start[t]:
-        return s == 0 and allowed_k[0]
-    return s > 0 and allowed_k[s]
+# Relative tolerance under which two gains count as tied (then the lower feature id, the feature split over
+# the state split, and the lower node id win). Sums reached by histogram subtraction differ from direct
+# sums by rounding only, so exact ties of the arithmetic must not decide the tree.
+TIE = 1e-10
+# How many positions ahead the scans ask for the rows they will read (a node's positions are scattered).
+AHEAD = 16
+_PREFETCH = "llvm.prefetch." + ir.IntType(8).as_pointer().intrinsic_name  # mangled as this llvmlite does
+
+
+@intrinsic
+def _prefetch(typingctx, arr, i, j):
+    """Ask the CPU to start loading arr[i] (1-d) or arr[i, j] (2-d) into cache; changes no result."""
+    if not isinstance(arr, types.Array) or arr.ndim not in (1, 2):
+        return None
+    sig = types.void(arr, i, j)
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        idx = [context.cast(builder, args[k], signature.args[k], types.intp) for k in (1, 2)][:aryty.ndim]
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, idx, wraparound=False)
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, _PREFETCH)
+        builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return sig, codegen
 
 
 @njit(cache=True, nogil=True)
+def _prefetch_rows(pbuf, i, hi, D, with_d, indptr, indices):
+    """Prefetch for a scan at slot i: the D row and indptr entry AHEAD slots on, the CSR row AHEAD/2 on."""
+    if i + AHEAD < hi:
+        t = pbuf[i + AHEAD]
+        _prefetch(indptr, t, 0)
+        if with_d:
+            for s in range(0, D.shape[1], 8):
+                _prefetch(D, t, s)
+            _prefetch(D, t, D.shape[1] - 1)
+    if i + AHEAD // 2 < hi:
+        p = indptr[pbuf[i + AHEAD // 2]]
+        _prefetch(indices, p, 0)
+        _prefetch(indices, p + 15, 0)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def _gain(gl, nl, gr, nr, g, n, lam):
     return gl * gl / (nl + lam) + gr * gr / (nr + lam) - g * g / (n + lam)
 
 
 @njit(cache=True, nogil=True)
-def _node_sums(pbuf, lo, hi, D, is_start, allowed_k, states, r, w):
-    """Per-position residual sums and valid-example counts over the node's state set."""
-    S = D.shape[1]
-    g = 0.0
-    n = 0.0
-    for i in range(lo, hi):
-        t = pbuf[i]
-        rt = 0.0
-        nt = 0.0
-        for s in range(S):
-            if states[s] and _valid(is_start, allowed_k, t, s):
-                rt += D[t, s]
-                nt += 1.0
-        r[i - lo] = rt
-        w[i - lo] = nt
-        g += rt
-        n += nt
-    return g, n
+def csc_index(indptr, indices, n_features):
+    """Inverted index of CSR rows: positions of feature f are col_pos[col_ptr[f]:col_ptr[f + 1]], ascending.
+
+    It only depends on the rows: build it once per training set and pass it to every ``fit_tree``."""
+    T = indptr.shape[0] - 1
+    if T >= 2 ** 31:
+        raise ValueError("csc_index: at most 2**31 - 1 positions")
+    nnz = indptr[T]
+    col_ptr = np.zeros(n_features + 1, dtype=np.int64)
+    for p in range(nnz):
+        col_ptr[indices[p] + 1] += 1
+    for f in range(n_features):
+        col_ptr[f + 1] += col_ptr[f]
+    fill = col_ptr[:n_features].copy()
+    col_pos = np.empty(nnz, dtype=np.int32)
+    for t in range(T):
+        for p in range(indptr[t], indptr[t + 1]):
+            f = indices[p]
+            col_pos[fill[f]] = t
+            fill[f] += 1
+    return col_ptr, col_pos
 
 
 @njit(cache=True, nogil=True)
-def _best_feature(pbuf, lo, hi, r, w, g, n, indptr, indices, hist_g, hist_n, touched, lam, min_leaf):
-    """Best present/absent split of the node's positions: one pass over their nonzeros."""
-    n_touched = 0
+def _valid_states(states_row, allowed_k, mid):
+    """A state set's valid states: at a sequence start (weight 1.0 if state 0 is in, else 0.0) and elsewhere
+    (those > 0, ascending, into ``mid``; returns their number)."""
+    S = states_row.shape[0]
+    m = 0
+    w_start = 1.0 if states_row[0] and allowed_k[0] else 0.0
+    for s in range(1, S):
+        if states_row[s] and allowed_k[s]:
+            mid[m] = s
+            m += 1
+    return w_start, m
+
+
+@njit(cache=True, nogil=True)
+def _row_sum(D, t, start, w_start, mid, m):
+    """r_t: D[t, s] summed over the valid states, in ascending state order."""
+    if start:
+        return D[t, 0] if w_start > 0.0 else 0.0
+    rt = 0.0
+    for j in range(m):
+        rt += D[t, mid[j]]
+    return rt
+
+
+@njit(cache=True, nogil=True)
+def _scan(pbuf, rbuf, lo, hi, set_r, D, is_start, w_start, mid, m, with_states, rs, ns, with_hist, indptr,
+          indices, dense, touched):
+    """One pass over the positions pbuf[lo:hi] of a node:
+    - set_r: r_t into rbuf (else rbuf holds it already); returns G and N;
+    - with_states: per-state residual sums and counts R_s, N_s into rs, ns;
+    - with_hist: dense[f] = (sum of r_t, sum of n_t) over the positions holding f (rows not touched before
+      have dense[f, 1] < 0; the touched features are listed in ``touched``).
+    Returns (G, N, number of touched features)."""
+    w_mid = float(m)
+    if with_states:
+        rs[:] = 0.0
+        ns[:] = 0.0
+    n_start = 0.0
+    n_mid = 0.0
+    g = 0.0
+    nt = 0
+    read_d = set_r or with_states
+    for i in range(lo, hi):
+        _prefetch_rows(pbuf, i, hi, D, read_d, indptr, indices)
+        t = pbuf[i]
+        st = is_start[t]
+        if set_r:
+            rt = _row_sum(D, t, st, w_start, mid, m)
+            rbuf[i] = rt
+        else:
+            rt = rbuf[i]
+        g += rt
+        if st:
+            n_start += 1.0
+            if with_states and w_start > 0.0:
+                rs[0] += D[t, 0]
+        else:
+            n_mid += 1.0
+            if with_states:
+                for j in range(m):
+                    rs[mid[j]] += D[t, mid[j]]
+        if with_hist:
+            wt = w_start if st else w_mid
+            for p in range(indptr[t], indptr[t + 1]):
+                f = indices[p]
+                if dense[f, 1] < 0.0:
+                    dense[f, 0] = 0.0
+                    dense[f, 1] = 0.0
+                    touched[nt] = f
+                    nt += 1
+                dense[f, 0] += rt
+                dense[f, 1] += wt
+    if with_states:
+        ns[0] = n_start * w_start
+        for j in range(m):
+            ns[mid[j]] = n_mid
+    return g, n_start * w_start + n_mid * w_mid, nt
+
+
+@njit(cache=True, nogil=True)
+def _scan_state_split(pbuf, rbuf, lo, hi, out, D, is_start, wa_start, mid_a, ma, wb_start, mid_b, mb, with_hist,
+                      indptr, indices, dense, touched):
+    """A state split's one pass over the node's positions pbuf[lo:hi]: both children's r_t (the first child's
+    in place, the second's with a copy of the positions at slot ``out``), their G and N and, with_hist, the
+    first child's feature histogram into dense (as in _scan; the second's is the parent's minus it).
+    Returns (G_a, N_a, G_b, N_b, number of touched features)."""
+    ga = 0.0
+    gb = 0.0
+    n_start = 0.0
+    nt = 0
+    wa_mid = float(ma)
+    for i in range(lo, hi):
+        _prefetch_rows(pbuf, i, hi, D, True, indptr, indices)
+        t = pbuf[i]
+        st = is_start[t]
+        ra = _row_sum(D, t, st, wa_start, mid_a, ma)
+        rb = _row_sum(D, t, st, wb_start, mid_b, mb)
+        j = out + i - lo
+        pbuf[j] = t
+        rbuf[i] = ra
+        rbuf[j] = rb
+        ga += ra
+        gb += rb
+        if st:
+            n_start += 1.0
+        if with_hist:
+            wa = wa_start if st else wa_mid
+            for p in range(indptr[t], indptr[t + 1]):
+                f = indices[p]
+                if dense[f, 1] < 0.0:
+                    dense[f, 0] = 0.0
+                    dense[f, 1] = 0.0
+                    touched[nt] = f
+                    nt += 1
+                dense[f, 0] += ra
+                dense[f, 1] += wa
+    n_mid = (hi - lo) - n_start
+    return ga, n_start * wa_start + n_mid * wa_mid, gb, n_start * wb_start + n_mid * float(mb), nt
+
+
+@njit(cache=True, nogil=True)
+def _partition(pbuf, rbuf, lo, hi, tmp_p, tmp_r, f, cptr, cpos, mark, indptr, indices, is_start, w_start, w_mid):
+    """Stable in-place partition of a node's slots (positions and their r_t) on feature f: the positions
+    without f first, then those with it (usually the fewer, they go through tmp_p/tmp_r). Positions holding f
+    are marked from the inverted index, or looked up in their rows when that index is long for the node.
+    Returns (n_present, n_absent, G and N of the present, G and N of the absent)."""
+    c0 = cptr[f]
+    c1 = cptr[f + 1]
+    use_mark = (c1 - c0) <= 8 * (hi - lo)
+    if use_mark:
+        for q in range(c0, c1):
+            mark[cpos[q]] = True
+    na = 0
+    nb = 0
+    ga = 0.0
+    gb = 0.0
+    n_start_a = 0.0
+    n_start_b = 0.0
     for i in range(lo, hi):
         t = pbuf[i]
-        for p in range(indptr[t], indptr[t + 1]):
-            f = indices[p]
-            if hist_n[f] < 0.0:
-                hist_n[f] = 0.0
-                hist_g[f] = 0.0
-                touched[n_touched] = f
-                n_touched += 1
-            hist_g[f] += r[i - lo]
-            hist_n[f] += w[i - lo]
-    best_gain = 0.0
-    best_f = -1
+        rt = rbuf[i]
+        st = is_start[t]
+        if use_mark:
+            present = mark[t]
+        else:
+            present = _has_feature(indptr, indices, t, f)
+        if present:
+            tmp_p[na] = t
+            tmp_r[na] = rt
+            na += 1
+            ga += rt
+            if st:
+                n_start_a += 1.0
+        else:
+            if na > 0:
+                pbuf[lo + nb] = t
+                rbuf[lo + nb] = rt
+            nb += 1
+            gb += rt
+            if st:
+                n_start_b += 1.0
+    pbuf[lo + nb:hi] = tmp_p[:na]
+    rbuf[lo + nb:hi] = tmp_r[:na]
+    if use_mark:
+        for q in range(c0, c1):
+            mark[cpos[q]] = False
+    wa = n_start_a * w_start + (na - n_start_a) * w_mid
+    wb = n_start_b * w_start + (nb - n_start_b) * w_mid
+    return na, nb, ga, wa, gb, wb
+
+
+@njit(cache=True, nogil=True)
+def _compact(dense, touched, n_touched, ids, hg, hn):
+    """Copy the touched features with a positive count into (ids, hg, hn); returns how many. When many are
+    touched, dense is read in feature order (faster, and the ids come out ascending)."""
+    m = 0
+    if 8 * n_touched > dense.shape[0]:
+        for f in range(dense.shape[0]):
+            nf = dense[f, 1]
+            if nf > 0.0:
+                ids[m] = f
+                hg[m] = dense[f, 0]
+                hn[m] = nf
+                m += 1
+        return m
     for i in range(n_touched):
         f = touched[i]
-        nl = hist_n[f]
+        nf = dense[f, 1]
+        if nf > 0.0:
+            ids[m] = f
+            hg[m] = dense[f, 0]
+            hn[m] = nf
+            m += 1
+    return m
+
+
+@njit(cache=True, nogil=True)
+def _clear(dense, touched, n_touched):
+    """Mark the touched rows of dense untouched again."""
+    if 8 * n_touched > dense.shape[0]:
+        dense[:, 1] = -1.0
+    else:
+        for i in range(n_touched):
+            dense[touched[i], 1] = -1.0
+
+
+@njit(cache=True, nogil=True)
+def _subtract(p_ids, p_g, p_n, p_len, dense):
+    """A child's compact histogram as its parent's minus the sibling's (held in dense), written over the
+    parent's arrays (in order, so ascending ids stay ascending); returns its length."""
+    h = 0
+    for i in range(p_len):
+        j = p_ids[i]
+        gj = p_g[i]
+        nj = p_n[i]
+        if dense[j, 1] >= 0.0:
+            gj -= dense[j, 0]
+            nj -= dense[j, 1]
+        if nj > 0.0:
+            p_ids[h] = j
+            p_g[h] = gj
+            p_n[h] = nj
+            h += 1
+    return h
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _best_feature(ids, hg, hn, m, g, n, lam, min_leaf, gains):
+    """Best present/absent split from a node's compact histogram: (gain, feature), feature -1 if none; among
+    gains within TIE of the best, the lowest feature id."""
+    for i in range(m):  # branch-free, so that it vectorizes
+        nl = hn[i]
         nr = n - nl
-        if nl >= min_leaf and nr >= min_leaf:
-            gl = hist_g[f]
-            gain = _gain(gl, nl, g - gl, nr, g, n, lam)
-            if gain > best_gain or (gain == best_gain and best_f >= 0 and f < best_f):
-                best_gain = gain
-                best_f = f
-        hist_n[f] = -1.0
+        gl = hg[i]
+        gain = _gain(gl, nl, g - gl, nr, g, n, lam)
+        ok = (nl >= min_leaf) & (nr >= min_leaf) & (nl > 0.0) & (nr > 0.0) & (gain > 0.0)
+        gains[i] = gain if ok else -1.0
+    top = 0.0
+    for i in range(m):
+        if gains[i] > top:
+            top = gains[i]
+    if top <= 0.0:
+        return 0.0, -1
+    floor = top * (1.0 - TIE)
+    best_f = -1
+    best_gain = 0.0
+    for i in range(m):
+        if gains[i] >= floor and (best_f < 0 or ids[i] < best_f):
+            best_f = ids[i]
+            best_gain = gains[i]
     return best_gain, best_f
 
 
-@njit(cache=True, nogil=True)
-def _best_state(pbuf, lo, hi, D, is_start, allowed_k, states, g, n, lam, min_leaf, left_out):
+@njit(cache=True, nogil=True, error_model="numpy")
+def _best_state(rs, ns, states_row, g, n, lam, min_leaf, left_out):
     """Best subset of previous states: sort states by mean residual and take the best prefix."""
-    S = D.shape[1]
-    rs = np.zeros(S)
-    ns = np.zeros(S)
-    for i in range(lo, hi):
-        t = pbuf[i]
-        for s in range(S):
-            if states[s] and _valid(is_start, allowed_k, t, s):
-                rs[s] += D[t, s]
-                ns[s] += 1.0
+    S = rs.shape[0]
     cand = np.empty(S, dtype=np.int64)
     m = 0
     for s in range(S):
-        if states[s] and ns[s] > 0.0:
+        if states_row[s] and ns[s] > 0.0:
             cand[m] = s
             m += 1
     if m < 2:
@@ -113,7 +378,7 @@ def _best_state(pbuf, lo, hi, D, is_start, allowed_k, states, g, n, lam, min_lea
         gl += rs[order[i]]
         nl += ns[order[i]]
         nr = n - nl
-        if nl >= min_leaf and nr >= min_leaf:
+        if nl >= min_leaf and nr >= min_leaf and nr > 0.0:
             gain = _gain(gl, nl, g - gl, nr, g, n, lam)
             if gain > best_gain:
                 best_gain = gain
@@ -134,15 +399,59 @@ def _grow(buf, size):
 
 
 @njit(cache=True, nogil=True)
+def _set_leaf(node, g, n, lam, gsum, count, value):
+    gsum[node] = g
+    count[node] = n
+    value[node] = g / (n + lam) if n + lam > 0.0 else 0.0
+
+
+@njit(cache=True, nogil=True)
+def _candidate(node, ids, hg, hn, h, gsum, count, rs_node, ns_node, states, lam, min_leaf, min_gain, gains,
+               left, cgain, ckind, cfeat, cstates):
+    """A new leaf's best split (the feature split on near-ties); True if the leaf may ever be split."""
+    g = gsum[node]
+    n = count[node]
+    fg, ff = _best_feature(ids, hg, hn, h, g, n, lam, min_leaf, gains)
+    sg = _best_state(rs_node[node], ns_node[node], states[node], g, n, lam, min_leaf, left)
+    if ff >= 0 and fg >= sg * (1.0 - TIE):
+        cgain[node] = fg
+        ckind[node] = FEATURE
+        cfeat[node] = ff
+    elif sg > 0.0:
+        cgain[node] = sg
+        ckind[node] = STATE
+        cstates[node, :] = left
+    else:
+        cgain[node] = -1.0
+    return cgain[node] > min_gain and cgain[node] > 0.0
+
+
+@njit(cache=True, nogil=True)
 def fit_tree(indptr, indices, n_features, D, is_start, allowed_k, positions, max_leaves, lam, min_leaf,
-             min_gain):
+             min_gain, col_ptr=None, col_pos=None):
     """Grow one tree best-first to at most ``max_leaves`` leaves on residuals D (T x S).
 
     Returns the node arrays plus, for each node, the segment of ``pbuf`` holding its positions (the booster
-    uses the leaves' segments to update its cached potentials without re-evaluating the tree).
+    uses the leaves' segments to update its cached potentials without re-evaluating the tree). Segments are
+    ascending. ``col_ptr``, ``col_pos``: the rows' inverted index from ``csc_index`` (built here if not given).
+
+    A node's positions sit in a segment of ``pbuf`` with their r_t alongside in ``rbuf``. A feature split
+    partitions the segment in place (stable), moving r_t along and summing both children's G and N on the way;
+    only the child with fewer positions is scanned for its feature histogram and per-state sums, the other's
+    are the parent's minus those. A state split copies the segment for its second child and computes both
+    children's r_t and the first child's feature histogram in one pass (the second's is the parent's minus
+    it); their per-state sums are the parent's. A leaf that may
+    still be split keeps its histogram in compact form (the features it touches, G, N) until it is split.
     """
+    if col_ptr is None or col_pos is None:
+        cptr, cpos = csc_index(indptr, indices, n_features)
+    else:
+        cptr, cpos = col_ptr, col_pos
+    T = D.shape[0]
     S = D.shape[1]
-    max_nodes = 2 * max_leaves - 1
+    if T >= 2 ** 31:
+        raise ValueError("fit_tree: at most 2**31 - 1 positions")
+    max_nodes = max(2 * max_leaves - 1, 1)
     kind = np.zeros(max_nodes, dtype=np.int8)
     feature = np.full(max_nodes, -1, dtype=np.int32)
     yes = np.full(max_nodes, -1, dtype=np.int32)
@@ -153,125 +462,197 @@ def fit_tree(indptr, indices, n_features, D, is_start, allowed_k, positions, max
     states = np.zeros((max_nodes, S), dtype=np.bool_)
     pstart = np.zeros(max_nodes, dtype=np.int64)
     plen = np.zeros(max_nodes, dtype=np.int64)
+    rs_node = np.zeros((max_nodes, S))
+    ns_node = np.zeros((max_nodes, S))
     # candidate split of each leaf
     cgain = np.full(max_nodes, -1.0)
     ckind = np.zeros(max_nodes, dtype=np.int8)
     cfeat = np.full(max_nodes, -1, dtype=np.int32)
     cstates = np.zeros((max_nodes, S), dtype=np.bool_)
+    # compact histograms of the leaves that may still be split
+    h_ids = [np.empty(0, dtype=np.int32) for _ in range(max_nodes)]
+    h_g = [np.empty(0) for _ in range(max_nodes)]
+    h_n = [np.empty(0) for _ in range(max_nodes)]
+    h_len = np.zeros(max_nodes, dtype=np.int64)
 
     n_pos = positions.shape[0]
-    pbuf = np.empty(max(2 * n_pos, 16), dtype=np.int64)
-    pbuf[:n_pos] = positions
+    # positions as int32 while growing (less to move), int64 in the result; grows by a copy of the node at
+    # each state split
+    pbuf = np.empty(2 * n_pos + 16, dtype=np.int32)
+    rbuf = np.empty(2 * n_pos + 16)
+    ascending = True
+    for i in range(1, n_pos):
+        if positions[i] < positions[i - 1]:
+            ascending = False
+            break
+    pbuf[:n_pos] = positions if ascending else np.sort(positions)
     used = n_pos
-    r = np.empty(n_pos)
-    w = np.empty(n_pos)
-    hist_g = np.zeros(n_features)
-    hist_n = np.full(n_features, -1.0)
+    tmp_p = np.empty(n_pos, dtype=np.int32)
+    tmp_r = np.empty(n_pos)
+    mark = np.zeros(T, dtype=np.bool_)
+    dense = np.empty((n_features, 2))
+    dense[:, 1] = -1.0
     touched = np.empty(n_features, dtype=np.int32)
+    gains = np.empty(n_features)
+    mid = np.empty(S, dtype=np.int64)
+    mid_b = np.empty(S, dtype=np.int64)
     left = np.zeros(S, dtype=np.bool_)
 
+    # root: r_t, G, N, per-state sums and the feature histogram in one pass
     states[0, :] = True
+    w_start, m_mid = _valid_states(states[0], allowed_k, mid)
+    splittable = max_leaves > 1 and n_pos > 0
+    g, n, nt = _scan(pbuf, rbuf, 0, n_pos, True, D, is_start, w_start, mid, m_mid, splittable, rs_node[0],
+                     ns_node[0], splittable, indptr, indices, dense, touched)
+    _set_leaf(0, g, n, lam, gsum, count, value)
     plen[0] = n_pos
     n_nodes = 1
     n_leaves = 1
-    frontier = [0]
-    while len(frontier) > 0:
-        # evaluate new leaves in the frontier
-        for node in frontier:
-            lo = pstart[node]
-            hi = lo + plen[node]
-            g, n = _node_sums(pbuf, lo, hi, D, is_start, allowed_k, states[node], r, w)
-            gsum[node] = g
-            count[node] = n
-            value[node] = g / (n + lam) if n + lam > 0.0 else 0.0
-            fg, ff = _best_feature(pbuf, lo, hi, r, w, g, n, indptr, indices, hist_g, hist_n, touched, lam,
-                                   min_leaf)
-            sg = _best_state(pbuf, lo, hi, D, is_start, allowed_k, states[node], g, n, lam, min_leaf, left)
-            if ff >= 0 and fg >= sg:
-                cgain[node] = fg
-                ckind[node] = FEATURE
-                cfeat[node] = ff
-            elif sg > 0.0:
-                cgain[node] = sg
-                ckind[node] = STATE
-                cstates[node, :] = left
-            else:
-                cgain[node] = -1.0
-        frontier.clear()
-        if n_leaves >= max_leaves:
+    if splittable:
+        ids = np.empty(nt, dtype=np.int32)
+        hg = np.empty(nt)
+        hn = np.empty(nt)
+        h = _compact(dense, touched, nt, ids, hg, hn)
+        _clear(dense, touched, nt)
+        if _candidate(0, ids, hg, hn, h, gsum, count, rs_node, ns_node, states, lam, min_leaf, min_gain, gains,
+                      left, cgain, ckind, cfeat, cstates):
+            h_ids[0] = ids
+            h_g[0] = hg
+            h_n[0] = hn
+            h_len[0] = h
+
+    while n_leaves < max_leaves:
+        # expand the leaf with the largest gain (the lowest node id among near-ties)
+        top = 0.0
+        for node in range(n_nodes):
+            if kind[node] == LEAF and yes[node] < 0 and cgain[node] > min_gain and cgain[node] > top:
+                top = cgain[node]
+        if top <= 0.0:
             break
-        # expand the leaf with the largest gain
         best = -1
         for node in range(n_nodes):
-            if kind[node] == LEAF and yes[node] < 0 and cgain[node] > min_gain and cgain[node] > 0.0:
-                if best < 0 or cgain[node] > cgain[best]:
-                    best = node
-        if best < 0:
-            break
+            if kind[node] == LEAF and yes[node] < 0 and cgain[node] >= top * (1.0 - TIE) and cgain[node] > min_gain:
+                best = node
+                break
         a = n_nodes
         b = n_nodes + 1
         n_nodes += 2
         n_leaves += 1
+        last = n_leaves >= max_leaves  # the children stay leaves: no candidates needed
         kind[best] = ckind[best]
         yes[best] = a
         no[best] = b
         lo = pstart[best]
         hi = lo + plen[best]
+        w_start, m_mid = _valid_states(states[best], allowed_k, mid)
+        w_mid = float(m_mid)
+        p_ids = h_ids[best]
+        p_g = h_g[best]
+        p_n = h_n[best]
+        p_len = h_len[best]
+        h_ids[best] = np.empty(0, dtype=np.int32)
+        h_g[best] = np.empty(0)
+        h_n[best] = np.empty(0)
+        h_len[best] = 0
         if ckind[best] == FEATURE:
             f = cfeat[best]
             feature[best] = f
             states[a, :] = states[best]
             states[b, :] = states[best]
-            pbuf = _grow(pbuf, used + (hi - lo))
-            na = 0
-            for i in range(lo, hi):
-                t = pbuf[i]
-                present = False
-                p0 = indptr[t]
-                p1 = indptr[t + 1]
-                while p0 < p1:  # rows are sorted: binary search
-                    mid = (p0 + p1) // 2
-                    if indices[mid] < f:
-                        p0 = mid + 1
-                    else:
-                        p1 = mid
-                if p0 < indptr[t + 1] and indices[p0] == f:
-                    present = True
-                if present:
-                    pbuf[used + na] = t
-                    na += 1
-            pstart[a] = used
+            na, nb, ga, wa, gb, wb = _partition(pbuf, rbuf, lo, hi, tmp_p, tmp_r, f, cptr, cpos, mark, indptr,
+                                                indices, is_start, w_start, w_mid)
+            pstart[a] = lo + nb
             plen[a] = na
-            used += na
-            nb = 0
-            for i in range(lo, hi):
-                t = pbuf[i]
-                p0 = indptr[t]
-                p1 = indptr[t + 1]
-                while p0 < p1:
-                    mid = (p0 + p1) // 2
-                    if indices[mid] < f:
-                        p0 = mid + 1
-                    else:
-                        p1 = mid
-                if not (p0 < indptr[t + 1] and indices[p0] == f):
-                    pbuf[used + nb] = t
-                    nb += 1
-            pstart[b] = used
+            pstart[b] = lo
             plen[b] = nb
-            used += nb
+            _set_leaf(a, ga, wa, lam, gsum, count, value)
+            _set_leaf(b, gb, wb, lam, gsum, count, value)
+            if last:
+                break
+            split_a = wa >= 2.0 * min_leaf and wa > 0.0
+            split_b = wb >= 2.0 * min_leaf and wb > 0.0
+            if not (split_a or split_b):
+                continue
+            # the child with fewer positions from the data, the other one by subtraction
+            small, large = (a, b) if na <= nb else (b, a)
+            split_small, split_large = (split_a, split_b) if na <= nb else (split_b, split_a)
+            s_lo = pstart[small]
+            s_hi = s_lo + plen[small]
+            with_states = (w_start > 0.0) + m_mid >= 2
+            _, _, nt = _scan(pbuf, rbuf, s_lo, s_hi, False, D, is_start, w_start, mid, m_mid, with_states,
+                             rs_node[small], ns_node[small], True, indptr, indices, dense, touched)
+            if with_states:
+                for s in range(S):
+                    rs_node[large, s] = rs_node[best, s] - rs_node[small, s]
+                    ns_node[large, s] = ns_node[best, s] - ns_node[small, s]
+            if split_small:
+                ids = np.empty(nt, dtype=np.int32)
+                hg = np.empty(nt)
+                hn = np.empty(nt)
+                h = _compact(dense, touched, nt, ids, hg, hn)
+                if _candidate(small, ids, hg, hn, h, gsum, count, rs_node, ns_node, states, lam, min_leaf,
+                              min_gain, gains, left, cgain, ckind, cfeat, cstates):
+                    h_ids[small] = ids
+                    h_g[small] = hg
+                    h_n[small] = hn
+                    h_len[small] = h
+            if split_large:
+                h = _subtract(p_ids, p_g, p_n, p_len, dense)
+                if _candidate(large, p_ids, p_g, p_n, h, gsum, count, rs_node, ns_node, states, lam, min_leaf,
+                              min_gain, gains, left, cgain, ckind, cfeat, cstates):
+                    h_ids[large] = p_ids
+                    h_g[large] = p_g
+                    h_n[large] = p_n
+                    h_len[large] = h
+            _clear(dense, touched, nt)
         else:
             for s in range(S):
                 states[a, s] = states[best, s] and cstates[best, s]
                 states[b, s] = states[best, s] and not cstates[best, s]
+                rs_node[a, s] = rs_node[best, s] if states[a, s] else 0.0
+                ns_node[a, s] = ns_node[best, s] if states[a, s] else 0.0
+                rs_node[b, s] = rs_node[best, s] if states[b, s] else 0.0
+                ns_node[b, s] = ns_node[best, s] if states[b, s] else 0.0
+            m_len = hi - lo
+            pbuf = _grow(pbuf, used + m_len)
+            rbuf = _grow(rbuf, used + m_len)
+            wa_start, ma = _valid_states(states[a], allowed_k, mid)
+            wb_start, mb = _valid_states(states[b], allowed_k, mid_b)
+            with_hist = not last
+            ga, wa, gb, wb, nt = _scan_state_split(pbuf, rbuf, lo, hi, used, D, is_start, wa_start, mid, ma,
+                                                   wb_start, mid_b, mb, with_hist, indptr, indices, dense,
+                                                   touched)
             pstart[a] = lo
-            plen[a] = hi - lo
-            pstart[b] = lo
-            plen[b] = hi - lo
-        frontier.append(a)
-        frontier.append(b)
+            plen[a] = m_len
+            pstart[b] = used
+            plen[b] = m_len
+            used += m_len
+            _set_leaf(a, ga, wa, lam, gsum, count, value)
+            _set_leaf(b, gb, wb, lam, gsum, count, value)
+            if last:
+                break
+            if wa >= 2.0 * min_leaf and wa > 0.0:
+                ids = np.empty(nt, dtype=np.int32)
+                hg = np.empty(nt)
+                hn = np.empty(nt)
+                h = _compact(dense, touched, nt, ids, hg, hn)
+                if _candidate(a, ids, hg, hn, h, gsum, count, rs_node, ns_node, states, lam, min_leaf, min_gain,
+                              gains, left, cgain, ckind, cfeat, cstates):
+                    h_ids[a] = ids
+                    h_g[a] = hg
+                    h_n[a] = hn
+                    h_len[a] = h
+            if wb >= 2.0 * min_leaf and wb > 0.0:
+                h = _subtract(p_ids, p_g, p_n, p_len, dense)
+                if _candidate(b, p_ids, p_g, p_n, h, gsum, count, rs_node, ns_node, states, lam, min_leaf,
+                              min_gain, gains, left, cgain, ckind, cfeat, cstates):
+                    h_ids[b] = p_ids
+                    h_g[b] = p_g
+                    h_n[b] = p_n
+                    h_len[b] = h
+            _clear(dense, touched, nt)
     return (kind[:n_nodes].copy(), feature[:n_nodes].copy(), yes[:n_nodes].copy(), no[:n_nodes].copy(),
-            value[:n_nodes].copy(), count[:n_nodes].copy(), states[:n_nodes].copy(), pbuf,
+            value[:n_nodes].copy(), count[:n_nodes].copy(), states[:n_nodes].copy(), pbuf[:used].astype(np.int64),
             pstart[:n_nodes].copy(), plen[:n_nodes].copy())
 
 
@@ -279,15 +660,67 @@ def fit_tree(indptr, indices, n_features, D, is_start, allowed_k, positions, max
 def apply_leaves(E, kind, yes, states, value, pbuf, pstart, plen, k, scale_by):
     """Multiply exp(scale_by * leaf value) into the cached potentials of each leaf's (positions x states)."""
     S = E.shape[1]
+    sel = np.empty(S, dtype=np.int64)
     for node in range(kind.shape[0]):
         if kind[node] != LEAF:
             continue
         f = np.float32(np.exp(scale_by * value[node]))
+        m = 0
+        for s in range(S):
+            if states[node, s]:
+                sel[m] = s
+                m += 1
         for i in range(pstart[node], pstart[node] + plen[node]):
             t = pbuf[i]
-            for s in range(S):
-                if states[node, s]:
-                    E[t, s, k] *= f
+            for j in range(m):
+                E[t, sel[j], k] *= f
+
+
+@njit(cache=True, nogil=True)
+def apply_trees(E, t0, t1, pbufs, leaf_tree, leaf_label, leaf_lo, leaf_hi, leaf_value, leaf_states, scale_by,
+                block):
+    """Several trees' apply_leaves at once, for positions t0 <= t < t1: E[t, s, label] *= exp(scale_by * value)
+    over each leaf's (positions x states). Every leaf's segment pbufs[leaf_tree[l]][leaf_lo[l]:leaf_hi[l]] must
+    be ascending (fit_tree's are). The positions are walked in blocks of ``block``, every leaf applying its part
+    of a block in turn: a block of E is loaded once for all the trees instead of once per tree (E[t, s, k] for
+    one k lies on a separate cache line for every (t, s))."""
+    L = leaf_tree.shape[0]
+    S = E.shape[1]
+    cur = np.empty(L, dtype=np.int64)
+    sel = np.empty((L, S), dtype=np.int64)
+    n_sel = np.zeros(L, dtype=np.int64)
+    for l in range(L):
+        seg = pbufs[leaf_tree[l]]
+        p0 = leaf_lo[l]
+        p1 = leaf_hi[l]
+        while p0 < p1:  # first position >= t0
+            mid = (p0 + p1) // 2
+            if seg[mid] < t0:
+                p0 = mid + 1
+            else:
+                p1 = mid
+        cur[l] = p0
+        m = 0
+        for s in range(S):
+            if leaf_states[l, s]:
+                sel[l, m] = s
+                m += 1
+        n_sel[l] = m
+    for b0 in range(t0, t1, block):
+        b1 = min(b0 + block, t1)
+        for l in range(L):
+            seg = pbufs[leaf_tree[l]]
+            c = cur[l]
+            hi = leaf_hi[l]
+            k = leaf_label[l]
+            f = np.float32(np.exp(scale_by * leaf_value[l]))
+            m = n_sel[l]
+            while c < hi and seg[c] < b1:
+                t = seg[c]
+                for j in range(m):
+                    E[t, sel[l, j], k] *= f
+                c += 1
+            cur[l] = c
 
 
 @njit(cache=True, nogil=True)

@@ -38,11 +38,12 @@ def valid_examples(is_start, allowed_k, positions):
 
 def fit(X, D, is_start, allowed_k, positions=None, max_leaves=4, lam=0.0, min_leaf=1.0, min_gain=0.0):
     indptr, indices = csr(X)
+    col_ptr, col_pos = tree.csc_index(indptr, indices, X.shape[1])
     T = X.shape[0]
     positions = np.arange(T, dtype=np.int64) if positions is None else np.asarray(positions, dtype=np.int64)
     out = tree.fit_tree(indptr, indices, X.shape[1], np.ascontiguousarray(D, dtype=np.float64),
                         np.asarray(is_start, dtype=np.bool_), np.asarray(allowed_k, dtype=np.bool_), positions,
-                        max_leaves, float(lam), float(min_leaf), float(min_gain))
+                        max_leaves, float(lam), float(min_leaf), float(min_gain), col_ptr, col_pos)
     names = ["kind", "feature", "yes", "no", "value", "count", "states", "pbuf", "pstart", "plen"]
     return dict(zip(names, out))
 
@@ -433,3 +434,14 @@ def test_multiply_tree_matches_apply_leaves(seed):
     assert np.array_equal(part[rest], E0[rest])
     others = [j for j in range(K) if j != k]
     assert np.array_equal(by_leaves[:, :, others], E0[:, :, others])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_inverted_index(seed):
+    rng = np.random.default_rng(800 + seed)
+    X = rng.random((int(rng.integers(1, 60)), int(rng.integers(1, 12)))) < 0.3
+    indptr, indices = csr(X)
+    col_ptr, col_pos = tree.csc_index(indptr, indices, X.shape[1])
+    assert col_ptr[0] == 0 and col_ptr[-1] == X.sum()
+    for f in range(X.shape[1]):
+        assert list(col_pos[col_ptr[f]:col_ptr[f + 1]]) == list(np.flatnonzero(X[:, f]))
