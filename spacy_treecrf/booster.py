@@ -33,7 +33,8 @@ class BoostParams:
         checks = [
             ("max_leaves", self.max_leaves >= 2, "an integer >= 2"),
             ("shrinkage", self.shrinkage >= 0, ">= 0"),
-            ("learning_rate", self.learning_rate > 0, "> 0"),
+            ("learning_rate", 0 < self.learning_rate <= 10, "in (0, 10] (|leaf value| <= 1, so this keeps exp() "
+                                                                  "of a round finite in the float32 cache)"),
             ("min_samples_leaf", self.min_samples_leaf >= 0, ">= 0"),
             ("min_gain", self.min_gain >= 0, ">= 0"),
             ("subsample", 0 < self.subsample <= 1, "in (0, 1]"),

@@ -51,6 +51,8 @@ def convert(input_path: Path = typer.Argument(..., help="Column file (NETtalk: t
                           keep_columns=keep_columns, split=split)
     nlp = spacy.blank(lang)
     docs = [eg.reference for eg in corpus(nlp)]
+    for doc in docs:  # column files do not record spacing: `spacy evaluate` then keeps these tokens
+        doc.has_unknown_spaces = True
     DocBin(docs=docs, store_user_data=True).to_disk(output_path)
     typer.echo(f"Wrote {len(docs)} docs, {sum(len(d) for d in docs)} tokens to {output_path}")
 

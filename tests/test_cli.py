@@ -1,0 +1,43 @@
+"""The command line: convert keeps the column tokenization for `spacy evaluate`; inspect and evaluate run."""
+import spacy
+from spacy.training import Corpus, Example
+from typer.testing import CliRunner
+
+from spacy_treecrf.cli import app
+
+CONLL = """-DOCSTART- -X- -X- O
+
+LONDON NNP B-NP B-LOC
+1996-08-30 CD I-NP O
+
+Alice NNP B-NP B-PER
+visited VBD B-VP O
+New NNP B-NP B-LOC
+York NNP I-NP I-LOC
+. . O O
+"""
+
+
+def test_convert_inspect_evaluate(tmp_path):
+    src = tmp_path / "mini.txt"
+    src.write_text(CONLL, encoding="utf8")
+    runner = CliRunner()
+    out = runner.invoke(app, ["convert", str(src), str(tmp_path / "mini.spacy"), "--format", "conll2003"])
+    assert out.exit_code == 0, out.output
+    nlp = spacy.blank("en")
+    examples = list(Corpus(str(tmp_path / "mini.spacy"))(nlp))
+    # the column tokens survive re-reading (spaCy's tokenizer would split 1996-08-30)
+    assert [t.text for t in examples[0].predicted] == ["LONDON", "1996-08-30"]
+    assert [(e.text, e.label_) for e in examples[1].reference.ents] == [("Alice", "PER"), ("New York", "LOC")]
+
+    nlp.add_pipe("treecrf", config={"max_leaves": 4, "shrinkage": 1.0})
+    nlp.initialize(lambda: examples)
+    for _ in range(6):
+        nlp.update(examples)
+    nlp.to_disk(tmp_path / "model")
+    out = runner.invoke(app, ["inspect", str(tmp_path / "model"), "--top", "3", "--min-support", "1"])
+    assert out.exit_code == 0, out.output
+    assert "target ner" in out.output and "B-PER" in "".join(out.output)
+    out = runner.invoke(app, ["evaluate", str(tmp_path / "model"), str(src), "--format", "conll2003"])
+    assert out.exit_code == 0, out.output
+    assert "ents_f" in out.output
