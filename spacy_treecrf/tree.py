@@ -163,21 +163,28 @@ def _scan(pbuf, rbuf, lo, hi, set_r, D, is_start, w_start, mid, m, with_states, 
                 for j in range(m):
                     rs[mid[j]] += D[t, mid[j]]
         if with_hist:
-            wt = w_start if st else w_mid
-            for p in range(indptr[t], indptr[t + 1]):
-                f = indices[p]
-                if dense[f, 1] < 0.0:
-                    dense[f, 0] = 0.0
-                    dense[f, 1] = 0.0
-                    touched[nt] = f
-                    nt += 1
-                dense[f, 0] += rt
-                dense[f, 1] += wt
+            nt = _add_row(dense, touched, nt, indptr, indices, t, rt, w_start if st else w_mid)
     if with_states:
         ns[0] = n_start * w_start
         for j in range(m):
             ns[mid[j]] = n_mid
     return g, n_start * w_start + n_mid * w_mid, nt
+
+
+@njit(cache=True, nogil=True)
+def _add_row(dense, touched, nt, indptr, indices, t, r, w):
+    """Add position t's residual sum r and weight w to the histogram of every feature in its row; features met
+    for the first time (dense[f, 1] < 0) are reset and listed in touched. Returns the new touched count."""
+    for p in range(indptr[t], indptr[t + 1]):
+        f = indices[p]
+        if dense[f, 1] < 0.0:
+            dense[f, 0] = 0.0
+            dense[f, 1] = 0.0
+            touched[nt] = f
+            nt += 1
+        dense[f, 0] += r
+        dense[f, 1] += w
+    return nt
 
 
 @njit(cache=True, nogil=True)
@@ -207,16 +214,7 @@ def _scan_state_split(pbuf, rbuf, lo, hi, out, D, is_start, wa_start, mid_a, ma,
         if st:
             n_start += 1.0
         if with_hist:
-            wa = wa_start if st else wa_mid
-            for p in range(indptr[t], indptr[t + 1]):
-                f = indices[p]
-                if dense[f, 1] < 0.0:
-                    dense[f, 0] = 0.0
-                    dense[f, 1] = 0.0
-                    touched[nt] = f
-                    nt += 1
-                dense[f, 0] += ra
-                dense[f, 1] += wa
+            nt = _add_row(dense, touched, nt, indptr, indices, t, ra, wa_start if st else wa_mid)
     n_mid = (hi - lo) - n_start
     return ga, n_start * wa_start + n_mid * wa_mid, gb, n_start * wb_start + n_mid * float(mb), nt
 
