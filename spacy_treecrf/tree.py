@@ -425,6 +425,34 @@ def _candidate(node, ids, hg, hn, h, gsum, count, rs_node, ns_node, states, lam,
 
 
 @njit(cache=True, nogil=True)
+def _children_candidates(scanned, other, do_scanned, do_other, dense, touched, nt, p_ids, p_g, p_n, p_len, h_ids,
+                         h_g, h_n, h_len, gsum, count, rs_node, ns_node, states, lam, min_leaf, min_gain, gains,
+                         left, cgain, ckind, cfeat, cstates):
+    """Best splits of two new children: the scanned child's from its fresh histogram (dense / touched), the
+    other's from the parent's histogram minus it. A child keeps its compact histogram while it can be split."""
+    if do_scanned:
+        ids = np.empty(nt, dtype=np.int32)
+        hg = np.empty(nt)
+        hn = np.empty(nt)
+        h = _compact(dense, touched, nt, ids, hg, hn)
+        if _candidate(scanned, ids, hg, hn, h, gsum, count, rs_node, ns_node, states, lam, min_leaf, min_gain,
+                      gains, left, cgain, ckind, cfeat, cstates):
+            h_ids[scanned] = ids
+            h_g[scanned] = hg
+            h_n[scanned] = hn
+            h_len[scanned] = h
+    if do_other:
+        h = _subtract(p_ids, p_g, p_n, p_len, dense)
+        if _candidate(other, p_ids, p_g, p_n, h, gsum, count, rs_node, ns_node, states, lam, min_leaf, min_gain,
+                      gains, left, cgain, ckind, cfeat, cstates):
+            h_ids[other] = p_ids
+            h_g[other] = p_g
+            h_n[other] = p_n
+            h_len[other] = h
+    _clear(dense, touched, nt)
+
+
+@njit(cache=True, nogil=True)
 def fit_tree(indptr, indices, n_features, D, is_start, allowed_k, positions, max_leaves, lam, min_leaf,
              min_gain, col_ptr=None, col_pos=None):
     """Grow one tree best-first to at most ``max_leaves`` leaves on residuals D (T x S).
@@ -583,26 +611,9 @@ def fit_tree(indptr, indices, n_features, D, is_start, allowed_k, positions, max
                 for s in range(S):
                     rs_node[large, s] = rs_node[best, s] - rs_node[small, s]
                     ns_node[large, s] = ns_node[best, s] - ns_node[small, s]
-            if split_small:
-                ids = np.empty(nt, dtype=np.int32)
-                hg = np.empty(nt)
-                hn = np.empty(nt)
-                h = _compact(dense, touched, nt, ids, hg, hn)
-                if _candidate(small, ids, hg, hn, h, gsum, count, rs_node, ns_node, states, lam, min_leaf,
-                              min_gain, gains, left, cgain, ckind, cfeat, cstates):
-                    h_ids[small] = ids
-                    h_g[small] = hg
-                    h_n[small] = hn
-                    h_len[small] = h
-            if split_large:
-                h = _subtract(p_ids, p_g, p_n, p_len, dense)
-                if _candidate(large, p_ids, p_g, p_n, h, gsum, count, rs_node, ns_node, states, lam, min_leaf,
-                              min_gain, gains, left, cgain, ckind, cfeat, cstates):
-                    h_ids[large] = p_ids
-                    h_g[large] = p_g
-                    h_n[large] = p_n
-                    h_len[large] = h
-            _clear(dense, touched, nt)
+            _children_candidates(small, large, split_small, split_large, dense, touched, nt, p_ids, p_g, p_n, p_len, h_ids, h_g,
+                                 h_n, h_len, gsum, count, rs_node, ns_node, states, lam, min_leaf, min_gain, gains,
+                                 left, cgain, ckind, cfeat, cstates)
         else:
             for s in range(S):
                 states[a, s] = states[best, s] and cstates[best, s]
@@ -629,26 +640,9 @@ def fit_tree(indptr, indices, n_features, D, is_start, allowed_k, positions, max
             _set_leaf(b, gb, wb, lam, gsum, count, value)
             if last:
                 break
-            if wa >= 2.0 * min_leaf and wa > 0.0:
-                ids = np.empty(nt, dtype=np.int32)
-                hg = np.empty(nt)
-                hn = np.empty(nt)
-                h = _compact(dense, touched, nt, ids, hg, hn)
-                if _candidate(a, ids, hg, hn, h, gsum, count, rs_node, ns_node, states, lam, min_leaf, min_gain,
-                              gains, left, cgain, ckind, cfeat, cstates):
-                    h_ids[a] = ids
-                    h_g[a] = hg
-                    h_n[a] = hn
-                    h_len[a] = h
-            if wb >= 2.0 * min_leaf and wb > 0.0:
-                h = _subtract(p_ids, p_g, p_n, p_len, dense)
-                if _candidate(b, p_ids, p_g, p_n, h, gsum, count, rs_node, ns_node, states, lam, min_leaf,
-                              min_gain, gains, left, cgain, ckind, cfeat, cstates):
-                    h_ids[b] = p_ids
-                    h_g[b] = p_g
-                    h_n[b] = p_n
-                    h_len[b] = h
-            _clear(dense, touched, nt)
+            _children_candidates(a, b, wa >= 2.0 * min_leaf and wa > 0.0, wb >= 2.0 * min_leaf and wb > 0.0, dense, touched, nt, p_ids, p_g, p_n, p_len, h_ids, h_g,
+                                 h_n, h_len, gsum, count, rs_node, ns_node, states, lam, min_leaf, min_gain, gains,
+                                 left, cgain, ckind, cfeat, cstates)
     return (kind[:n_nodes].copy(), feature[:n_nodes].copy(), yes[:n_nodes].copy(), no[:n_nodes].copy(),
             value[:n_nodes].copy(), count[:n_nodes].copy(), states[:n_nodes].copy(), pbuf[:used].astype(np.int64),
             pstart[:n_nodes].copy(), plen[:n_nodes].copy())
