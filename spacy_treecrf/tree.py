@@ -22,6 +22,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 LEAF, FEATURE, STATE = 0, 1, 2
+POSITION_BLOCK = 512  # rows evaluated per tree at a time in ensemble_potentials (cache-sized)
 
 
 # Relative tolerance under which two gains count as tied (then the lower feature id, the feature split over
@@ -776,15 +777,25 @@ def _eval_tree(out, t, indptr, indices, kind, feature, yes, no, states, value, r
 @njit(cache=True, nogil=True)
 def ensemble_potentials(indptr, indices, n_states, n_labels, kind, feature, yes, no, states, value, tree_roots,
                         tree_labels, max_depth):
-    """phi (T x S x K) = sum of every tree of every label, evaluated at each position and previous state."""
+    """phi (T x S x K) = sum of every tree of every label, evaluated at each position and previous state.
+
+    Tree-major within blocks of positions: one tree's nodes stay in cache while it walks a block of rows,
+    instead of every position sweeping the whole ensemble's node arrays."""
     T = indptr.shape[0] - 1
     phi = np.zeros((T, n_states, n_labels))
-    for t in range(T):
-        stack = np.empty(max_depth + 1, dtype=np.int64)
-        masks = np.empty((max_depth + 1, n_states), dtype=np.bool_)
+    stack = np.empty(max_depth + 1, dtype=np.int64)
+    masks = np.empty((max_depth + 1, n_states), dtype=np.bool_)
+    row = np.empty(n_states)
+    for lo in range(0, T, POSITION_BLOCK):
+        hi = min(lo + POSITION_BLOCK, T)
         for i in range(tree_roots.shape[0] - 1):
-            _eval_tree(phi[t, :, tree_labels[i]], t, indptr, indices, kind, feature, yes, no, states, value,
-                       tree_roots[i], stack, masks)
+            k = tree_labels[i]
+            for t in range(lo, hi):
+                row[:] = 0.0
+                _eval_tree(row, t, indptr, indices, kind, feature, yes, no, states, value, tree_roots[i], stack,
+                           masks)
+                for s in range(n_states):
+                    phi[t, s, k] += row[s]
     return phi
 
 
