@@ -276,17 +276,9 @@ def _compact(dense, touched, n_touched, ids, hg, hn):
     """Copy the touched features with a positive count into (ids, hg, hn); returns how many. When many are
     touched, dense is read in feature order (faster, and the ids come out ascending)."""
     m = 0
-    if 8 * n_touched > dense.shape[0]:
-        for f in range(dense.shape[0]):
-            nf = dense[f, 1]
-            if nf > 0.0:
-                ids[m] = f
-                hg[m] = dense[f, 0]
-                hn[m] = nf
-                m += 1
-        return m
-    for i in range(n_touched):
-        f = touched[i]
+    in_order = 8 * n_touched > dense.shape[0]
+    for i in range(dense.shape[0] if in_order else n_touched):
+        f = i if in_order else touched[i]
         nf = dense[f, 1]
         if nf > 0.0:
             ids[m] = f

@@ -23,13 +23,7 @@ import spacy_treecrf.pipe  # noqa: F401  (registers the factory)
 from spacy_treecrf import TreeCRF, serialize
 from spacy_treecrf.pipe import bio_spans
 
-NER_DATA = [
-    ("Alice lives in Paris .", [(0, 5, "PER"), (15, 20, "LOC")]),
-    ("Bob visited New York today .", [(0, 3, "PER"), (12, 20, "LOC")]),
-    ("Paris is big .", [(0, 5, "LOC")]),
-    ("Carol met Alice in Rome", [(0, 5, "PER"), (10, 15, "PER"), (19, 23, "LOC")]),
-    ("We flew to New York with Bob .", [(11, 19, "LOC"), (25, 28, "PER")]),
-]
+from test_pipe import NER_DATA  # the same tiny NER corpus as the component tests
 SMALL = {"max_leaves": 6, "shrinkage": 1.0}
 LANG = "xx"  # spaCy's multi-language tokenizer: the same splits here, and three times faster to build
 
