@@ -5,10 +5,8 @@ Each length runs in a fresh process; words are drawn from a fixed English word l
 """
 import argparse
 import json
-import resource
 import subprocess
 import sys
-import time
 
 CHILD = r"""
 import json, resource, sys, time

@@ -7,7 +7,7 @@ position, sequences concatenated), ``seq_starts`` (sequence offsets), ``y`` (int
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 import os
-from typing import List, Optional
+from typing import List
 
 import numpy as np
 from numba import typed

@@ -1,6 +1,6 @@
 """`TreeCRF`: the engine as a small estimator over any sequence data, in sklearn-crfsuite's input format."""
 import time
-from typing import Dict, Hashable, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 

@@ -24,7 +24,8 @@ from spacy.vocab import Vocab
 from thinc.api import Model
 
 from . import booster as boost
-from . import crf, features, serialize  # noqa: F401  (features registers spacy_treecrf.window_features.v1)
+from . import crf, serialize
+from .features import window_features  # noqa: F401  (registers spacy_treecrf.window_features.v1)
 from .booster import BoostParams, Ensemble
 from .estimator import DECODERS, bio_allowed, ensemble_rules
 

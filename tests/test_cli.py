@@ -1,6 +1,6 @@
 """The command line: convert keeps the column tokenization for `spacy evaluate`; inspect and evaluate run."""
 import spacy
-from spacy.training import Corpus, Example
+from spacy.training import Corpus
 from typer.testing import CliRunner
 
 from spacy_treecrf.cli import app
