@@ -321,7 +321,7 @@ def marginal_probs(E, c, seq_starts, threads: int = 1) -> np.ndarray:
 class DevCache:
     """Scaled potentials of held-out rows, updated tree by tree so per-round dev scores cost no re-evaluation."""
 
-    def __init__(self, indptr, indices, seq_starts, allowed, n_labels):
+    def __init__(self, indptr, indices, seq_starts, allowed):
         self.indptr = np.ascontiguousarray(indptr, dtype=np.int64)
         self.indices = np.ascontiguousarray(indices, dtype=np.int32)
         self.seq_starts = np.ascontiguousarray(seq_starts, dtype=np.int64)

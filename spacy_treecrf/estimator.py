@@ -148,7 +148,7 @@ class TreeCRF:
         dev = None
         if X_dev is not None:
             d_indptr, d_indices, d_starts = self.features.rows(X_dev, grow=False)
-            dev = boost.DevCache(d_indptr, d_indices, d_starts, self.allowed, K)
+            dev = boost.DevCache(d_indptr, d_indices, d_starts, self.allowed)
             dev_gold = np.array([self._label_index(label) for ys in y_dev for label in ys], dtype=np.int64)
         self.history_ = []
         best_acc, best_round = -1.0, 0

@@ -356,20 +356,22 @@ class TreeCRFComponent(TrainablePipe):
         labels = self.cfg["labels"]
         starts = scores["seq_starts"]
         ids = scores["ids"]
-        span_p = self._span_probabilities(docs, scores) if self.target in BIO_TARGETS and scores["fb"] else None
+        doc_tags = [[labels[k] for k in ids[starts[q]:starts[q + 1]]] for q in range(len(docs))]
+        offsets = [bio_spans(tags) for tags in doc_tags] if self.target in BIO_TARGETS else None
+        span_p = self._span_probabilities(offsets, scores) if offsets is not None and scores["fb"] else None
         for q, doc in enumerate(docs):
-            a, b = starts[q], starts[q + 1]
-            tags = [labels[k] for k in ids[a:b]]
             if self.cfg["store_scores"] and scores["gamma"] is not None:
                 store = doc.user_data.setdefault(("treecrf", "marginals"), {})
-                store[self.name] = (labels, scores["gamma"][a:b].astype(np.float32))
-            self._write(doc, tags, None if span_p is None else span_p[q])
+                store[self.name] = (labels, scores["gamma"][starts[q]:starts[q + 1]].astype(np.float32))
+            self._write(doc, doc_tags[q], None if offsets is None else offsets[q],
+                        None if span_p is None else span_p[q])
 
-    def _write(self, doc: Doc, tags: List[str], probs: Optional[List[float]]):
+    def _write(self, doc: Doc, tags: List[str], offsets, probs: Optional[List[float]]):
+        """Write tags (or, for BIO targets, the spans at ``offsets``, from bio_spans) onto the doc."""
         target = self.target
         overwrite = self.cfg["overwrite"]
         if target in BIO_TARGETS:
-            spans = [Span(doc, s, e, label=lab) for s, e, lab in bio_spans(tags)]
+            spans = [Span(doc, s, e, label=lab) for s, e, lab in offsets]
             if target == "ner":
                 if overwrite:
                     doc.set_ents(spans, default="outside")
@@ -395,22 +397,21 @@ class TreeCRFComponent(TrainablePipe):
                 if overwrite or token._.get(name) in (None, ""):
                     token._.set(name, tag)
 
-    def _span_probabilities(self, docs, scores) -> List[List[float]]:
-        """Each predicted span's probability of being labelled exactly so under the CRF."""
-        labels = self.cfg["labels"]
-        index = {lab: k for k, lab in enumerate(labels)}
+    def _span_probabilities(self, offsets, scores) -> List[List[float]]:
+        """Each predicted span's probability of being labelled exactly so under the CRF (offsets: per doc,
+        the bio_spans of its predicted tags)."""
+        index = {lab: k for k, lab in enumerate(self.cfg["labels"])}
         starts, ends, first, inside, seq_ends, owner = [], [], [], [], [], []
-        for q in range(len(docs)):
+        for q, doc_offsets in enumerate(offsets):
             a, b = scores["seq_starts"][q], scores["seq_starts"][q + 1]
-            tags = [labels[k] for k in scores["ids"][a:b]]
-            for s, e, lab in bio_spans(tags):
+            for s, e, lab in doc_offsets:
                 starts.append(a + s)
                 ends.append(a + e)
                 first.append(index.get("B-" + lab, index.get("I-" + lab, 0)))
                 inside.append(index.get("I-" + lab, -1))
                 seq_ends.append(b)
                 owner.append(q)
-        out: List[List[float]] = [[] for _ in docs]
+        out: List[List[float]] = [[] for _ in offsets]
         if not starts:
             return out
         alpha, beta, scale, _ = scores["fb"]
