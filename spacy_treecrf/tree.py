@@ -22,7 +22,6 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 LEAF, FEATURE, STATE = 0, 1, 2
-POSITION_BLOCK = 512  # rows evaluated per tree at a time in ensemble_potentials (cache-sized)
 
 
 # Relative tolerance under which two gains count as tied (then the lower feature id, the feature split over
@@ -722,8 +721,18 @@ def _has_feature(indptr, indices, t, f):
 
 
 @njit(cache=True, nogil=True)
-def _eval_tree(out, t, indptr, indices, kind, feature, yes, no, states, value, root, stack, masks):
-    """out[s] += tree(x_t, s) for all s: one walk that carries the set of states still reaching a node."""
+def _mark_row(present, mark, indptr, indices, t):
+    """present[f] == mark exactly for the features of row t: a feature test is then one load."""
+    for p in range(indptr[t], indptr[t + 1]):
+        f = indices[p]
+        if f < present.shape[0]:  # features no tree tests need no mark
+            present[f] = mark
+
+
+@njit(cache=True, nogil=True)
+def _eval_tree(out, present, mark, kind, feature, yes, no, states, value, root, stack, masks):
+    """out[s] += tree(x, s) for all s, x being the row marked in ``present``: one walk that carries the set
+    of states still reaching a node."""
     S = out.shape[0]
     top = 0
     stack[0] = root
@@ -738,7 +747,7 @@ def _eval_tree(out, t, indptr, indices, kind, feature, yes, no, states, value, r
                     out[s] += v
             top -= 1
         elif kd == FEATURE:
-            child = yes[node] if _has_feature(indptr, indices, t, feature[node]) else no[node]
+            child = yes[node] if present[feature[node]] == mark else no[node]
             stack[top] = root + child
         else:
             a = root + yes[node]
@@ -767,27 +776,98 @@ def _eval_tree(out, t, indptr, indices, kind, feature, yes, no, states, value, r
 
 
 @njit(cache=True, nogil=True)
-def ensemble_potentials(indptr, indices, n_states, n_labels, kind, feature, yes, no, states, value, tree_roots,
-                        tree_labels, max_depth):
-    """phi (T x S x K) = sum of every tree of every label, evaluated at each position and previous state.
+def absent_regions(kind, feature, yes, no, states, value, roots, n_states, max_depth):
+    """What the sparse evaluation needs from each tree: its output when no feature is present (per previous
+    state), and the features tested on the way there (entry i: tree entry_tree[i] tests entry_feature[i]).
 
-    Tree-major within blocks of positions: one tree's nodes stay in cache while it walks a block of rows,
-    instead of every position sweeping the whole ensemble's node arrays."""
+    With binary sparse rows most trees of a position end where the all-absent walk ends; only trees that
+    test one of the row's features on that walk can give anything else."""
+    n_trees = roots.shape[0] - 1
+    defaults = np.zeros((n_trees, n_states))
+    none_present = np.zeros(feature.max() + 1 if feature.shape[0] else 1, dtype=np.int64)  # nothing is marked 1
+    stack = np.empty(max_depth + 1, dtype=np.int64)
+    masks = np.empty((max_depth + 1, n_states), dtype=np.bool_)
+    entry_tree = np.empty(kind.shape[0], dtype=np.int32)
+    entry_feature = np.empty(kind.shape[0], dtype=np.int32)
+    n = 0
+    for i in range(n_trees):
+        _eval_tree(defaults[i], none_present, 1, kind, feature, yes, no, states, value, roots[i], stack, masks)
+        top = 0
+        stack[0] = roots[i]
+        while top >= 0:
+            node = stack[top]
+            top -= 1
+            if kind[node] == FEATURE:
+                entry_tree[n] = i
+                entry_feature[n] = feature[node]
+                n += 1
+                top += 1
+                stack[top] = roots[i] + no[node]
+            elif kind[node] == STATE:
+                stack[top + 1] = roots[i] + yes[node]
+                stack[top + 2] = roots[i] + no[node]
+                top += 2
+    return defaults, entry_tree[:n], entry_feature[:n]
+
+
+def sparse_index(kind, feature, yes, no, states, value, roots, labels, n_states, n_labels, max_depth):
+    """(base, defaults, inv_ptr, inv_tree) for sparse_potentials: the sum of all-absent outputs per (state,
+    label), each tree's own, and for each feature f the trees inv_tree[inv_ptr[f]:inv_ptr[f + 1]] whose
+    all-absent walk tests f."""
+    defaults, entry_tree, entry_feature = absent_regions(kind, feature, yes, no, states, value, roots, n_states,
+                                                         max_depth)
+    base = np.zeros((n_states, n_labels))
+    np.add.at(base.T, labels, defaults)
+    n_tested = int(entry_feature.max()) + 1 if len(entry_feature) else 0
+    pairs = np.unique(entry_feature.astype(np.int64) * max(len(labels), 1) + entry_tree)
+    inv_tree = (pairs % max(len(labels), 1)).astype(np.int32)
+    inv_ptr = np.zeros(n_tested + 1, dtype=np.int64)
+    np.cumsum(np.bincount(pairs // max(len(labels), 1), minlength=n_tested), out=inv_ptr[1:])
+    return base, defaults, inv_ptr, inv_tree
+
+
+@njit(cache=True, nogil=True)
+def sparse_potentials(indptr, indices, n_states, n_labels, kind, feature, yes, no, states, value, tree_roots,
+                      tree_labels, max_depth, base, defaults, inv_ptr, inv_tree):
+    """phi (T x S x K) = sum of every tree, visiting at each position only the trees whose all-absent walk
+    tests one of its features: phi[t] = base + sum over those trees of (tree(x_t) - its all-absent output).
+
+    Rows may hold feature ids no tree tests."""
     T = indptr.shape[0] - 1
-    phi = np.zeros((T, n_states, n_labels))
+    n_trees = tree_roots.shape[0] - 1
+    n_tested = inv_ptr.shape[0] - 1
+    phi = np.empty((T, n_states, n_labels))
+    present = np.zeros(feature.max() + 1 if feature.shape[0] else 1, dtype=np.int64)
+    seen = np.zeros(n_trees, dtype=np.int64)
+    touched = np.empty(n_trees, dtype=np.int64)
     stack = np.empty(max_depth + 1, dtype=np.int64)
     masks = np.empty((max_depth + 1, n_states), dtype=np.bool_)
     row = np.empty(n_states)
-    for lo in range(0, T, POSITION_BLOCK):
-        hi = min(lo + POSITION_BLOCK, T)
-        for i in range(tree_roots.shape[0] - 1):
+    for t in range(T):
+        mark = t + 1
+        phi[t] = base
+        n_touched = 0
+        for p in range(indptr[t], indptr[t + 1]):
+            f = indices[p]
+            if f >= n_tested:
+                if f < present.shape[0]:
+                    present[f] = mark
+                continue
+            present[f] = mark
+            for q in range(inv_ptr[f], inv_ptr[f + 1]):
+                i = inv_tree[q]
+                if seen[i] != mark:
+                    seen[i] = mark
+                    touched[n_touched] = i
+                    n_touched += 1
+        for j in range(n_touched):
+            i = touched[j]
+            for s in range(n_states):
+                row[s] = -defaults[i, s]
+            _eval_tree(row, present, mark, kind, feature, yes, no, states, value, tree_roots[i], stack, masks)
             k = tree_labels[i]
-            for t in range(lo, hi):
-                row[:] = 0.0
-                _eval_tree(row, t, indptr, indices, kind, feature, yes, no, states, value, tree_roots[i], stack,
-                           masks)
-                for s in range(n_states):
-                    phi[t, s, k] += row[s]
+            for s in range(n_states):
+                phi[t, s, k] += row[s]
     return phi
 
 
@@ -795,11 +875,14 @@ def ensemble_potentials(indptr, indices, n_states, n_labels, kind, feature, yes,
 def multiply_tree(E, positions, indptr, indices, kind, feature, yes, no, states, value, k, scale_by, max_depth):
     """E[t, s, k] *= exp(scale_by * tree(x_t, s)) at the given positions (those a tree was not fitted on)."""
     S = E.shape[1]
+    present = np.zeros(feature.max() + 1 if feature.shape[0] else 1, dtype=np.int64)
+    stack = np.empty(max_depth + 1, dtype=np.int64)
+    masks = np.empty((max_depth + 1, S), dtype=np.bool_)
+    row = np.empty(S)
     for i in range(positions.shape[0]):
         t = positions[i]
-        stack = np.empty(max_depth + 1, dtype=np.int64)
-        masks = np.empty((max_depth + 1, S), dtype=np.bool_)
-        row = np.zeros(S)
-        _eval_tree(row, t, indptr, indices, kind, feature, yes, no, states, value, 0, stack, masks)
+        _mark_row(present, t + 1, indptr, indices, t)
+        row[:] = 0.0
+        _eval_tree(row, present, t + 1, kind, feature, yes, no, states, value, 0, stack, masks)
         for s in range(S):
             E[t, s, k] *= np.float32(np.exp(scale_by * row[s]))
