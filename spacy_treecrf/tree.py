@@ -730,12 +730,12 @@ def _mark_row(present, mark, indptr, indices, t):
 
 
 @njit(cache=True, nogil=True)
-def _eval_tree(out, present, mark, kind, feature, yes, no, states, value, root, stack, masks):
-    """out[s] += tree(x, s) for all s, x being the row marked in ``present``: one walk that carries the set
-    of states still reaching a node."""
+def _eval_tree(out, present, mark, kind, feature, yes, no, states, value, root, start, stack, masks):
+    """out[s] += tree(x, s) for all s, x being the row marked in ``present``: one walk from node ``start``
+    (which every state reaches) that carries the set of states still reaching a node."""
     S = out.shape[0]
     top = 0
-    stack[0] = root
+    stack[0] = start
     masks[0, :] = True
     while top >= 0:
         node = stack[top]
@@ -778,57 +778,75 @@ def _eval_tree(out, present, mark, kind, feature, yes, no, states, value, root, 
 @njit(cache=True, nogil=True)
 def absent_regions(kind, feature, yes, no, states, value, roots, n_states, max_depth):
     """What the sparse evaluation needs from each tree: its output when no feature is present (per previous
-    state), and the features tested on the way there (entry i: tree entry_tree[i] tests entry_feature[i]).
+    state), and the features tested on the way there: entry e says tree entry_tree[e] tests entry_feature[e]
+    as the entry_rank[e]-th test of that walk, whose yes-branch is node entry_start[e].
 
     With binary sparse rows most trees of a position end where the all-absent walk ends; only trees that
-    test one of the row's features on that walk can give anything else."""
+    test one of the row's features on that walk can give anything else. When that walk is a chain (no state
+    split on it) a position's walk leaves it at the first present feature, so evaluation can start at that
+    feature's yes-branch; otherwise every entry of the tree has rank 0 and starts at the root."""
     n_trees = roots.shape[0] - 1
     defaults = np.zeros((n_trees, n_states))
     none_present = np.zeros(feature.max() + 1 if feature.shape[0] else 1, dtype=np.int64)  # nothing is marked 1
     stack = np.empty(max_depth + 1, dtype=np.int64)
     masks = np.empty((max_depth + 1, n_states), dtype=np.bool_)
-    entry_tree = np.empty(kind.shape[0], dtype=np.int32)
-    entry_feature = np.empty(kind.shape[0], dtype=np.int32)
+    n_nodes = kind.shape[0]
+    entry_tree = np.empty(n_nodes, dtype=np.int32)
+    entry_feature = np.empty(n_nodes, dtype=np.int32)
+    entry_rank = np.empty(n_nodes, dtype=np.int32)
+    entry_start = np.empty(n_nodes, dtype=np.int64)
     n = 0
     for i in range(n_trees):
-        _eval_tree(defaults[i], none_present, 1, kind, feature, yes, no, states, value, roots[i], stack, masks)
+        root = roots[i]
+        _eval_tree(defaults[i], none_present, 1, kind, feature, yes, no, states, value, root, root, stack, masks)
+        first = n
+        chain = True
         top = 0
-        stack[0] = roots[i]
+        stack[0] = root
         while top >= 0:
             node = stack[top]
             top -= 1
             if kind[node] == FEATURE:
                 entry_tree[n] = i
                 entry_feature[n] = feature[node]
+                entry_rank[n] = n - first
+                entry_start[n] = root + yes[node]
                 n += 1
                 top += 1
-                stack[top] = roots[i] + no[node]
+                stack[top] = root + no[node]
             elif kind[node] == STATE:
-                stack[top + 1] = roots[i] + yes[node]
-                stack[top + 2] = roots[i] + no[node]
+                chain = False
+                stack[top + 1] = root + yes[node]
+                stack[top + 2] = root + no[node]
                 top += 2
-    return defaults, entry_tree[:n], entry_feature[:n]
+        if not chain:
+            entry_rank[first:n] = 0
+            entry_start[first:n] = root
+    return defaults, entry_tree[:n], entry_feature[:n], entry_rank[:n], entry_start[:n]
 
 
 def sparse_index(kind, feature, yes, no, states, value, roots, labels, n_states, n_labels, max_depth):
-    """(base, defaults, inv_ptr, inv_tree) for sparse_potentials: the sum of all-absent outputs per (state,
-    label), each tree's own, and for each feature f the trees inv_tree[inv_ptr[f]:inv_ptr[f + 1]] whose
-    all-absent walk tests f."""
-    defaults, entry_tree, entry_feature = absent_regions(kind, feature, yes, no, states, value, roots, n_states,
-                                                         max_depth)
+    """(base, defaults, inv_ptr, inv_tree, inv_rank, inv_start) for sparse_potentials: the sum of all-absent
+    outputs per (state, label), each tree's own, and for each feature f the entries
+    inv_ptr[f]:inv_ptr[f + 1] of the trees whose all-absent walk tests f (see absent_regions)."""
+    defaults, tree_of, feature_of, rank, start = absent_regions(kind, feature, yes, no, states, value, roots,
+                                                                n_states, max_depth)
     base = np.zeros((n_states, n_labels))
     np.add.at(base.T, labels, defaults)
-    n_tested = int(entry_feature.max()) + 1 if len(entry_feature) else 0
-    pairs = np.unique(entry_feature.astype(np.int64) * max(len(labels), 1) + entry_tree)
-    inv_tree = (pairs % max(len(labels), 1)).astype(np.int32)
+    n_tested = int(feature_of.max()) + 1 if len(feature_of) else 0
+    order = np.lexsort((rank, tree_of, feature_of))
+    tree_of, feature_of, rank, start = tree_of[order], feature_of[order], rank[order], start[order]
+    # a feature tested twice in one tree (on different branches after a state split): one entry is enough
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = (feature_of[1:] != feature_of[:-1]) | (tree_of[1:] != tree_of[:-1])
     inv_ptr = np.zeros(n_tested + 1, dtype=np.int64)
-    np.cumsum(np.bincount(pairs // max(len(labels), 1), minlength=n_tested), out=inv_ptr[1:])
-    return base, defaults, inv_ptr, inv_tree
+    np.cumsum(np.bincount(feature_of[first], minlength=n_tested), out=inv_ptr[1:])
+    return base, defaults, inv_ptr, tree_of[first], rank[first], start[first]
 
 
 @njit(cache=True, nogil=True)
 def sparse_potentials(indptr, indices, n_states, n_labels, kind, feature, yes, no, states, value, tree_roots,
-                      tree_labels, max_depth, base, defaults, inv_ptr, inv_tree):
+                      tree_labels, max_depth, base, defaults, inv_ptr, inv_tree, inv_rank, inv_start):
     """phi (T x S x K) = sum of every tree, visiting at each position only the trees whose all-absent walk
     tests one of its features: phi[t] = base + sum over those trees of (tree(x_t) - its all-absent output).
 
@@ -839,6 +857,8 @@ def sparse_potentials(indptr, indices, n_states, n_labels, kind, feature, yes, n
     phi = np.empty((T, n_states, n_labels))
     present = np.zeros(feature.max() + 1 if feature.shape[0] else 1, dtype=np.int64)
     seen = np.zeros(n_trees, dtype=np.int64)
+    rank = np.empty(n_trees, dtype=np.int32)
+    start = np.empty(n_trees, dtype=np.int64)
     touched = np.empty(n_trees, dtype=np.int64)
     stack = np.empty(max_depth + 1, dtype=np.int64)
     masks = np.empty((max_depth + 1, n_states), dtype=np.bool_)
@@ -849,22 +869,27 @@ def sparse_potentials(indptr, indices, n_states, n_labels, kind, feature, yes, n
         n_touched = 0
         for p in range(indptr[t], indptr[t + 1]):
             f = indices[p]
+            if f < present.shape[0]:
+                present[f] = mark
             if f >= n_tested:
-                if f < present.shape[0]:
-                    present[f] = mark
                 continue
-            present[f] = mark
             for q in range(inv_ptr[f], inv_ptr[f + 1]):
                 i = inv_tree[q]
                 if seen[i] != mark:
                     seen[i] = mark
+                    rank[i] = inv_rank[q]
+                    start[i] = inv_start[q]
                     touched[n_touched] = i
                     n_touched += 1
+                elif inv_rank[q] < rank[i]:
+                    rank[i] = inv_rank[q]
+                    start[i] = inv_start[q]
         for j in range(n_touched):
             i = touched[j]
             for s in range(n_states):
                 row[s] = -defaults[i, s]
-            _eval_tree(row, present, mark, kind, feature, yes, no, states, value, tree_roots[i], stack, masks)
+            _eval_tree(row, present, mark, kind, feature, yes, no, states, value, tree_roots[i], start[i], stack,
+                       masks)
             k = tree_labels[i]
             for s in range(n_states):
                 phi[t, s, k] += row[s]
@@ -883,6 +908,6 @@ def multiply_tree(E, positions, indptr, indices, kind, feature, yes, no, states,
         t = positions[i]
         _mark_row(present, t + 1, indptr, indices, t)
         row[:] = 0.0
-        _eval_tree(row, present, t + 1, kind, feature, yes, no, states, value, 0, stack, masks)
+        _eval_tree(row, present, t + 1, kind, feature, yes, no, states, value, 0, 0, stack, masks)
         for s in range(S):
             E[t, s, k] *= np.float32(np.exp(scale_by * row[s]))
