@@ -12,9 +12,10 @@ Pseudo-likelihood (Besag; the Dietterich & Ashenfelter slides).
     (no "next" factor at a sequence's last position). phi_t(s, k) enters two conditionals: position t's own
     (when s = s_t) and position t-1's as its "next" factor (when s = j + 1 and k = g_t). So
         -dL/dphi_t(s, k) = [s = s_t] (I(g_t = k) - p_t(k)) + [t not first, k = g_t] (I(g_{t-1} = j) - p_{t-1}(j)).
-    The slides' pseudo-target y_tk - p_t(k) is the first term; the second is the exact gradient's other half.
-    No forward-backward: a round costs O(T K) for the conditionals. Unknown labels: position t's term is kept only
-    when g_t and its neighbours g_{t-1}, g_{t+1} (where they exist) are known; other terms are dropped.
+    The slides' pseudo-target y_tk - p_t(k) is the first term; the second is the exact gradient's other half
+    (so a cell's residual lies in [-1, 2]). No forward-backward: the gradient pass costs O(T K), not O(T K^2).
+    Unknown labels: position t's term is kept only when g_t and its neighbours g_{t-1}, g_{t+1} (where they
+    exist) are known; other terms are dropped.
 
 Hamming (Altun, Hofmann & Johnson 2002, Eq. 22-23).
     L = -sum_t log P(y_t = g_t | X) over the known labels. With xi_u(s, k) the pairwise marginal of cell (u, s, k)
