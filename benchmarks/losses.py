@@ -136,6 +136,27 @@ def run(task, loss, rounds, threads, verbose=True):
                 median_gradient=statistics.median(grad), test=scores(task, ensemble, threads))
 
 
+def interleaved(task, losses, rounds, threads):
+    """Round times of several losses trained side by side, a round of each in turn, so that load from other jobs
+    falls on all of them alike; returns per loss the round times and the median ratio to the first loss's round
+    of the same turn."""
+    indptr, indices, starts = task.train
+    K = len(task.labels)
+    trainers = {loss: (booster.Trainer(indptr, indices, task.n_features, task.y_train, starts, task.allowed,
+                                       booster.BoostParams(n_threads=threads, loss=loss, **TREES)),
+                       booster.Ensemble(K + 1, K)) for loss in losses}
+    times = {loss: [] for loss in losses}
+    for r in range(rounds):
+        for loss, (trainer, ensemble) in trainers.items():
+            t0 = time.perf_counter()
+            trainer.fit_round(ensemble)
+            times[loss].append(time.perf_counter() - t0)
+        print(f"  [{task.name} interleaved] round {r + 1}: " + ", ".join(
+            f"{loss} {t[-1]:.2f} s" for loss, t in times.items()), flush=True)
+    first = np.array(times[losses[0]])
+    return {loss: (t, float(np.median(np.array(t) / first))) for loss, t in times.items()}
+
+
 def table(task, results):
     f1 = task.bio
     seq = "whole words" if task.name == "nettalk" else "whole sentences" if f1 else "whole sequences"
@@ -160,6 +181,8 @@ def main():
     parser.add_argument("--rounds", nargs="+", type=int, default=[100, 100, 30], help="one per task")
     parser.add_argument("--losses", nargs="+", default=list(LOSSES))
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--interleave", type=int, default=0,
+                        help="instead: this many rounds of --losses in turn on the first task, for round-cost ratios")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     if args.data_dir is None or not Path(args.data_dir).is_dir():
@@ -179,6 +202,15 @@ def main():
         else:
             task = conll2000_task(root)
         n_train, n_test = len(task.y_train), len(task.y_test)
+        if args.interleave:
+            for loss in args.losses:
+                run(head(task, 20), loss, 1, args.threads, verbose=False)
+            res = interleaved(task, args.losses, args.interleave, args.threads)
+            report += [f"## {name}: round cost, losses in turn", "", "| loss | rounds | median s/round | "
+                       f"median ratio to `{args.losses[0]}` in the same turn |", "|---|---|---|---|"]
+            report += [f"| `{loss}` | {len(t)} | {statistics.median(t):.3f} | {ratio:.3f} |"
+                       for loss, (t, ratio) in res.items()] + [""]
+            break
         print(f"{name}: {n_train} train / {n_test} test positions, {len(task.labels)} labels, "
               f"{task.n_features} features", flush=True)
         for loss in args.losses:
