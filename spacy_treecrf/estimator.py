@@ -98,14 +98,15 @@ class TreeCRF:
 
     ``shrinkage`` is the paper's lambda (a leaf's value is sum(residual) / (lambda + N)); ``learning_rate``
     multiplies every tree (1.0 as in the paper). With dev data ``fit`` keeps the round with the best dev token
-    accuracy and stops after ``patience`` rounds without improvement.
+    accuracy and stops after ``patience`` rounds without improvement. ``loss``: what the trees boost, "crf" (the
+    paper's log-likelihood), "pseudo_likelihood", "hamming" or "rank" (losses.py; README "Choosing a loss").
     """
 
     def __init__(self, n_rounds: int = 100, max_leaves: int = 100, shrinkage: float = 10.0,
                  learning_rate: float = 1.0, min_samples_leaf: float = 1.0, min_gain: float = 0.0,
                  subsample: float = 1.0, trim: float = 0.0, decode: str = "viterbi",
                  allowed_transitions=None, patience: Optional[int] = None, random_state: int = 0,
-                 n_threads: int = 0, verbose: bool = False):
+                 n_threads: int = 0, loss: str = "crf", verbose: bool = False):
         if decode not in DECODERS:
             raise ValueError(f"TreeCRF setting 'decode' must be one of {DECODERS}, got {decode!r}")
         if int(n_rounds) < 0:
@@ -114,7 +115,7 @@ class TreeCRF:
             raise ValueError(f"TreeCRF setting 'patience' must be None or >= 1, got {patience!r}")
         self.params = BoostParams(max_leaves=max_leaves, shrinkage=shrinkage, learning_rate=learning_rate,
                                   min_samples_leaf=min_samples_leaf, min_gain=min_gain, subsample=subsample,
-                                  trim=trim, random_state=random_state, n_threads=n_threads)
+                                  trim=trim, random_state=random_state, n_threads=n_threads, loss=loss)
         self.n_rounds = int(n_rounds)
         self.decode = decode
         self.allowed_transitions = allowed_transitions
@@ -154,8 +155,8 @@ class TreeCRF:
         best_acc, best_round = -1.0, 0
         start = time.perf_counter()
         for r in range(1, self.n_rounds + 1):
-            loglik = trainer.fit_round(self.ensemble, on_tree=dev.add_tree if dev else None)
-            entry = {"round": r, "train_loglik_before": loglik, "seconds": time.perf_counter() - start}
+            objective = trainer.fit_round(self.ensemble, on_tree=dev.add_tree if dev else None)
+            entry = {"round": r, "train_loss_before": -objective, "seconds": time.perf_counter() - start}
             if dev is not None:
                 known = dev_gold >= 0
                 acc = float((dev.predict(self.decode, self.params.threads)[known] == dev_gold[known]).mean()) if known.any() else 0.0
