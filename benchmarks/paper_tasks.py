@@ -284,6 +284,8 @@ def fmt_params(p):
 
 def shrinkage_grid(args):
     grid = [{"params": dict(max_leaves=100, shrinkage=float(lam), learning_rate=1.0)} for lam in args.lambdas]
+    grid += [{"params": dict(max_leaves=100, shrinkage=float(lam), learning_rate=1.0, loss=loss)}
+             for loss in args.other_losses for lam in args.lambdas]
     for lam in args.slow_lambdas:  # learning rate < 1 (Friedman's shrinkage on top of the paper's lambda)
         grid.append({"params": dict(max_leaves=100, shrinkage=float(lam), learning_rate=args.slow_rate),
                      "max_rounds": args.slow_max_rounds})
@@ -486,6 +488,8 @@ def main(argv=None):
     p.add_argument("--flatness-shrinkage", type=float, default=40.0)
     p.add_argument("--lambdas", type=float, nargs="+", default=[10, 40, 100, 200, 1000],
                    help="shrinkage grid (max_leaves=100, learning_rate=1)")
+    p.add_argument("--other-losses", nargs="*", default=[], choices=["pseudo_likelihood", "hamming", "rank"],
+                   help="also tune the shrinkage grid with these boosting losses (the default loss is 'crf')")
     p.add_argument("--slow-lambdas", type=float, nargs="*", default=[200],
                    help="shrinkages also tried with --slow-rate")
     p.add_argument("--slow-rate", type=float, default=0.3)
