@@ -7,7 +7,8 @@ feature columns, and optionally spaCy's stock pipeline, all measured by one comm
         [--stock stock=training/stock --stock-test corpus/test.spacy --stock-keys ents_f]
 
 `--treecrf LABEL=DIR[@COMPONENT]`: DIR is a `spacy train` output directory holding `model-best`, the JSONL log
-of training_log.py (`log.jsonl`) and timed.py's `run.json`. COMPONENT (default: the last treecrf component) is
+of training_log.py (`log.jsonl`) and timed.py's `run.json` (`--log-dir LABEL=OTHER` reads those two from OTHER,
+e.g. for a pipeline put together by `spacy assemble` from a trained component). COMPONENT (default: the last treecrf component) is
 the one benchmarked; components before it (e.g. a treecrf tagger in annotating_components) run first.
 TRAIN / DEV / TEST are read with the pipeline's own `[corpora.dev]` reader, path replaced, so the predicted docs
 carry what training saw (e.g. the CoNLL POS column).
@@ -228,6 +229,7 @@ def main(argv=None):
     p.add_argument("--dev", required=True)
     p.add_argument("--test", required=True)
     p.add_argument("--treecrf", action="append", default=[], help="LABEL=TRAINING_DIR[@COMPONENT]")
+    p.add_argument("--log-dir", action="append", default=[], help="LABEL=DIR: training log of a --treecrf system")
     p.add_argument("--stock", default=None, help="LABEL=TRAINING_DIR of a stock spaCy pipeline")
     p.add_argument("--stock-test", default=None)
     p.add_argument("--stock-keys", default="ents_f",
@@ -244,6 +246,7 @@ def main(argv=None):
                command=sys.argv)
     t_start = time.perf_counter()
     dev_tokens = None
+    log_dirs = dict(item.split("=", 1) for item in args.log_dir)
     with tempfile.TemporaryDirectory() as tmp:
         for spec in args.treecrf:
             label, _, rest = spec.partition("=")
@@ -259,7 +262,7 @@ def main(argv=None):
             out = Path(tmp) / f"{label}_spacy.json"
             run_child("_spacy", "--pipeline", model, "--test", args.test, "--out", out)
             tree = json.loads(out.read_text())
-            stats = training_stats(run_dir, dev_tokens, rounds=pipe.cfg["rounds"])
+            stats = training_stats(Path(log_dirs.get(label, run_dir)), dev_tokens, rounds=pipe.cfg["rounds"])
             row = dict(system=f"TreeCRF {label}", kind="treecrf", metric=key, score=tree["scores"][key],
                        scores=tree["scores"], tokens_per_second=tree["tokens_per_second"],
                        tag_peak_rss_mb=tree["peak_rss_mb"], component=name, **stats)

@@ -23,6 +23,8 @@ def main(argv):
     if len(argv) < 3 or argv[1] != "--":
         sys.exit(__doc__)
     out, cmd = Path(argv[0]), argv[2:]
+    if cmd[0] in ("python", "python3"):  # the interpreter running this script, as weasel does for its commands
+        cmd[0] = sys.executable
     t0 = time.perf_counter()
     if log is None:
         code = subprocess.call(cmd)
