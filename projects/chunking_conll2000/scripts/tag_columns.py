@@ -18,6 +18,9 @@ from spacy_treecrf.readers import read_columns
 
 def main(model, src, dst):
     nlp = spacy.load(model)
+    for _, pipe in nlp.pipeline:  # only the tags are needed: skip the per-token marginal dicts
+        if hasattr(pipe, "cfg") and "store_scores" in pipe.cfg:
+            pipe.cfg["store_scores"] = False
     sentences = list(read_columns(src, ["word", "pos", "chunk"]))
     docs = [Doc(nlp.vocab, words=[r[0] for r in rows]) for rows in sentences]
     t0 = time.perf_counter()

@@ -100,9 +100,18 @@ def child_spacy(args):
         pass
     pipe_seconds = time.perf_counter() - t0
     scores = nlp.evaluate(list(reader(nlp)))
-    Path(args.out).write_text(json.dumps(dict(
-        scores=numeric(scores), tokens=n_tokens, pipe_seconds=pipe_seconds, tokens_per_second=n_tokens / pipe_seconds,
-        peak_rss_mb=peak_rss_mb())))
+    out = dict(scores=numeric(scores), tokens=n_tokens, pipe_seconds=pipe_seconds,
+               tokens_per_second=n_tokens / pipe_seconds, peak_rss_mb=peak_rss_mb())
+    if not args.stock:  # again without the stored confidences (Viterbi alone unless decode is "marginal")
+        for _, proc in nlp.pipeline:
+            if "store_scores" in getattr(proc, "cfg", {}):
+                proc.cfg["store_scores"] = False
+        docs = [eg.predicted for eg in reader(nlp)]
+        t0 = time.perf_counter()
+        for _ in nlp.pipe(docs):
+            pass
+        out["tokens_per_second_no_scores"] = n_tokens / (time.perf_counter() - t0)
+    Path(args.out).write_text(json.dumps(out))
 
 
 # ---- child: feature columns for CRFsuite ---------------------------------------------------------------------
@@ -203,20 +212,23 @@ def markdown(res):
     lines = [f"Task `{res['task']}`, test set. Machine: {res['machine']['cpu']}, {res['machine']['cpus']} CPUs "
              f"(load average at start {res['machine']['load_average_at_start'][0]:.1f}); "
              f"{time.strftime('%Y-%m-%d', time.localtime(res['finished']))}.", "",
-             "| system | metric | score | train s | wall s | rounds / iterations | tokens/s | peak RSS train MB "
-             "| peak RSS tag MB | train s / CRFsuite | tokens/s / CRFsuite |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| system | metric | score | train s | wall s | rounds / iterations | tokens/s | tokens/s, no stored "
+             "scores | peak RSS train MB | peak RSS tag MB | train s / CRFsuite | tokens/s / CRFsuite |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in res["rows"]:
         lines.append(
             f"| {r['system']} | {r['metric']} | {r['score'] * 100:.2f} | {fmt(r.get('train_seconds'), '.1f')} | "
             f"{fmt(r.get('wall_seconds'), '.0f')} | {r.get('rounds', '')} | {fmt(r.get('tokens_per_second'), ',.0f')} | "
+            f"{fmt(r.get('tokens_per_second_no_scores'), ',.0f')} | "
             f"{fmt(r.get('train_peak_rss_mb'), '.0f')} | {fmt(r.get('tag_peak_rss_mb'), '.0f')} | "
             f"{fmt(r.get('train_seconds_ratio'), '.2f')} | {fmt(r.get('tokens_per_second_ratio'), '.2f')} |")
     lines += ["", "train s: training only (TreeCRF / stock spaCy: the `spacy train` log up to the best evaluation, "
               "minus dev evaluations; CRFsuite: the fit of the dev-chosen c1/c2, no holdout set). wall s: the whole "
               "training command (TreeCRF / stock: `spacy train` incl. evaluations and the rounds after the best "
               "one until patience ran out; CRFsuite: every grid fit). CRFsuite tokens/s: featurization with the "
-              "treecrf featurizer (and any components before it) plus CRFsuite tagging, not through nlp.pipe. "
+              "treecrf featurizer (and any components before it) plus CRFsuite tagging (Viterbi), not through nlp.pipe. "
+              "TreeCRF tokens/s: as configured (store_scores on: forward-backward marginals and span confidences "
+              "stored on every doc), and again with store_scores off. "
               "CRFsuite peak RSS: its own process (features precomputed) covers training and tagging.", ""]
     return "\n".join(lines)
 
@@ -265,6 +277,7 @@ def main(argv=None):
             stats = training_stats(Path(log_dirs.get(label, run_dir)), dev_tokens, rounds=pipe.cfg["rounds"])
             row = dict(system=f"TreeCRF {label}", kind="treecrf", metric=key, score=tree["scores"][key],
                        scores=tree["scores"], tokens_per_second=tree["tokens_per_second"],
+                       tokens_per_second_no_scores=tree.get("tokens_per_second_no_scores"),
                        tag_peak_rss_mb=tree["peak_rss_mb"], component=name, **stats)
             res["rows"].append(row)
             print(f"  TreeCRF {label}: {key} {row['score'] * 100:.2f}, {row['rounds']} rounds, "
@@ -305,6 +318,7 @@ def main(argv=None):
             row["train_seconds_ratio"] = (row["train_seconds"] / crow["train_seconds"]
                                           if row["train_seconds"] is not None else None)
             row["tokens_per_second_ratio"] = row["tokens_per_second"] / crow["tokens_per_second"]
+            row["tokens_per_second_no_scores_ratio"] = row["tokens_per_second_no_scores"] / crow["tokens_per_second"]
             crow["train_seconds_ratio"] = crow["tokens_per_second_ratio"] = 1.0
             res["rows"].append(crow)
             print(f"  CRFsuite {label}: {key} {crow['score'] * 100:.2f} (c1={crow['c1']:g}, c2={crow['c2']:g}), "
