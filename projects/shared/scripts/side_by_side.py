@@ -345,6 +345,9 @@ def main(argv=None):
                     srow["tokens_per_second_ratio"] = srow["tokens_per_second"] / same[0]["tokens_per_second"]
                 res["rows"].append(srow)
                 print(f"  stock {label}: {key} {srow['score'] * 100:.2f}", flush=True)
+    sys.path.insert(0, str(HERE))
+    from relpaths import relative
+    res["command"] = [relative(a) for a in res["command"]]
     res["finished"] = time.time()
     res["seconds"] = time.perf_counter() - t_start
     (args.out / "results.json").write_text(json.dumps(res, indent=1))

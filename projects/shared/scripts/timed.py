@@ -40,7 +40,8 @@ def main(argv):
     wall = time.perf_counter() - t0
     rss_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(dict(command=cmd, exit_code=code, wall_seconds=wall,
+    from relpaths import relative
+    out.write_text(json.dumps(dict(command=[relative(c) for c in cmd], exit_code=code, wall_seconds=wall,
                                    peak_rss_mb=rss_kib / 1024.0, machine=platform.machine(),
                                    started=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())), indent=1))
     print(f"[timed] {wall:.1f} s wall, peak RSS {rss_kib / 1024:.0f} MB -> {out}", flush=True)
