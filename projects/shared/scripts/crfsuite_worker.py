@@ -1,0 +1,129 @@
+"""sklearn-crfsuite (L-BFGS) on precomputed feature columns; runs in its own process without spaCy, so its peak
+RSS is CRFsuite's own. Called by side_by_side.py:
+
+    python crfsuite_worker.py FEATURES.npz OUT.json --metric f1|acc --grid 0.05,0.01 0.2,0.1 [--max-iterations N]
+
+FEATURES.npz holds, for the splits train / dev / test: CSR rows of the treecrf featurizer's columns
+(`<split>_indptr`, `<split>_indices`), sequence starts (`<split>_starts`) and label ids (`<split>_y`, into
+`labels`). A column id becomes the CRFsuite attribute name, so both learners see exactly the same binary features.
+
+Every (c1, c2) of the grid is fitted on train (no holdout evaluation, so the fit time is training only) and scored
+on dev (span F1 from BIO labels, or token accuracy); the best one is kept. Its test predictions, fit seconds,
+iterations and per-iteration seconds are written; then the chosen setting is fitted once more with dev as
+CRFsuite's holdout set to log the dev token accuracy per L-BFGS iteration (Figure 1; `--no-curve` skips it).
+"""
+import argparse
+import json
+import resource
+import time
+
+import numpy as np
+import sklearn_crfsuite
+
+
+class Sequences:
+    """Lazy per-sequence feature lists: CRFsuite copies each sequence when it is appended, so the Python lists
+    of one sequence exist at a time."""
+
+    def __init__(self, data, split):
+        self.indptr = data[f"{split}_indptr"]
+        self.indices = data[f"{split}_indices"]
+        self.starts = data[f"{split}_starts"]
+
+    def __len__(self):
+        return len(self.starts) - 1
+
+    def __iter__(self):
+        ip, ix = self.indptr, self.indices
+        for s in range(len(self)):
+            a, b = int(self.starts[s]), int(self.starts[s + 1])
+            yield [[str(c) for c in ix[ip[t]:ip[t + 1]].tolist()] for t in range(a, b)]
+
+
+def predict(model, X):
+    return [[str(tag) for tag in seq] for seq in model.predict(X)]
+
+
+def label_seqs(data, split, labels):
+    y, starts = data[f"{split}_y"], data[f"{split}_starts"]
+    names = [labels[i] if i >= 0 else "O" for i in y.tolist()]
+    return [names[int(starts[s]):int(starts[s + 1])] for s in range(len(starts) - 1)]
+
+
+def bio_spans(tags):
+    """(start, end, type); an I-X that does not continue an X span opens one (the component's reading)."""
+    spans, start, kind = set(), -1, None
+    for i, tag in enumerate(list(tags) + ["O"]):
+        prefix, _, label = tag.partition("-")
+        if kind is not None and (prefix != "I" or label != kind):
+            spans.add((start, i, kind))
+            kind = None
+        if prefix == "B" or (prefix == "I" and kind is None):
+            start, kind = i, label
+    return spans
+
+
+def score(pred, gold, metric):
+    if metric == "acc":
+        pairs = [(p, g) for ps, gs in zip(pred, gold) for p, g in zip(ps, gs)]
+        return sum(p == g for p, g in pairs) / max(1, len(pairs))
+    tp = n_pred = n_gold = 0
+    for ps, gs in zip(pred, gold):
+        a, b = bio_spans(ps), bio_spans(gs)
+        tp += len(a & b)
+        n_pred += len(a)
+        n_gold += len(b)
+    return 2 * tp / max(1, n_pred + n_gold)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("features")
+    p.add_argument("out")
+    p.add_argument("--metric", choices=["f1", "acc"], required=True)
+    p.add_argument("--grid", nargs="+", default=["0.05,0.01", "0.05,0.1", "0.2,0.01", "0.2,0.1"])
+    p.add_argument("--max-iterations", type=int, default=0, help="0: CRFsuite's own convergence test")
+    p.add_argument("--curve", action=argparse.BooleanOptionalAction, default=True)
+    args = p.parse_args()
+    data = np.load(args.features, allow_pickle=False)
+    labels = [str(x) for x in data["labels"]]
+    y_train, y_dev = label_seqs(data, "train", labels), label_seqs(data, "dev", labels)
+    max_it = args.max_iterations or None
+    grid, best = [], None
+    for item in args.grid:
+        c1, c2 = (float(v) for v in item.split(","))
+        model = sklearn_crfsuite.CRF(algorithm="lbfgs", c1=c1, c2=c2, max_iterations=max_it)
+        t0 = time.perf_counter()
+        model.fit(Sequences(data, "train"), y_train)
+        seconds = time.perf_counter() - t0
+        dev = score(predict(model, Sequences(data, "dev")), y_dev, args.metric)
+        its = model.training_log_.iterations if model.training_log_ is not None else []
+        run = dict(c1=c1, c2=c2, dev=dev, seconds=seconds, iterations=len(its),
+                   iteration_seconds=[float(it.get("time", 0.0)) for it in its])
+        grid.append(run)
+        print(f"  [crfsuite] c1={c1:g} c2={c2:g}: dev {args.metric} {dev * 100:.2f} ({len(its)} iterations, "
+              f"{seconds:.1f} s)", flush=True)
+        if best is None or dev > best[0]["dev"]:
+            best = (run, model)
+    run, model = best
+    t0 = time.perf_counter()
+    test_pred = predict(model, Sequences(data, "test"))
+    predict_seconds = time.perf_counter() - t0
+    out = dict(chosen=dict(c1=run["c1"], c2=run["c2"]), dev=run["dev"], seconds=run["seconds"],
+               iterations=run["iterations"], iteration_seconds=run["iteration_seconds"], grid=grid,
+               metric=args.metric, test_predictions=test_pred, predict_seconds=predict_seconds,
+               test_tokens=int(data["test_starts"][-1]))
+    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # before the curve fit
+    if args.curve:
+        curve_model = sklearn_crfsuite.CRF(algorithm="lbfgs", c1=run["c1"], c2=run["c2"], max_iterations=max_it)
+        curve_model.fit(Sequences(data, "train"), y_train, Sequences(data, "dev"), y_dev)
+        out["dev_curve_item_accuracy"] = [float(it.get("item_accuracy_float", float("nan")))
+                                          for it in curve_model.training_log_.iterations]
+    with open(args.out, "w", encoding="utf8") as f:
+        json.dump(out, f)
+    print(f"  [crfsuite] chosen c1={run['c1']:g} c2={run['c2']:g}: dev {run['dev'] * 100:.2f}, "
+          f"peak RSS {out['peak_rss_mb']:.0f} MB", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""Figure 1 / Figure 2-style PNGs from side_by_side.py's results.json.
+
+    python plot_curves.py benchmark/results.json benchmark/
+
+- `<task>_dev_curve.png` (Figure 1): dev score vs boosting round for every TreeCRF pipeline (its training metric,
+  from the `spacy train` log) and dev token accuracy vs L-BFGS iteration for CRFsuite's chosen c1/c2 (CRFsuite's
+  holdout evaluation). For span tasks the two metrics differ, so each learner gets its own panel.
+- `<task>_train_seconds.png` (Figure 2): cumulative training seconds (evaluations excluded) vs round / iteration.
+  TreeCRF and stock spaCy: from the `spacy train` log, so the first point includes reading and featurizing the
+  data; CRFsuite: the per-iteration times of its log, without the loading of the data into CRFsuite (the
+  table's "train s" for CRFsuite is the whole fit, loading included).
+"""
+import json
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def main(results_path, out_dir):
+    res = json.loads(Path(results_path).read_text())
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    task = res["task"]
+    tree = [r for r in res["rows"] if r["kind"] == "treecrf"]
+    crf = [r for r in res["rows"] if r["kind"] == "crfsuite"]
+    stock = [r for r in res["rows"] if r["kind"] == "stock"][:1]
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for r in tree:
+        xs = [c["step"] for c in r["curve"]]
+        axes[0].plot(xs, [c["score"] * 100 for c in r["curve"]], marker=".", label=f"{r['system']} ({r['metric']})")
+        if r.get("best_step") is not None:
+            axes[0].axvline(r["best_step"], color="grey", lw=0.6)
+    axes[0].set_xlabel("boosting round")
+    axes[0].set_ylabel("dev score (%)")
+    axes[0].set_title(f"{task}: TreeCRF (model-best marked)", fontsize=9)
+    axes[0].legend(fontsize=7)
+    for r in crf:
+        pts = [(c["step"], c["score"]) for c in r["curve"] if c["score"] is not None]
+        if pts:
+            axes[1].plot([x for x, _ in pts], [y * 100 for _, y in pts],
+                         label=f"{r['system']} c1={r['c1']:g} c2={r['c2']:g}")
+    axes[1].set_xlabel("L-BFGS iteration")
+    axes[1].set_ylabel("dev token accuracy (%)")
+    axes[1].set_title(f"{task}: CRFsuite (holdout evaluation)", fontsize=9)
+    if crf:
+        axes[1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / f"{task}_dev_curve.png", dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for r in tree + crf:
+        xs = [c["step"] for c in r["curve"]]
+        ax.plot(xs, [c["train_seconds"] for c in r["curve"]], marker="." if r["kind"] == "treecrf" else None,
+                label=r["system"])
+    ax.set_xlabel("round (TreeCRF) / L-BFGS iteration (CRFsuite)")
+    ax.set_ylabel("cumulative training seconds")
+    ax.legend(fontsize=7, loc="upper left")
+    for r in stock:  # spaCy's update steps on their own (top) axis
+        top = ax.twiny()
+        top.plot([c["step"] for c in r["curve"]], [c["train_seconds"] for c in r["curve"]], ls=":", color="k",
+                 label=f"{r['system']} (top axis)")
+        top.set_xlabel("update step (stock spaCy)", fontsize=8)
+        top.legend(fontsize=7, loc="lower right")
+    ax.set_title(f"{task}: training time, evaluations excluded", fontsize=9, pad=28 if stock else 6)
+    fig.tight_layout()
+    fig.savefig(out / f"{task}_train_seconds.png", dpi=110)
+    plt.close(fig)
+    print(f"plots -> {out / (task + '_dev_curve.png')}, {out / (task + '_train_seconds.png')}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    main(sys.argv[1], sys.argv[2])
