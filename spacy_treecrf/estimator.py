@@ -7,8 +7,8 @@ import numpy as np
 
 from . import booster as boost
 from .booster import BoostParams, Ensemble
+from . import missing, serialize
 from .missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
-from . import serialize
 
 Position = Union[Dict[str, object], Iterable[str]]
 DECODERS = ("viterbi", "marginal")
@@ -60,12 +60,13 @@ class FeatureIndex:
         return col
 
     def rows(self, X, grow: bool):
-        """CSR rows (indptr, indices), sequence offsets and the missing variables (MissingRows) of a list of
-        sequences."""
+        """CSR rows (indptr, indices), sequence offsets and the missing variables (MissingRows; a variable is
+        known where its key has a value other than None) of a list of sequences."""
         indptr = [0]
         indices: List[int] = []
         mindptr = [0]
         mindices: List[int] = []
+        known = Counter()
         seq_starts = [0]
         for q, seq in enumerate(X):
             for t, position in enumerate(seq):
@@ -82,8 +83,11 @@ class FeatureIndex:
                         if var < 0 and grow:
                             var = self.var_ids[key] = len(self.variables)
                             self.variables.append(key)
-                        if missing and var >= 0:
-                            gone.add(var)
+                        if var >= 0:
+                            if missing:
+                                gone.add(var)
+                            else:
+                                known[var] += 1
                     if name is not None:
                         col = self._column(name, var, grow)
                         if col is not None:
@@ -94,8 +98,9 @@ class FeatureIndex:
                 mindptr.append(len(mindices))
             seq_starts.append(len(indptr) - 1)
         self._grow_tables()
+        V = len(self.variables)
         missing_rows = MissingRows(np.array(mindptr), np.array(mindices), np.array(self.feature_var, dtype=np.int32),
-                                   len(self.variables))
+                                   V, np.array([known[v] for v in range(V)], dtype=np.int64))
         return (np.array(indptr, dtype=np.int64), np.array(indices, dtype=np.int32),
                 np.array(seq_starts, dtype=np.int64), missing_rows)
 
@@ -105,18 +110,11 @@ class FeatureIndex:
             self.impute = np.concatenate([self.impute, np.full(V - len(self.impute), -1, dtype=np.int32)])
             self.indicator = np.concatenate([self.indicator, np.full(V - len(self.indicator), -1, dtype=np.int32)])
 
-    def learn_fill(self, X, strategy: str):
-        """The imputation table (each variable's most common known outcome in X: a feature, or -1 when that is a
-        falsy value) or one indicator feature per variable ('<key> missing', belonging to no variable)."""
+    def learn_fill(self, indptr, indices, missing_rows: MissingRows, strategy: str):
+        """From the training rows: the imputation table (missing.most_common_columns) or one indicator feature per
+        variable ('<key> missing', belonging to no variable)."""
         if strategy == "imputation":
-            counts = [Counter() for _ in self.variables]
-            for seq in X:
-                for position in seq:
-                    for key, name, missing in position_tests(position):
-                        var = self.var_ids.get(key, -1) if key is not None else -1
-                        if var >= 0 and not missing:
-                            counts[var][self.ids[name] if name is not None else -1] += 1
-            self.impute = np.array([c.most_common(1)[0][0] if c else -1 for c in counts], dtype=np.int32)
+            self.impute = missing.most_common_columns(indptr, indices, missing_rows)
         else:
             self.indicator = np.array([self._column(f"{key} missing", -1, True) for key in self.variables],
                                       dtype=np.int32)
@@ -124,15 +122,7 @@ class FeatureIndex:
     def fill(self, indptr, indices, missing_rows: MissingRows, strategy: str):
         """Rows where each missing variable is replaced by its imputed / indicator feature (if any)."""
         table = self.impute if strategy == "imputation" else self.indicator
-        T = len(indptr) - 1
-        F = max(len(self.names), 1)
-        t_new = np.repeat(np.arange(T, dtype=np.int64), np.diff(missing_rows.indptr))
-        f_new = table[missing_rows.indices].astype(np.int64)
-        t_old = np.repeat(np.arange(T, dtype=np.int64), np.diff(indptr))
-        keys = np.unique(np.concatenate([t_old * F + indices, (t_new * F + f_new)[f_new >= 0]]))
-        out_ptr = np.zeros(T + 1, dtype=np.int64)
-        np.cumsum(np.bincount(keys // F, minlength=T), out=out_ptr[1:])
-        return out_ptr, (keys % F).astype(np.int32)
+        return missing.fill_rows(indptr, indices, missing_rows, table, len(self.names))
 
 
 def bio_allowed(labels: Sequence[str]) -> np.ndarray:
@@ -258,7 +248,7 @@ class TreeCRF:
         if strategy in ENGINE_STRATEGIES:
             return indptr, indices, seq_starts, missing_rows
         if fit:
-            self.features.learn_fill(X, strategy)
+            self.features.learn_fill(indptr, indices, missing_rows, strategy)
         indptr, indices = self.features.fill(indptr, indices, missing_rows, strategy)
         return indptr, indices, seq_starts, None
 

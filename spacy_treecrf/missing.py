@@ -36,17 +36,15 @@ def check_strategy(value, where: str) -> str:
 
 class MissingRows:
     """Where variables are missing: CSR rows (indptr, sorted variable ids) per position, and each feature's
-    variable (``feature_var``, -1 for none) among ``n_vars``."""
+    variable (``feature_var``, -1 for none) among ``n_vars``. ``known``: per variable, at how many positions it
+    has a value (it applies there and is not missing; what imputation counts over), if the producer knows."""
 
-    def __init__(self, indptr, indices, feature_var, n_vars: int):
+    def __init__(self, indptr, indices, feature_var, n_vars: int, known=None):
         self.indptr = np.ascontiguousarray(indptr, dtype=np.int64)
         self.indices = np.ascontiguousarray(indices, dtype=np.int32)
         self.feature_var = np.ascontiguousarray(feature_var, dtype=np.int32)
         self.n_vars = int(n_vars)
-
-    @classmethod
-    def none(cls, n_positions: int, feature_var, n_vars: int) -> "MissingRows":
-        return cls(np.zeros(n_positions + 1, dtype=np.int64), np.zeros(0, dtype=np.int32), feature_var, n_vars)
+        self.known = None if known is None else np.asarray(known, dtype=np.int64)
 
     @property
     def any(self) -> bool:
@@ -55,6 +53,43 @@ class MissingRows:
     def rows(self) -> np.ndarray:
         """The positions with at least one missing variable."""
         return np.flatnonzero(np.diff(self.indptr) > 0).astype(np.int64)
+
+
+def most_common_columns(indptr, indices, missing_rows: MissingRows) -> np.ndarray:
+    """Imputation table: for each variable, its most common outcome at the ``missing_rows.known`` positions that
+    give it a value -- the feature most often present, or -1 when more of them hold none of its features (a falsy
+    value, a word too short for a prefix). Ties go to the lower feature id."""
+    V = missing_rows.n_vars
+    T = len(indptr) - 1
+    fvar = missing_rows.feature_var
+    t = np.repeat(np.arange(T, dtype=np.int64), np.diff(indptr))
+    v = fvar[indices].astype(np.int64)
+    has = v >= 0
+    t, v, c = t[has], v[has], indices[has].astype(np.int64)
+    F = max(len(fvar), 1)
+    keys, counts = np.unique(v * F + c, return_counts=True)
+    best = np.full(V, -1, dtype=np.int64)
+    top = np.zeros(V, dtype=np.int64)
+    order = np.lexsort((keys % F, -counts, keys // F))  # per variable: largest count first, then lower id
+    first = np.unique(keys[order] // F, return_index=True)[1]
+    best[keys[order][first] // F] = keys[order][first] % F
+    top[keys[order][first] // F] = counts[order][first]
+    known = missing_rows.known
+    holding = np.bincount(np.unique(t * V + v) % V, minlength=V)[:V] if V else np.zeros(0, dtype=np.int64)
+    return np.where(top > known - holding, best, -1).astype(np.int32)
+
+
+def fill_rows(indptr, indices, missing_rows: MissingRows, table, n_features: int):
+    """Rows where each missing variable v gets the feature table[v] (imputed value or indicator; -1: none)."""
+    T = len(indptr) - 1
+    F = max(int(n_features), 1)
+    t_new = np.repeat(np.arange(T, dtype=np.int64), np.diff(missing_rows.indptr))
+    f_new = np.asarray(table, dtype=np.int64)[missing_rows.indices]
+    t_old = np.repeat(np.arange(T, dtype=np.int64), np.diff(indptr))
+    keys = np.unique(np.concatenate([t_old * F + indices, (t_new * F + f_new)[f_new >= 0]]))
+    out_ptr = np.zeros(T + 1, dtype=np.int64)
+    np.cumsum(np.bincount(keys // F, minlength=T), out=out_ptr[1:])
+    return out_ptr, (keys % F).astype(np.int32)
 
 
 @njit(cache=True, nogil=True)

@@ -292,3 +292,13 @@ def test_version_1_models_still_load():
     again = TreeCRF().from_bytes(old)
     assert again.params.missing == "instance_weighting"
     assert again.predict(X) == model.predict(X)
+
+
+def test_imputation_counts_only_positions_where_the_variable_has_a_value():
+    """A key left out of a position (a window offset outside the word) is no vote for 'no value'."""
+    X = [[{"w": "a", "x": True}, {"w": "b"}, {"w": None}], [{"w": "a"}, {"x": False}, {"x": False}]]
+    y = [["A", "B", "A"], ["A", "B", "B"]]
+    model = TreeCRF(n_rounds=1, max_leaves=2, missing="imputation").fit(X, y)
+    f = model.features
+    assert f.names[f.impute[f.var_ids["w"]]] == "w=a"
+    assert f.impute[f.var_ids["x"]] == -1  # False twice, True once
