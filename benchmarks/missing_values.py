@@ -3,7 +3,7 @@ protein secondary structure, with CRFsuite (imputation / indicator features) alo
 
     python benchmarks/missing_values.py [--datasets nettalk protein] [--rates 0.05 0.1 0.2 0.4]
         [--train-versions 5] [--test-versions 5] [--rounds-nettalk 100] [--rounds-protein 60] [--out results.json]
-    python benchmarks/missing_values.py --replot results.json     # table and plot again from saved scores
+    python benchmarks/missing_values.py --replot nettalk.json protein.json   # table and plot from saved scores
 
 Protocol (the paper's): for each missing rate, ``--train-versions`` versions of the training set and
 ``--test-versions`` of the test set, each letter / residue missing independently with that probability. A
@@ -233,10 +233,20 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=1, help="TreeCRF threads")
     p.add_argument("--out", default=None, help="also write all scores as JSON here")
     p.add_argument("--results-dir", default=str(RESULTS), help="where the table (.md) and the plot (.png) go")
-    p.add_argument("--replot", default=None, help="a JSON written by --out: print and save its table and plot")
+    p.add_argument("--replot", nargs="+", default=None,
+                   help="JSON files written by --out (runs with the same settings, e.g. one per data set): print and "
+                        "save their table and plot")
     args = p.parse_args(argv)
     if args.replot:
-        results = json.loads(Path(args.replot).read_text())
+        runs = [json.loads(Path(path).read_text()) for path in args.replot]
+        results = {"settings": runs[0]["settings"], "datasets": {},
+                   "total_seconds": sum(r["total_seconds"] for r in runs)}
+        for run in runs:
+            same = {k: v for k, v in run["settings"].items() if k not in ("datasets", "out", "results_dir")}
+            if same != {k: v for k, v in results["settings"].items() if k not in ("datasets", "out", "results_dir")}:
+                p.error("--replot: the runs were made with different settings")
+            results["datasets"].update(run["datasets"])
+        results["settings"]["datasets"] = list(results["datasets"])
         args = argparse.Namespace(**{**results["settings"], "results_dir": args.results_dir})
     else:
         if "instance_weighting" not in args.methods:

@@ -302,3 +302,92 @@ def test_imputation_counts_only_positions_where_the_variable_has_a_value():
     f = model.features
     assert f.names[f.impute[f.var_ids["w"]]] == "w=a"
     assert f.impute[f.var_ids["x"]] == -1  # False twice, True once
+
+
+# ---- the featurizer and the spaCy component ---------------------------------------------------------------------
+
+def window_featurizer(**options):
+    from spacy_treecrf.features import WindowFeaturizer
+    base = dict(window=1, prefix=1, suffix=0, regexes=False, shape=False, flags=False)
+    return WindowFeaturizer(**{**base, **options})
+
+
+def missing_names(featurizer, docs):
+    indptr, indices, _ = featurizer.missing_rows(docs)
+    names = featurizer.variable_names()
+    return [sorted(names[v] for v in indices[a:b]) for a, b in zip(indptr[:-1], indptr[1:])]
+
+
+def test_a_missing_token_makes_every_variable_it_feeds_missing_at_every_offset():
+    import spacy
+    from spacy.tokens import Doc
+    vocab = spacy.blank("en").vocab
+    text_hook = window_featurizer(missing_text="?")
+    text_hook.initialize([Doc(vocab, words=["a", "b", "c"])])
+    doc = Doc(vocab, words=["a", "?", "b", "c"])
+    fams = ["w=", "lw=", "p1="]
+    assert missing_names(text_hook, [doc]) == [sorted(f + "@+1" for f in fams), sorted(f + "@0" for f in fams),
+                                                sorted(f + "@-1" for f in fams), []]
+    marked = Doc(vocab, words=["a", "x", "b", "c"])
+    marked[1]._.treecrf_missing = True
+    extension = window_featurizer()
+    extension.initialize([Doc(vocab, words=["a", "b", "c"])])
+    assert missing_names(extension, [marked]) == missing_names(text_hook, [doc])
+    assert extension([marked])[1].tolist() == text_hook([doc])[1].tolist()  # no tests of its own either
+
+
+def test_an_unset_attribute_is_missing_but_an_unset_extension_is_not():
+    import spacy
+    from spacy.tokens import Doc
+    vocab = spacy.blank("en").vocab
+    f = window_featurizer(attrs=["tag_"], word=False, lower=False, prefix=0)
+    f.initialize([Doc(vocab, words=["a", "b"], tags=["X", "Y"])])
+    doc = Doc(vocab, words=["a", "b", "c"], tags=["X", "", "Y"])
+    assert missing_names(f, [doc]) == [["a:tag_=@+1"], ["a:tag_=@0"], ["a:tag_=@-1"]]
+    names = f.variable_names()
+    cols = f.feature_names()
+    for col, var in enumerate(f.feature_variables()):
+        assert (var < 0) == cols[col].startswith("pad@")
+        if var >= 0:
+            assert names[var] == cols[col].split("=")[0] + "=@" + cols[col].split("@")[-1]
+
+
+def tagged_examples(nlp, n, rate, seed):
+    from spacy.tokens import Doc
+    from spacy.training import Example
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        words = [str(w) for w in rng.choice(list("abcx"), size=rng.integers(2, 8))]
+        labels, prev = [], "A"
+        for w in words:
+            prev = {"a": "A", "b": "B", "c": "C"}.get(w, prev)
+            labels.append(prev)
+        predicted = Doc(nlp.vocab, words=words)
+        for token, gone in zip(predicted, rng.random(len(words)) < rate):
+            token._.treecrf_missing = bool(gone)
+        out.append(Example(predicted, Doc(nlp.vocab, words=words, tags=labels)))
+    return out
+
+
+@pytest.mark.parametrize("strategy", missing.STRATEGIES)
+def test_the_component_trains_and_reloads_with_every_strategy(strategy):
+    import spacy
+    nlp = spacy.blank("en")
+    features = {"@misc": "spacy_treecrf.window_features.v1", "window": 1, "prefix": 0, "suffix": 0}
+    crf = nlp.add_pipe("treecrf", config={"target": "tag", "missing": strategy, "n_threads": 1, "max_leaves": 8,
+                                          "features": features})
+    train = tagged_examples(nlp, 120, 0.2, 0)
+    test = tagged_examples(nlp, 60, 0.2, 1)
+    nlp.initialize(lambda: train)
+    for _ in range(6):
+        crf.update(train)
+        crf.finish_update()
+    scores = nlp.evaluate(test)
+    assert scores["tag_acc"] > 0.75
+    nlp2 = spacy.blank("en")
+    crf2 = nlp2.add_pipe("treecrf", config={"target": "tag", "features": features})
+    crf2.from_bytes(crf.to_bytes())
+    assert crf2.params.missing == strategy
+    docs = [eg.predicted for eg in test[:10]]
+    assert np.array_equal(crf.predict(docs)["gamma"], crf2.predict(docs)["gamma"])
