@@ -390,6 +390,7 @@ class WindowFeaturizer:
         self._clear_caches()
         self._col_offset = np.zeros(0, np.int32)
         self._col_atom = np.zeros(0, np.int32)
+        self._col_var: Optional[np.ndarray] = None
         self._colmap = np.full((0, 2 * self.window + 1), -1, np.int32)
         self._padcol = np.full(2 * self.window + 1, -1, np.int32)
 
@@ -639,7 +640,12 @@ class WindowFeaturizer:
         return [f"{fam}@{offset_name(off)}" for off in self.offsets for fam in self.family_names()]
 
     def feature_variables(self) -> np.ndarray:
-        """Each column's variable (-1 for padding columns)."""
+        """Each column's variable (-1 for padding columns); computed once per column index."""
+        if self._col_var is None:
+            self._col_var = self._column_variables()
+        return self._col_var
+
+    def _column_variables(self) -> np.ndarray:
         fams = self.family_names()
         index = {fam: i for i, fam in enumerate(fams)}
         atom_fam = np.array([index[name[:name.index("=") + 1]] for name in self._atom_names], dtype=np.int64)
@@ -737,6 +743,7 @@ class WindowFeaturizer:
         W = 2 * self.window + 1
         self._col_offset = col_offset
         self._col_atom = col_atom
+        self._col_var = None
         self._colmap = np.full((len(self._atom_names), W), -1, np.int32)
         self._padcol = np.full(W, -1, np.int32)
         cols = np.arange(len(col_atom), dtype=np.int32)
