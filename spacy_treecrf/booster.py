@@ -107,6 +107,7 @@ class Ensemble:
         self.labels = np.zeros(0, dtype=np.int32)
         self.depths = np.zeros(0, dtype=np.int32)
         self._pending: List[tuple] = []
+        self._index = None  # tree.sparse_index of the current trees, built when first needed
 
     @property
     def n_trees(self) -> int:
@@ -129,6 +130,7 @@ class Ensemble:
             return
         parts = self._pending
         self._pending = []
+        self._index = None
         sizes = [len(p[1]) for p in parts]
         self.kind = np.concatenate([self.kind] + [p[1] for p in parts])
         self.feature = np.concatenate([self.feature] + [p[2] for p in parts])
@@ -146,6 +148,7 @@ class Ensemble:
     def truncate(self, n_trees: int):
         """Keep the first n_trees trees (early stopping keeps the best round)."""
         self._flush()
+        self._index = None
         end = self.roots[n_trees]
         for name in ("kind", "feature", "yes", "no", "value", "count", "states", "surr_feature", "surr_same"):
             setattr(self, name, getattr(self, name)[:end].copy())
@@ -158,12 +161,15 @@ class Ensemble:
         missing variables (``missing_rows``) are evaluated again by the missing-value walk."""
         self._flush()
         max_depth = int(self.depths.max()) if len(self.depths) else 0
+        if self._index is None:
+            self._index = tree.sparse_index(self.kind, self.feature, self.yes, self.no, self.states, self.value,
+                                            self.roots, self.labels, self.n_states, self.n_labels, max_depth)
         rows = np.arange(len(indptr), dtype=np.int64)  # any split of rows will do: treat each row as a sequence
 
         def chunk(a, b, q0, q1):
-            return tree.ensemble_potentials(indptr[a:b + 1] - indptr[a], indices[indptr[a]:indptr[b]],
-                                            self.n_states, self.n_labels, self.kind, self.feature, self.yes,
-                                            self.no, self.states, self.value, self.roots, self.labels, max_depth)
+            return tree.sparse_potentials(indptr[a:b + 1] - indptr[a], indices[indptr[a]:indptr[b]],
+                                          self.n_states, self.n_labels, self.kind, self.feature, self.yes, self.no,
+                                          self.states, self.value, self.roots, self.labels, max_depth, *self._index)
         phi = np.concatenate(in_chunks(rows, threads, chunk, min_positions=5000))
         if missing_rows is not None and missing_rows.any:
             at = missing_rows.rows()
@@ -184,6 +190,7 @@ class Ensemble:
 
     @classmethod
     def from_arrays(cls, n_states: int, n_labels: int, arrays: dict) -> "Ensemble":
+        # its sparse index is built on first use
         ens = cls(n_states, n_labels, arrays["surr_feature"].shape[1] if "surr_feature" in arrays else 0)
         for name, value in arrays.items():
             setattr(ens, name, value)

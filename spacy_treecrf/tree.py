@@ -22,7 +22,6 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 LEAF, FEATURE, STATE = 0, 1, 2
-POSITION_BLOCK = 512  # rows evaluated per tree at a time in ensemble_potentials (cache-sized)
 
 
 # Relative tolerance under which two gains count as tied (then the lower feature id, the feature split over
@@ -746,11 +745,21 @@ def _has_feature(indptr, indices, t, f):
 
 
 @njit(cache=True, nogil=True)
-def _eval_tree(out, t, indptr, indices, kind, feature, yes, no, states, value, root, stack, masks):
-    """out[s] += tree(x_t, s) for all s: one walk that carries the set of states still reaching a node."""
+def _mark_row(present, mark, indptr, indices, t):
+    """present[f] == mark exactly for the features of row t: a feature test is then one load."""
+    for p in range(indptr[t], indptr[t + 1]):
+        f = indices[p]
+        if f < present.shape[0]:  # features no tree tests need no mark
+            present[f] = mark
+
+
+@njit(cache=True, nogil=True)
+def _eval_tree(out, present, mark, kind, feature, yes, no, states, value, root, start, stack, masks):
+    """out[s] += tree(x, s) for all s, x being the row marked in ``present``: one walk from node ``start``
+    (which every state reaches) that carries the set of states still reaching a node."""
     S = out.shape[0]
     top = 0
-    stack[0] = root
+    stack[0] = start
     masks[0, :] = True
     while top >= 0:
         node = stack[top]
@@ -762,7 +771,7 @@ def _eval_tree(out, t, indptr, indices, kind, feature, yes, no, states, value, r
                     out[s] += v
             top -= 1
         elif kd == FEATURE:
-            child = yes[node] if _has_feature(indptr, indices, t, feature[node]) else no[node]
+            child = yes[node] if present[feature[node]] == mark else no[node]
             stack[top] = root + child
         else:
             top = _split_states(stack, masks, top, root + yes[node], root + no[node], states)
@@ -796,27 +805,123 @@ def _split_states(stack, masks, top, a, b, states):
 
 
 @njit(cache=True, nogil=True)
-def ensemble_potentials(indptr, indices, n_states, n_labels, kind, feature, yes, no, states, value, tree_roots,
-                        tree_labels, max_depth):
-    """phi (T x S x K) = sum of every tree of every label, evaluated at each position and previous state.
+def absent_regions(kind, feature, yes, no, states, value, roots, n_states, max_depth):
+    """What the sparse evaluation needs from each tree: its output when no feature is present (per previous
+    state), and the features tested on the way there: entry e says tree entry_tree[e] tests entry_feature[e]
+    as the entry_rank[e]-th test of that walk, whose yes-branch is node entry_start[e].
 
-    Tree-major within blocks of positions: one tree's nodes stay in cache while it walks a block of rows,
-    instead of every position sweeping the whole ensemble's node arrays."""
+    With binary sparse rows most trees of a position end where the all-absent walk ends; only trees that
+    test one of the row's features on that walk can give anything else. When that walk is a chain (no state
+    split on it) a position's walk leaves it at the first present feature, so evaluation can start at that
+    feature's yes-branch; otherwise every entry of the tree has rank 0 and starts at the root."""
+    n_trees = roots.shape[0] - 1
+    defaults = np.zeros((n_trees, n_states))
+    none_present = np.zeros(feature.max() + 1 if feature.shape[0] else 1, dtype=np.int64)  # nothing is marked 1
+    stack = np.empty(max_depth + 1, dtype=np.int64)
+    masks = np.empty((max_depth + 1, n_states), dtype=np.bool_)
+    n_nodes = kind.shape[0]
+    entry_tree = np.empty(n_nodes, dtype=np.int32)
+    entry_feature = np.empty(n_nodes, dtype=np.int32)
+    entry_rank = np.empty(n_nodes, dtype=np.int32)
+    entry_start = np.empty(n_nodes, dtype=np.int64)
+    n = 0
+    for i in range(n_trees):
+        root = roots[i]
+        _eval_tree(defaults[i], none_present, 1, kind, feature, yes, no, states, value, root, root, stack, masks)
+        first = n
+        chain = True
+        top = 0
+        stack[0] = root
+        while top >= 0:
+            node = stack[top]
+            top -= 1
+            if kind[node] == FEATURE:
+                entry_tree[n] = i
+                entry_feature[n] = feature[node]
+                entry_rank[n] = n - first
+                entry_start[n] = root + yes[node]
+                n += 1
+                top += 1
+                stack[top] = root + no[node]
+            elif kind[node] == STATE:
+                chain = False
+                stack[top + 1] = root + yes[node]
+                stack[top + 2] = root + no[node]
+                top += 2
+        if not chain:
+            entry_rank[first:n] = 0
+            entry_start[first:n] = root
+    return defaults, entry_tree[:n], entry_feature[:n], entry_rank[:n], entry_start[:n]
+
+
+def sparse_index(kind, feature, yes, no, states, value, roots, labels, n_states, n_labels, max_depth):
+    """(base, defaults, inv_ptr, inv_tree, inv_rank, inv_start) for sparse_potentials: the sum of all-absent
+    outputs per (state, label), each tree's own, and for each feature f the entries
+    inv_ptr[f]:inv_ptr[f + 1] of the trees whose all-absent walk tests f (see absent_regions)."""
+    defaults, tree_of, feature_of, rank, start = absent_regions(kind, feature, yes, no, states, value, roots,
+                                                                n_states, max_depth)
+    base = np.zeros((n_states, n_labels))
+    np.add.at(base.T, labels, defaults)
+    n_tested = int(feature_of.max()) + 1 if len(feature_of) else 0
+    order = np.lexsort((rank, tree_of, feature_of))
+    tree_of, feature_of, rank, start = tree_of[order], feature_of[order], rank[order], start[order]
+    # a feature tested twice in one tree (on different branches after a state split): one entry is enough
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = (feature_of[1:] != feature_of[:-1]) | (tree_of[1:] != tree_of[:-1])
+    inv_ptr = np.zeros(n_tested + 1, dtype=np.int64)
+    np.cumsum(np.bincount(feature_of[first], minlength=n_tested), out=inv_ptr[1:])
+    return base, defaults, inv_ptr, tree_of[first], rank[first], start[first]
+
+
+@njit(cache=True, nogil=True)
+def sparse_potentials(indptr, indices, n_states, n_labels, kind, feature, yes, no, states, value, tree_roots,
+                      tree_labels, max_depth, base, defaults, inv_ptr, inv_tree, inv_rank, inv_start):
+    """phi (T x S x K) = sum of every tree, visiting at each position only the trees whose all-absent walk
+    tests one of its features: phi[t] = base + sum over those trees of (tree(x_t) - its all-absent output).
+
+    Rows may hold feature ids no tree tests."""
     T = indptr.shape[0] - 1
-    phi = np.zeros((T, n_states, n_labels))
+    n_trees = tree_roots.shape[0] - 1
+    n_tested = inv_ptr.shape[0] - 1
+    phi = np.empty((T, n_states, n_labels))
+    present = np.zeros(feature.max() + 1 if feature.shape[0] else 1, dtype=np.int64)
+    seen = np.zeros(n_trees, dtype=np.int64)
+    rank = np.empty(n_trees, dtype=np.int32)
+    start = np.empty(n_trees, dtype=np.int64)
+    touched = np.empty(n_trees, dtype=np.int64)
     stack = np.empty(max_depth + 1, dtype=np.int64)
     masks = np.empty((max_depth + 1, n_states), dtype=np.bool_)
     row = np.empty(n_states)
-    for lo in range(0, T, POSITION_BLOCK):
-        hi = min(lo + POSITION_BLOCK, T)
-        for i in range(tree_roots.shape[0] - 1):
+    for t in range(T):
+        mark = t + 1
+        phi[t] = base
+        n_touched = 0
+        for p in range(indptr[t], indptr[t + 1]):
+            f = indices[p]
+            if f < present.shape[0]:
+                present[f] = mark
+            if f >= n_tested:
+                continue
+            for q in range(inv_ptr[f], inv_ptr[f + 1]):
+                i = inv_tree[q]
+                if seen[i] != mark:
+                    seen[i] = mark
+                    rank[i] = inv_rank[q]
+                    start[i] = inv_start[q]
+                    touched[n_touched] = i
+                    n_touched += 1
+                elif inv_rank[q] < rank[i]:
+                    rank[i] = inv_rank[q]
+                    start[i] = inv_start[q]
+        for j in range(n_touched):
+            i = touched[j]
+            for s in range(n_states):
+                row[s] = -defaults[i, s]
+            _eval_tree(row, present, mark, kind, feature, yes, no, states, value, tree_roots[i], start[i], stack,
+                       masks)
             k = tree_labels[i]
-            for t in range(lo, hi):
-                row[:] = 0.0
-                _eval_tree(row, t, indptr, indices, kind, feature, yes, no, states, value, tree_roots[i], stack,
-                           masks)
-                for s in range(n_states):
-                    phi[t, s, k] += row[s]
+            for s in range(n_states):
+                phi[t, s, k] += row[s]
     return phi
 
 
@@ -824,11 +929,14 @@ def ensemble_potentials(indptr, indices, n_states, n_labels, kind, feature, yes,
 def multiply_tree(E, positions, indptr, indices, kind, feature, yes, no, states, value, k, scale_by, max_depth):
     """E[t, s, k] *= exp(scale_by * tree(x_t, s)) at the given positions (those a tree was not fitted on)."""
     S = E.shape[1]
+    present = np.zeros(feature.max() + 1 if feature.shape[0] else 1, dtype=np.int64)
+    stack = np.empty(max_depth + 1, dtype=np.int64)
+    masks = np.empty((max_depth + 1, S), dtype=np.bool_)
+    row = np.empty(S)
     for i in range(positions.shape[0]):
         t = positions[i]
-        stack = np.empty(max_depth + 1, dtype=np.int64)
-        masks = np.empty((max_depth + 1, S), dtype=np.bool_)
-        row = np.zeros(S)
-        _eval_tree(row, t, indptr, indices, kind, feature, yes, no, states, value, 0, stack, masks)
+        _mark_row(present, t + 1, indptr, indices, t)
+        row[:] = 0.0
+        _eval_tree(row, present, t + 1, kind, feature, yes, no, states, value, 0, 0, stack, masks)
         for s in range(S):
             E[t, s, k] *= np.float32(np.exp(scale_by * row[s]))

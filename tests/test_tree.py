@@ -396,9 +396,10 @@ def test_ensemble_potentials_match_apply_leaves_and_routing(seed):
         labels.append(k)
     ens = concat_trees(trees)
     max_depth = max(depth(tr) for tr in trees)
-    phi = tree.ensemble_potentials(indptr, indices, S, K, ens["kind"], ens["feature"], ens["yes"], ens["no"],
-                                   ens["states"], ens["value"], ens["roots"], np.array(labels, dtype=np.int64),
-                                   max_depth)
+    arrays = (ens["kind"], ens["feature"], ens["yes"], ens["no"], ens["states"], ens["value"], ens["roots"])
+    labels = np.array(labels, dtype=np.int64)
+    index = tree.sparse_index(*arrays, labels, S, K, max_depth)
+    phi = tree.sparse_potentials(indptr, indices, S, K, *arrays[:6], ens["roots"], labels, max_depth, *index)
     assert phi.shape == (T, S, K)
     ref = reference_potentials(trees, labels, X, S, K)
     assert np.allclose(phi, ref, rtol=1e-12, atol=1e-12)
