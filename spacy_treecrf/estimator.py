@@ -14,25 +14,6 @@ Position = Union[Dict[str, object], Iterable[str]]
 DECODERS = ("viterbi", "marginal")
 
 
-def position_tests(position: Position) -> List[Tuple[Optional[str], Optional[str], bool]]:
-    """(variable, feature name, missing) triples of one position. A dict key is a variable; its value gives the
-    feature 'key=value' for a string (as sklearn-crfsuite does), 'key' for another truthy value, no feature
-    (None) for a falsy one, and marks the variable missing if it is None. The names of an iterable belong to no
-    variable (None)."""
-    if isinstance(position, dict):
-        tests = []
-        for key, value in position.items():
-            key = str(key)
-            if isinstance(value, str):
-                tests.append((key, f"{key}={value}", False))
-            else:
-                tests.append((key, key if value else None, value is None))
-        return tests
-    if isinstance(position, str):
-        raise TypeError(f"A position must be a dict or an iterable of feature names, not the string {position!r}")
-    return [(None, str(name), False) for name in position]
-
-
 class FeatureIndex:
     """Feature name -> column id and dict key -> variable id, frozen after fitting; unknown names are dropped at
     prediction. ``feature_var``: each feature's variable (-1: from a list of names). ``impute`` / ``indicator``:
@@ -51,17 +32,20 @@ class FeatureIndex:
         self.indicator = np.full(V, -1, dtype=np.int32) if indicator is None else np.asarray(indicator,
                                                                                              dtype=np.int32)
 
-    def _column(self, name: str, var: int, grow: bool) -> Optional[int]:
-        col = self.ids.get(name)
-        if col is None and grow:
-            col = self.ids[name] = len(self.names)
-            self.names.append(name)
-            self.feature_var.append(var)
+    def _column(self, name: str, var: int) -> int:
+        """A new column for ``name`` (of variable ``var``)."""
+        col = self.ids[name] = len(self.names)
+        self.names.append(name)
+        self.feature_var.append(var)
         return col
 
     def rows(self, X, grow: bool):
-        """CSR rows (indptr, indices), sequence offsets and the missing variables (MissingRows; a variable is
-        known where its key has a value other than None) of a list of sequences."""
+        """CSR rows (indptr, indices), sequence offsets and the missing variables (MissingRows) of a list of
+        sequences. A position is a dict or an iterable of feature names. A dict key is a variable: a string value
+        gives the feature 'key=value' (as sklearn-crfsuite does), another truthy value the feature 'key', a falsy
+        one no feature, and None marks the variable missing. Names of an iterable belong to no variable. While
+        growing, ``known`` counts per variable the positions where it has a value (what imputation counts over)."""
+        ids = self.ids
         indptr = [0]
         indices: List[int] = []
         mindptr = [0]
@@ -70,31 +54,45 @@ class FeatureIndex:
         seq_starts = [0]
         for q, seq in enumerate(X):
             for t, position in enumerate(seq):
-                try:
-                    tests = position_tests(position)
-                except TypeError as err:
-                    raise TypeError(f"Sequence {q}, position {t}: {err}") from None
                 row = set()
-                gone = set()
-                for key, name, missing in tests:
-                    var = -1
-                    if key is not None:
-                        var = self.var_ids.get(key, -1)
-                        if var < 0 and grow:
-                            var = self.var_ids[key] = len(self.variables)
-                            self.variables.append(key)
-                        if var >= 0:
-                            if missing:
-                                gone.add(var)
-                            else:
-                                known[var] += 1
-                    if name is not None:
-                        col = self._column(name, var, grow)
+                gone = []
+                if isinstance(position, dict):
+                    for key, value in position.items():
+                        if isinstance(value, str):
+                            name = f"{key}={value}"
+                        elif value is None:
+                            var = self._variable(str(key), grow)
+                            if var >= 0:
+                                gone.append(var)
+                            continue
+                        else:
+                            name = str(key)
+                            if not value:
+                                if grow:
+                                    known[self._variable(name, grow)] += 1
+                                continue
+                        col = ids.get(name)
+                        if col is None and grow:
+                            col = self._column(name, self._variable(str(key), grow))
+                        if grow:
+                            known[self.feature_var[col]] += 1
+                        if col is not None:
+                            row.add(col)
+                elif isinstance(position, str):
+                    raise TypeError(f"Sequence {q}, position {t}: a position must be a dict or an iterable of "
+                                    f"feature names, not the string {position!r}")
+                else:
+                    for name in position:
+                        name = str(name)
+                        col = ids.get(name)
+                        if col is None and grow:
+                            col = self._column(name, -1)
                         if col is not None:
                             row.add(col)
                 indices.extend(sorted(row))
                 indptr.append(len(indices))
-                mindices.extend(sorted(gone))
+                if gone:
+                    mindices.extend(sorted(set(gone)))
                 mindptr.append(len(mindices))
             seq_starts.append(len(indptr) - 1)
         self._grow_tables()
@@ -103,6 +101,13 @@ class FeatureIndex:
                                    V, np.array([known[v] for v in range(V)], dtype=np.int64))
         return (np.array(indptr, dtype=np.int64), np.array(indices, dtype=np.int32),
                 np.array(seq_starts, dtype=np.int64), missing_rows)
+
+    def _variable(self, key: str, grow: bool) -> int:
+        var = self.var_ids.get(key, -1)
+        if var < 0 and grow:
+            var = self.var_ids[key] = len(self.variables)
+            self.variables.append(key)
+        return var
 
     def _grow_tables(self):
         V = len(self.variables)
@@ -116,7 +121,8 @@ class FeatureIndex:
         if strategy == "imputation":
             self.impute = missing.most_common_columns(indptr, indices, missing_rows)
         else:
-            self.indicator = np.array([self._column(f"{key} missing", -1, True) for key in self.variables],
+            names = [f"{key} missing" for key in self.variables]
+            self.indicator = np.array([self.ids[n] if n in self.ids else self._column(n, -1) for n in names],
                                       dtype=np.int32)
 
     def fill(self, indptr, indices, missing_rows: MissingRows, strategy: str):
