@@ -628,7 +628,7 @@ class WindowFeaturizer:
         names = (["w="] if self.word else []) + (["lw="] if self.lower else []) + (["re="] if self.regexes else [])
         names += [f"p{k}=" for k in range(1, self.prefix + 1)] + [f"s{k}=" for k in range(1, self.suffix + 1)]
         names += (["sh="] if self.shape else []) + (["f="] if self.flags else [])
-        names += [f"a:{attr}=" for attr in self.attrs] + (["lex="] if self.lexicons or self._lexicon_entries else [])
+        names += [f"a:{attr}=" for attr in self.attrs] + (["lex="] if self.lexicons else [])
         return names
 
     @property
@@ -832,6 +832,10 @@ class WindowFeaturizer:
         except ValueError as err:
             raise ValueError(f"{where}: bad 'config': {err}") from None
         window = probe.window
+        families = set(probe.family_names())
+        for name in atoms:
+            if "=" not in name or name[:name.index("=") + 1] not in families:
+                raise ValueError(f"{where}: atom {name!r} belongs to no test family of this configuration")
         prev = (-window - 1, -2)
         for i, (off, atom) in enumerate(zip(offs, cols)):
             if not -window <= off <= window:

@@ -391,3 +391,15 @@ def test_the_component_trains_and_reloads_with_every_strategy(strategy):
     assert crf2.params.missing == strategy
     docs = [eg.predicted for eg in test[:10]]
     assert np.array_equal(crf.predict(docs)["gamma"], crf2.predict(docs)["gamma"])
+
+
+def test_a_saved_featurizer_whose_atoms_fit_no_test_family_is_refused():
+    """Every column must map to a variable: an atom of no configured family is a corrupt state."""
+    import spacy
+    from spacy.tokens import Doc
+    f = window_featurizer()
+    f.initialize([Doc(spacy.blank("en").vocab, words=["a", "b"])])
+    state = f.to_dict()
+    state["atoms"][0] = "33=a"
+    with pytest.raises(ValueError, match="'33=a' belongs to no test family"):
+        window_featurizer().from_dict(state)
