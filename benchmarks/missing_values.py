@@ -247,6 +247,7 @@ def main(argv=None):
                 p.error("--replot: the runs were made with different settings")
             results["datasets"].update(run["datasets"])
         results["settings"]["datasets"] = list(results["datasets"])
+        results["runs"] = len(runs)
         args = argparse.Namespace(**{**results["settings"], "results_dir": args.results_dir})
     else:
         if "instance_weighting" not in args.methods:
@@ -265,8 +266,11 @@ def main(argv=None):
     print(f"\ntotal {results['total_seconds']:.0f} s")
     out_dir = Path(args.results_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "missing_values.md").write_text(f"# Missing input values (paper Sec. 7.4)\n\n`{command_line(args)}` "
-                                               f"({results['total_seconds']:.0f} s)\n{text}\n")
+    runs = results.get("runs", 1)
+    how = (f" (run as {runs} processes, one per data set, merged with --replot; {results['total_seconds']:.0f} s "
+           f"of runs in all)" if runs > 1 else f" ({results['total_seconds']:.0f} s)")
+    (out_dir / "missing_values.md").write_text(f"# Missing input values (paper Sec. 7.4)\n\n`{command_line(args)}`"
+                                               f"{how}\n{text}\n")
     plot(results, out_dir / "missing_values.png")
 
 
