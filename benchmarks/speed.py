@@ -2,7 +2,7 @@
 CRFsuite's test score, tagging throughput (the component in `nlp.pipe` and the engine alone), peak RSS.
 
     python benchmarks/speed.py --task chunking [--rounds 150] [--crf-iterations 100] [--threads 0]
-    python benchmarks/speed.py --task ner
+    python benchmarks/speed.py --task ner --pipeline training/model-best     # tagging of a trained model
 
 The task's config (configs/chunking.cfg, configs/ner.cfg) defines the features and tree settings; the
 component is built from it, initialized on the training set, and boosted round by round through the engine
@@ -53,12 +53,13 @@ def split(flat, seq_starts):
     return [list(flat[a:b]) for a, b in zip(seq_starts[:-1], seq_starts[1:])]
 
 
-def load_pipeline(task: str, data_dir: Path, limit: int):
+def load_pipeline(task: str, data_dir: Path, limit: int, pipeline=None):
+    """The task's pipeline (a trained one from ``pipeline``, else a new one from its config) and its corpus."""
     folder, fmt, cfg_name = TASKS[task]
     config = load_config(ROOT / "configs" / cfg_name)
-    nlp = spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
-    reader = dict(config["corpora"]["train"])
-    keep = dict(reader.get("keep_columns", {}))
+    nlp = spacy.load(pipeline) if pipeline else spacy.util.load_model_from_config(config, auto_fill=True,
+                                                                                     validate=True)
+    keep = dict(config["corpora"]["train"].get("keep_columns", {}))
     corpus = {name: list(ColumnCorpus(data_dir / folder / f"{name}.txt", format=fmt, keep_columns=keep, limit=limit,
                                       spans_key=nlp.get_pipe("treecrf").cfg["spans_key"])(nlp))
               for name in ("train", "test")}
@@ -126,18 +127,28 @@ def throughput(call, docs, repeats: int) -> float:
 
 
 def main(args):
-    nlp, corpus = load_pipeline(args.task, args.data_dir, args.limit)
+    nlp, corpus = load_pipeline(args.task, args.data_dir, args.limit, args.pipeline)
     pipe = nlp.get_pipe("treecrf")
-    pipe.initialize(lambda: corpus["train"], nlp=nlp)
+    if not args.pipeline:
+        pipe.initialize(lambda: corpus["train"], nlp=nlp)
     test_docs = [eg.predicted for eg in corpus["test"]]
     test_gold = gold_tags(pipe, corpus["test"])
     n_test = sum(len(d) for d in test_docs)
     print(f"{args.task}: {sum(len(eg) for eg in corpus['train'])} training tokens, {n_test} test tokens, "
           f"{len(pipe.labels)} labels, {pipe.featurizer.n_features} feature columns", flush=True)
-    curve, tree_rss = train_treecrf(pipe, corpus["train"], test_docs, test_gold, args.rounds, args.threads)
+    if args.pipeline:  # tagging only: the test F1 of the given model, no training curve
+        indptr, indices, seq_starts = pipe.featurizer(test_docs)
+        threads = args.threads or os.cpu_count()
+        ids, _ = booster.decode(pipe.ensemble.potentials(indptr, indices, threads), pipe.allowed, seq_starts,
+                                "viterbi", threads)
+        curve = [(pipe.cfg["rounds"], float("nan"), span_f1(split([pipe.labels[k] for k in ids], seq_starts),
+                                                            test_gold))]
+        tree_rss = float("nan")
+    else:
+        curve, tree_rss = train_treecrf(pipe, corpus["train"], test_docs, test_gold, args.rounds, args.threads)
     model, crf_seconds, crf_f1 = train_crfsuite(pipe, corpus["train"], test_docs, test_gold, args.c1, args.c2,
                                                 args.crf_iterations)
-    reached = next(((r, s) for r, s, f1 in curve if f1 >= crf_f1), None)
+    reached = None if args.pipeline else next(((r, s) for r, s, f1 in curve if f1 >= crf_f1), None)
 
     pipe.params = dataclasses.replace(pipe.params, n_threads=1)
     fresh = lambda docs: [d.copy() for d in docs]  # noqa: E731  (each pass annotates new Docs)
@@ -174,13 +185,16 @@ def main(args):
     print("| measure | TreeCRF | CRFsuite | ratio |")
     print("|---|---|---|---|")
     print(f"| best test F1 ({args.task}) | {best[2] * 100:.2f} (round {best[0]}) | {crf_f1 * 100:.2f} | |")
-    if reached:
+    if args.pipeline:
+        pass
+    elif reached:
         print(f"| training seconds to CRFsuite's test F1 | {reached[1]:.1f} (round {reached[0]}) | "
               f"{crf_seconds:.1f} | {reached[1] / crf_seconds:.2f} |")
     else:
         print(f"| training seconds to CRFsuite's test F1 | not reached in {args.rounds} rounds "
               f"({curve[-1][1]:.1f} s) | {crf_seconds:.1f} | |")
-    print(f"| peak RSS after training, MB | {tree_rss:.0f} | | |")
+    if not args.pipeline:
+        print(f"| peak RSS after training, MB | {tree_rss:.0f} | | |")
     for label, value in (("component, store_scores=true", component[True]),
                          ("component, store_scores=false", component[False]), ("engine alone", engine_tps)):
         print(f"| tagging tokens/s, {label} | {value:,.0f} | {crf_tps:,.0f} | {value / crf_tps:.2f} |")
@@ -199,6 +213,7 @@ if __name__ == "__main__":
     parser.add_argument("--c2", type=float, default=0.1)
     parser.add_argument("--crf-iterations", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--pipeline", help="a trained pipeline: measure its tagging instead of training one")
     parser.add_argument("--limit", type=int, default=0, help="sentences per split (0 = all; for a quick look)")
     parser.add_argument("--output", type=Path, help="write the figures and the per-round curve as JSON")
     main(parser.parse_args())

@@ -7,13 +7,18 @@ position, sequences concatenated), ``seq_starts`` (sequence offsets), ``y`` (int
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 import os
-from typing import List
+from typing import List, NamedTuple, Optional
 
 import numpy as np
 from numba import typed
 
-from . import crf, missing, tree
+from . import crf, losses, missing, tree
 from .missing import MissingRows
+
+LOSSES = ("crf", "pseudo_likelihood", "hamming", "rank")
+MAX_MOVE = 10.0  # a round changes no log potential by more than this: exp() stays finite in the float32 cache
+GOLDEN = (np.sqrt(5.0) - 1.0) / 2.0
+LINE_SEARCH_STEPS = 6  # golden-section steps of the rank loss's line search (step known to 0.618**7 of its range)
 
 
 @dataclass
@@ -29,9 +34,12 @@ class BoostParams:
     trim: float = 0.0
     random_state: int = 0
     n_threads: int = 0
+    loss: str = "crf"
     missing: str = "instance_weighting"
 
     def __post_init__(self):
+        if self.loss not in LOSSES:
+            raise ValueError(f"TreeCRF setting 'loss' must be one of {LOSSES}, got {self.loss!r}")
         missing.check_strategy(self.missing, "TreeCRF")
         checks = [
             ("max_leaves", self.max_leaves >= 2, "an integer >= 2"),
@@ -69,13 +77,19 @@ def in_chunks(seq_starts: np.ndarray, threads: int, call, min_positions: int = 2
         return list(pool.map(lambda job: call(*job), jobs))
 
 
-def forward_backward(E, c, seq_starts, y, clamp: bool, threads: int):
-    """crf.forward_backward over sequence chunks in threads."""
-    parts = in_chunks(seq_starts, threads, lambda a, b, q0, q1: crf.forward_backward(
-        E[a:b], c[a:b], seq_starts[q0:q1 + 1] - a, y[a:b], clamp))
+def by_chunks(seq_starts, threads: int, call) -> tuple:
+    """call(a, b, starts) over chunks of whole sequences (positions a:b, their offsets ``starts`` from a) in
+    threads; each returns a tuple of arrays along positions or sequences, joined here in chunk order."""
+    parts = in_chunks(seq_starts, threads, lambda a, b, q0, q1: call(a, b, seq_starts[q0:q1 + 1] - a))
     if len(parts) == 1:
         return parts[0]
-    return tuple(np.concatenate([p[i] for p in parts]) for i in range(4))
+    return tuple(np.concatenate([p[i] for p in parts]) for i in range(len(parts[0])))
+
+
+def forward_backward(E, c, seq_starts, y, clamp: bool, threads: int):
+    """crf.forward_backward over sequence chunks in threads."""
+    return by_chunks(seq_starts, threads, lambda a, b, starts: crf.forward_backward(
+        E[a:b], c[a:b], starts, y[a:b], clamp))
 
 
 def viterbi(E, seq_starts, threads: int) -> np.ndarray:
@@ -240,6 +254,23 @@ def potentials_to_scaled(phi: np.ndarray, allowed: np.ndarray, seq_starts: np.nd
     return E, c
 
 
+def logsumexp(values: np.ndarray) -> float:
+    top = values.max() if len(values) else -np.inf
+    if not np.isfinite(top):
+        return float(top)
+    return float(top + np.log(np.exp(values - top).sum()))
+
+
+class Passes(NamedTuple):
+    """One gradient pass over the training set. ``objective`` is minus the loss (the log-likelihood for
+    loss="crf"); ``free`` / ``clamped``: forward-backward results (None for the pseudo-likelihood); ``extra``:
+    the loss's own arrays (losses.py)."""
+    free: Optional[tuple]
+    clamped: Optional[tuple]
+    objective: float
+    extra: tuple = ()
+
+
 class Trainer:
     """Boosting state over one fixed training set: cached scaled potentials, so a round costs the same at any size."""
 
@@ -268,28 +299,64 @@ class Trainer:
         self.col_ptr, self.col_pos = tree.csc_index(self.indptr, self.indices, self.n_features)
         self.missing_rows = missing_rows
 
-    def gradient_pass(self):
-        """Forward-backward (free and, for partially labelled sequences, clamped); returns the log-likelihood."""
+    def gradient_pass(self) -> "Passes":
+        """What the loss's functional gradient needs: forward-backward (free and, for partially labelled sequences,
+        clamped) for every loss but the pseudo-likelihood, plus the loss's own pass (losses.py)."""
+        loss = self.params.loss
         threads = self.params.threads
+        if loss == "pseudo_likelihood":
+            cond, kept, logpl = by_chunks(self.seq_starts, threads, lambda a, b, starts: losses.pseudo_conditionals(
+                self.E[a:b], starts, self.y[a:b]))
+            return Passes(None, None, float(logpl.sum()), (cond, kept))
         free = forward_backward(self.E, self.c, self.seq_starts, self.y, False, threads)
+        if loss == "hamming":
+            alpha, beta, scale, _ = free
+            fa, fb, known, logp = by_chunks(self.seq_starts, threads, lambda a, b, starts: losses.hamming_pass(
+                starts, self.y[a:b], self.E[a:b], alpha[a:b], beta[a:b], scale[a:b]))
+            return Passes(free, free, float(logp.sum()), (fa, fb, known))
+        clamped, nll = self._sequence_nll(free)
+        if loss == "crf":
+            return Passes(free, clamped, -float(nll.sum()))
+        terms = losses.log_rank_terms(nll)
+        weights = np.repeat(losses.rank_weights(nll), np.diff(self.seq_starts))
+        return Passes(free, clamped, -float(np.exp(logsumexp(terms))), (weights, logsumexp(terms)))
+
+    def _sequence_nll(self, free):
+        """The clamped pass (``free`` itself if every sequence is fully labelled) and -log P(known labels | X)
+        per sequence."""
         if self.partial.any():
-            clamped = forward_backward(self.E, self.c, self.seq_starts, self.y, True, threads)
+            clamped = forward_backward(self.E, self.c, self.seq_starts, self.y, True, self.params.threads)
         else:
             clamped = free
         gold = np.where(self.partial, clamped[3], 0.0)
         full = ~self.partial & (np.diff(self.seq_starts) > 0)
         if full.any():
             gold = gold + np.where(full, crf.gold_log_score(self.E, self.c, self.seq_starts, self.y), 0.0)
-        loglik = float(np.sum(gold - free[3]))
-        return free, clamped, loglik
+        return clamped, free[3] - gold
+
+    def residuals(self, passes: "Passes", k: int, out: np.ndarray) -> np.ndarray:
+        """out (T x S) = the loss's functional gradient for label k: -dL/dF^k(s, x_t)."""
+        loss = self.params.loss
+        if loss == "pseudo_likelihood":
+            return losses.pseudo_residual(self.seq_starts, self.y, *passes.extra, k, out)
+        alpha, beta, scale, _ = passes.free
+        if loss == "hamming":
+            return losses.hamming_residual(self.seq_starts, self.E, alpha, beta, scale, *passes.extra, k, out)
+        calpha, cbeta, cscale, _ = passes.clamped
+        crf.residual_slice(self.E, self.seq_starts, self.y, self.partial, alpha, beta, scale, calpha, cbeta, cscale,
+                           k, out)
+        if loss == "rank":
+            out *= passes.extra[0][:, None]
+        return out
 
     def fit_round(self, ensemble: Ensemble, on_tree=None, passes=None) -> float:
-        """One boosting round: one tree per label fitted to the functional gradient; returns the log-likelihood
-        of the training data before the round. ``passes``: this state's gradient_pass() if already run.
+        """One boosting round: one tree per label fitted to the loss's functional gradient; returns the objective
+        before the round (minus the loss: the log-likelihood for loss="crf"). ``passes``: this state's
+        gradient_pass() if already run.
 
-        With missing values (or surrogates to learn) the trees come from missing.fit_tree_missing and update the
-        cached potentials by evaluation over all positions, once all labels are fitted."""
-        free, clamped, loglik = passes if passes is not None else self.gradient_pass()
+        With missing values (or surrogates to learn) the trees come from missing.fit_tree_missing and move the
+        cached potentials by evaluation over all positions."""
+        passes = passes if passes is not None else self.gradient_pass()
         K = self.allowed.shape[1]
         mr = self.missing_rows
         n_surrogates = ensemble.n_surrogates
@@ -299,55 +366,112 @@ class Trainer:
             self.y) else None
 
         def fit_label(k):
-            D = np.empty((len(self.y), self.allowed.shape[0]))
-            crf.residual_slice(self.E, self.seq_starts, self.y, self.partial, free[0], free[1], free[2],
-                               clamped[0], clamped[1], clamped[2], k, D)
+            D = self.residuals(passes, k, np.empty((len(self.y), self.allowed.shape[0])))
             pos = positions
             if self.params.trim > 0:
                 pos = trimmed_positions(D, positions, self.params.trim)
             allowed_k = np.ascontiguousarray(self.allowed[:, k])
             settings = (self.params.max_leaves, float(self.params.shrinkage), float(self.params.min_samples_leaf),
                         float(self.params.min_gain))
-            lr = self.params.learning_rate
             if with_missing:
                 out = missing.fit_tree_missing(self.indptr, self.indices, self.n_features, D, self.is_start,
                                                allowed_k, pos, *settings, mr.indptr, mr.indices, mr.feature_var,
                                                mr.n_vars, n_surrogates)
-                return out[:4] + (out[4] * lr,) + out[5:], None
+                return out, None, self.all_positions
             out = tree.fit_tree(self.indptr, self.indices, self.n_features, D, self.is_start, allowed_k, pos,
                                 *settings, self.col_ptr, self.col_pos)
             kind, feature, yes, no, value, count, states, pbuf, pstart, plen = out
             rest = skipped if len(pos) == len(positions) else np.setdiff1d(self.all_positions, pos,
                                                                             assume_unique=True)
-            if rest is not None and len(rest):
-                tree.multiply_tree(self.E, rest, self.indptr, self.indices, kind, feature, yes, no, states,
-                                   value, k, lr, tree_depth(yes, no))
             # positions < 2**31 (tree.csc_index checks): int32 halves what the round holds until applied
-            return ((kind, feature, yes, no, value * lr, count, states) + ensemble.no_surrogates(len(kind)),
-                    (pbuf.astype(np.int32), pstart, plen))
+            return ((kind, feature, yes, no, value, count, states) + ensemble.no_surrogates(len(kind)),
+                    (pbuf.astype(np.int32), pstart, plen), rest)
 
         threads = min(self.params.threads, K)
         if threads > 1:
             with ThreadPoolExecutor(threads) as pool:
-                results = list(pool.map(fit_label, range(K)))
+                fitted = list(pool.map(fit_label, range(K)))
         else:
-            results = [fit_label(k) for k in range(K)]
-        fitted = [arrays for arrays, _ in results]
-        if with_missing:
-            for k, arrays in enumerate(fitted):
-                multiply_tree(self.E, self.all_positions, self.indptr, self.indices, mr, k, arrays, 1.0)
-        else:
-            self._apply_leaves([(k, arrays, segments) for k, (arrays, segments) in enumerate(results)])
-        for k, arrays in enumerate(fitted):
+            fitted = [fit_label(k) for k in range(K)]
+        step = self._step(fitted, passes)
+        for k, (arrays, _, _) in enumerate(fitted):
+            arrays = arrays[:4] + (arrays[4] * step,) + arrays[5:]
             ensemble.add(k, *arrays)
             if on_tree is not None:
                 on_tree(k, arrays)
         crf.rescale(self.E, self.c)
-        return loglik
+        return passes.objective
 
-    def _apply_leaves(self, trees):
-        """The round's trees into E over the leaves' segments: one pass over E for all labels (tree.apply_trees),
-        since one label's cells are spread over all of E's cache lines."""
+    def _step(self, fitted, passes) -> float:
+        """How far the round goes along its trees, with E moved there: learning_rate (times the line search's step
+        for the rank loss), capped so no log potential moves by more than MAX_MOVE (a bound the CRF loss, whose
+        leaves lie in [-1, 1], never reaches)."""
+        top = max(np.abs(arrays[4][arrays[0] == tree.LEAF]).max(initial=0.0) for arrays, _, _ in fitted)
+        if top == 0.0:
+            return 0.0
+        if self.params.loss == "rank":
+            return self._line_search(fitted, passes.extra[1], 1.0 / top)
+        step = min(self.params.learning_rate, MAX_MOVE / top)
+        self._move(fitted, step)
+        return step
+
+    def _line_search(self, fitted, log_loss0: float, hi: float) -> float:
+        """The rank loss's step: the rho in [0, hi] minimising the exact loss after the round (Altun et al. Eq. 13),
+        by golden-section search (one forward-backward per trial; the loss is convex in rho for fully labelled
+        data), then E moved to learning_rate * rho. hi = 1 / max |leaf|: per unit of learning rate no log
+        potential moves by more than 1, the CRF loss's bound."""
+        at = [0.0]
+
+        def log_loss(rho):
+            self._move(fitted, rho - at[0])
+            at[0] = rho
+            free = forward_backward(self.E, self.c, self.seq_starts, self.y, False, self.params.threads)
+            return logsumexp(losses.log_rank_terms(self._sequence_nll(free)[1]))
+
+        tried = {0.0: log_loss0, hi: log_loss(hi)}
+        a, b = 0.0, hi
+        x1, x2 = b - GOLDEN * (b - a), a + GOLDEN * (b - a)
+        f1, f2 = log_loss(x1), log_loss(x2)
+        tried.update({x1: f1, x2: f2})
+        for _ in range(LINE_SEARCH_STEPS):
+            if f1 <= f2:
+                b, x2, f2 = x2, x1, f1
+                x1 = b - GOLDEN * (b - a)
+                f1 = tried[x1] = log_loss(x1)
+            else:
+                a, x1, f1 = x1, x2, f2
+                x2 = a + GOLDEN * (b - a)
+                f2 = tried[x2] = log_loss(x2)
+        rho = min(tried, key=tried.get)
+        step = self.params.learning_rate * rho
+        self._move(fitted, step - at[0])
+        return step
+
+    def _move(self, fitted, scale: float):
+        """E *= exp(scale * tree) for the round's trees: over their leaves' segments, and by evaluating each tree
+        at the positions it was not fitted on (subsample, trim) or, for trees without segments (fitted with
+        missing values), at every position."""
+        if scale == 0.0:
+            return
+        self._apply_leaves([(k, arrays, segments) for k, (arrays, segments, _) in enumerate(fitted)
+                            if segments is not None], scale)
+        rest = [(k, arrays, r) for k, (arrays, _, r) in enumerate(fitted) if r is not None and len(r)]
+
+        def multiply(item):
+            k, arrays, positions = item
+            multiply_tree(self.E, positions, self.indptr, self.indices, self.missing_rows, k, arrays, scale)
+
+        threads = min(self.params.threads, len(rest))
+        if threads > 1:
+            with ThreadPoolExecutor(threads) as pool:
+                list(pool.map(multiply, rest))
+        else:
+            for item in rest:
+                multiply(item)
+
+    def _apply_leaves(self, trees, scale: float):
+        """E *= exp(scale * leaf value) for the round's trees over the leaves' segments: one pass over E for all
+        labels (tree.apply_trees), since one label's cells are spread over all of E's cache lines."""
         pbufs = typed.List()
         parts = []
         for i, (k, arrays, (pbuf, pstart, plen)) in enumerate(trees):
@@ -361,9 +485,8 @@ class Trainer:
         leaf_tree, leaf_label, lo, hi, value, states = (np.concatenate(p) for p in zip(*parts))
         leaf_tree = leaf_tree.astype(np.int64)
         leaf_label = leaf_label.astype(np.int64)
-        # values already carry the learning rate: factors exp(1.0 * lr * value), as apply_leaves(..., lr) did
         in_chunks(self.seq_starts, self.params.threads, lambda a, b, q0, q1: tree.apply_trees(
-            self.E, a, b, pbufs, leaf_tree, leaf_label, lo, hi, value, states, 1.0, 256))
+            self.E, a, b, pbufs, leaf_tree, leaf_label, lo, hi, value, states, scale, 256))
 
     def _round_positions(self) -> np.ndarray:
         """Friedman's stochastic gradient boosting: a fresh random subset of positions each round."""

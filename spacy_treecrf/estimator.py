@@ -168,7 +168,8 @@ class TreeCRF:
 
     ``shrinkage`` is the paper's lambda (a leaf's value is sum(residual) / (lambda + N)); ``learning_rate``
     multiplies every tree (1.0 as in the paper). With dev data ``fit`` keeps the round with the best dev token
-    accuracy and stops after ``patience`` rounds without improvement.
+    accuracy and stops after ``patience`` rounds without improvement. ``loss``: what the trees boost, "crf" (the
+    paper's log-likelihood), "pseudo_likelihood", "hamming" or "rank" (losses.py; README "Choosing a loss").
 
     Missing inputs: a dict value None marks that key (the variable: all features it can give) missing at that
     position. ``missing`` chooses how they are handled (paper Sec. 6, 7.4): "instance_weighting" (C4.5's
@@ -180,7 +181,8 @@ class TreeCRF:
                  learning_rate: float = 1.0, min_samples_leaf: float = 1.0, min_gain: float = 0.0,
                  subsample: float = 1.0, trim: float = 0.0, decode: str = "viterbi",
                  allowed_transitions=None, patience: Optional[int] = None, random_state: int = 0,
-                 n_threads: int = 0, missing: str = "instance_weighting", verbose: bool = False):
+                 n_threads: int = 0, loss: str = "crf", missing: str = "instance_weighting",
+                 verbose: bool = False):
         if decode not in DECODERS:
             raise ValueError(f"TreeCRF setting 'decode' must be one of {DECODERS}, got {decode!r}")
         if int(n_rounds) < 0:
@@ -189,7 +191,8 @@ class TreeCRF:
             raise ValueError(f"TreeCRF setting 'patience' must be None or >= 1, got {patience!r}")
         self.params = BoostParams(max_leaves=max_leaves, shrinkage=shrinkage, learning_rate=learning_rate,
                                   min_samples_leaf=min_samples_leaf, min_gain=min_gain, subsample=subsample,
-                                  trim=trim, random_state=random_state, n_threads=n_threads, missing=missing)
+                                  trim=trim, random_state=random_state, n_threads=n_threads, loss=loss,
+                                  missing=missing)
         self.n_rounds = int(n_rounds)
         self.decode = decode
         self.allowed_transitions = allowed_transitions
@@ -229,8 +232,8 @@ class TreeCRF:
         best_acc, best_round = -1.0, 0
         start = time.perf_counter()
         for r in range(1, self.n_rounds + 1):
-            loglik = trainer.fit_round(self.ensemble, on_tree=dev.add_tree if dev else None)
-            entry = {"round": r, "train_loglik_before": loglik, "seconds": time.perf_counter() - start}
+            objective = trainer.fit_round(self.ensemble, on_tree=dev.add_tree if dev else None)
+            entry = {"round": r, "train_loss_before": -objective, "seconds": time.perf_counter() - start}
             if dev is not None:
                 known = dev_gold >= 0
                 acc = float((dev.predict(self.decode, self.params.threads)[known] == dev_gold[known]).mean()) if known.any() else 0.0

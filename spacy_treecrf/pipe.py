@@ -1,10 +1,10 @@
 """The `treecrf` spaCy component: a TreeCRF behind spaCy's TrainablePipe API.
 
-Training in spaCy's loop: `update()` runs forward-backward over the batch (the loss is the negative
-log-likelihood) and keeps it; `finish_update()` fits one boosting round (one tree per label) on everything kept
-since the last call. A batch as large as the corpus gives the paper's full-gradient rounds and reuses the cached
-potentials from round to round; smaller batches give stochastic boosting (each new batch's potentials are
-evaluated from the ensemble once).
+Training in spaCy's loop: `update()` runs the loss's gradient pass over the batch (forward-backward for the CRF
+loss, whose value is the negative log-likelihood) and keeps it; `finish_update()` fits one boosting round (one tree
+per label) on everything kept since the last call. A batch as large as the corpus gives the paper's full-gradient
+rounds and reuses the cached potentials from round to round; smaller batches give stochastic boosting (each new
+batch's potentials are evaluated from the ensemble once).
 """
 import copy
 import hashlib
@@ -91,6 +91,7 @@ DEFAULT_CONFIG = {
     "trim": 0.0,
     "random_state": 0,
     "n_threads": 0,
+    "loss": "crf",
     "missing": "instance_weighting",
     "decode": "viterbi",
     "constrain_bio": True,
@@ -106,13 +107,13 @@ DEFAULT_CONFIG = {
 def make_treecrf(nlp: Language, name: str, model: Model, features, target: str, spans_key: str,
                  token_attr: str, max_leaves: int, shrinkage: float, learning_rate: float,
                  min_samples_leaf: float, min_gain: float, subsample: float, trim: float, random_state: int,
-                 n_threads: int, missing: str, decode: str, constrain_bio: bool, store_scores: bool,
+                 n_threads: int, loss: str, missing: str, decode: str, constrain_bio: bool, store_scores: bool,
                  overwrite: bool, scorer: Optional[Callable]) -> "TreeCRFComponent":
     """A sequence labeller trained by gradient tree boosting. Score weights default to NER's; set
     [training.score_weights] for other targets (the configs/ files do)."""
     params = BoostParams(max_leaves=max_leaves, shrinkage=shrinkage, learning_rate=learning_rate,
                          min_samples_leaf=min_samples_leaf, min_gain=min_gain, subsample=subsample, trim=trim,
-                         random_state=random_state, n_threads=n_threads, missing=missing)
+                         random_state=random_state, n_threads=n_threads, loss=loss, missing=missing)
     return TreeCRFComponent(nlp.vocab, model, name, features=features, target=target, spans_key=spans_key,
                             token_attr=token_attr, params=params, decode=decode, constrain_bio=constrain_bio,
                             store_scores=store_scores, overwrite=overwrite, scorer=scorer)
@@ -291,7 +292,8 @@ class TreeCRFComponent(TrainablePipe):
 
     def update(self, examples: Iterable[Example], *, drop: float = 0.0, sgd=None,
                losses: Optional[Dict[str, float]] = None) -> Dict[str, float]:
-        """Forward-backward over the examples kept since the last finish_update (the loss is the NLL)."""
+        """The gradient pass over the examples kept since the last finish_update (for loss="crf" the loss is the
+        NLL)."""
         if losses is None:
             losses = {}
         losses.setdefault(self.name, 0.0)
@@ -301,7 +303,7 @@ class TreeCRFComponent(TrainablePipe):
         self._pending.extend(examples)
         trainer = self._trainer_for(self._pending)
         self._passes = trainer.gradient_pass()
-        losses[self.name] += -self._passes[2]
+        losses[self.name] += -self._passes.objective
         return losses
 
     def finish_update(self, sgd=None) -> None:

@@ -746,7 +746,8 @@ def _has_feature(indptr, indices, t, f):
 
 @njit(cache=True, nogil=True)
 def _mark_row(present, mark, indptr, indices, t):
-    """present[f] == mark exactly for the features of row t: a feature test is then one load."""
+    """present[f] = mark for the features of row t (1 before a walk, 0 after it): a feature test is then one
+    load from a byte array small enough to stay in cache."""
     for p in range(indptr[t], indptr[t + 1]):
         f = indices[p]
         if f < present.shape[0]:  # features no tree tests need no mark
@@ -754,8 +755,8 @@ def _mark_row(present, mark, indptr, indices, t):
 
 
 @njit(cache=True, nogil=True)
-def _eval_tree(out, present, mark, kind, feature, yes, no, states, value, root, start, stack, masks):
-    """out[s] += tree(x, s) for all s, x being the row marked in ``present``: one walk from node ``start``
+def _eval_tree(out, present, kind, feature, yes, no, states, value, root, start, stack, masks):
+    """out[s] += tree(x, s) for all s, x being the row marked 1 in ``present``: one walk from node ``start``
     (which every state reaches) that carries the set of states still reaching a node."""
     S = out.shape[0]
     top = 0
@@ -771,7 +772,7 @@ def _eval_tree(out, present, mark, kind, feature, yes, no, states, value, root, 
                     out[s] += v
             top -= 1
         elif kd == FEATURE:
-            child = yes[node] if present[feature[node]] == mark else no[node]
+            child = yes[node] if present[feature[node]] else no[node]
             stack[top] = root + child
         else:
             top = _split_states(stack, masks, top, root + yes[node], root + no[node], states)
@@ -816,7 +817,7 @@ def absent_regions(kind, feature, yes, no, states, value, roots, n_states, max_d
     feature's yes-branch; otherwise every entry of the tree has rank 0 and starts at the root."""
     n_trees = roots.shape[0] - 1
     defaults = np.zeros((n_trees, n_states))
-    none_present = np.zeros(feature.max() + 1 if feature.shape[0] else 1, dtype=np.int64)  # nothing is marked 1
+    none_present = np.zeros(feature.max() + 1 if feature.shape[0] else 1, dtype=np.uint8)
     stack = np.empty(max_depth + 1, dtype=np.int64)
     masks = np.empty((max_depth + 1, n_states), dtype=np.bool_)
     n_nodes = kind.shape[0]
@@ -827,7 +828,7 @@ def absent_regions(kind, feature, yes, no, states, value, roots, n_states, max_d
     n = 0
     for i in range(n_trees):
         root = roots[i]
-        _eval_tree(defaults[i], none_present, 1, kind, feature, yes, no, states, value, root, root, stack, masks)
+        _eval_tree(defaults[i], none_present, kind, feature, yes, no, states, value, root, root, stack, masks)
         first = n
         chain = True
         top = 0
@@ -884,7 +885,7 @@ def sparse_potentials(indptr, indices, n_states, n_labels, kind, feature, yes, n
     n_trees = tree_roots.shape[0] - 1
     n_tested = inv_ptr.shape[0] - 1
     phi = np.empty((T, n_states, n_labels))
-    present = np.zeros(feature.max() + 1 if feature.shape[0] else 1, dtype=np.int64)
+    present = np.zeros(feature.max() + 1 if feature.shape[0] else 1, dtype=np.uint8)
     seen = np.zeros(n_trees, dtype=np.int64)
     rank = np.empty(n_trees, dtype=np.int32)
     start = np.empty(n_trees, dtype=np.int64)
@@ -899,7 +900,7 @@ def sparse_potentials(indptr, indices, n_states, n_labels, kind, feature, yes, n
         for p in range(indptr[t], indptr[t + 1]):
             f = indices[p]
             if f < present.shape[0]:
-                present[f] = mark
+                present[f] = 1
             if f >= n_tested:
                 continue
             for q in range(inv_ptr[f], inv_ptr[f + 1]):
@@ -917,11 +918,11 @@ def sparse_potentials(indptr, indices, n_states, n_labels, kind, feature, yes, n
             i = touched[j]
             for s in range(n_states):
                 row[s] = -defaults[i, s]
-            _eval_tree(row, present, mark, kind, feature, yes, no, states, value, tree_roots[i], start[i], stack,
-                       masks)
+            _eval_tree(row, present, kind, feature, yes, no, states, value, tree_roots[i], start[i], stack, masks)
             k = tree_labels[i]
             for s in range(n_states):
                 phi[t, s, k] += row[s]
+        _mark_row(present, 0, indptr, indices, t)
     return phi
 
 
@@ -929,14 +930,15 @@ def sparse_potentials(indptr, indices, n_states, n_labels, kind, feature, yes, n
 def multiply_tree(E, positions, indptr, indices, kind, feature, yes, no, states, value, k, scale_by, max_depth):
     """E[t, s, k] *= exp(scale_by * tree(x_t, s)) at the given positions (those a tree was not fitted on)."""
     S = E.shape[1]
-    present = np.zeros(feature.max() + 1 if feature.shape[0] else 1, dtype=np.int64)
+    present = np.zeros(feature.max() + 1 if feature.shape[0] else 1, dtype=np.uint8)
     stack = np.empty(max_depth + 1, dtype=np.int64)
     masks = np.empty((max_depth + 1, S), dtype=np.bool_)
     row = np.empty(S)
     for i in range(positions.shape[0]):
         t = positions[i]
-        _mark_row(present, t + 1, indptr, indices, t)
+        _mark_row(present, 1, indptr, indices, t)
         row[:] = 0.0
-        _eval_tree(row, present, t + 1, kind, feature, yes, no, states, value, 0, 0, stack, masks)
+        _eval_tree(row, present, kind, feature, yes, no, states, value, 0, 0, stack, masks)
+        _mark_row(present, 0, indptr, indices, t)
         for s in range(S):
             E[t, s, k] *= np.float32(np.exp(scale_by * row[s]))

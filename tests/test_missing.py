@@ -226,14 +226,16 @@ def test_without_missing_values_every_strategy_predicts_alike():
         assert other == preds[0]
 
 
-@pytest.mark.parametrize("strategy", missing.ENGINE_STRATEGIES)
-def test_cached_training_potentials_equal_a_fresh_evaluation(strategy):
+@pytest.mark.parametrize("strategy, loss", [("instance_weighting", "crf"), ("surrogate", "crf"),
+                                            ("instance_weighting", "rank")])
+def test_cached_training_potentials_equal_a_fresh_evaluation(strategy, loss):
+    """Also under the rank loss, whose line search moves the cache several times a round."""
     X, y = toy(80, 0.3, 2)
     model = TreeCRF(n_rounds=0, missing=strategy).fit(X, y)
     indptr, indices, starts, mr = model._rows(X)
     assert mr.any
     trainer = B.Trainer(indptr, indices, len(model.features.names), model._label_ids(y), starts, model.allowed,
-                        B.BoostParams(max_leaves=6, n_threads=1, missing=strategy), missing_rows=mr)
+                        B.BoostParams(max_leaves=6, n_threads=1, missing=strategy, loss=loss), missing_rows=mr)
     ens = B.Ensemble(4, 3, missing.N_SURROGATES if strategy == "surrogate" else 0)
     for _ in range(3):
         trainer.fit_round(ens)
