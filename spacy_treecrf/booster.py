@@ -12,7 +12,8 @@ from typing import List, NamedTuple, Optional
 import numpy as np
 from numba import typed
 
-from . import crf, losses, tree
+from . import crf, losses, missing, tree
+from .missing import MissingRows
 
 LOSSES = ("crf", "pseudo_likelihood", "hamming", "rank")
 MAX_MOVE = 10.0  # a round changes no log potential by more than this: exp() stays finite in the float32 cache
@@ -34,10 +35,12 @@ class BoostParams:
     random_state: int = 0
     n_threads: int = 0
     loss: str = "crf"
+    missing: str = "instance_weighting"
 
     def __post_init__(self):
         if self.loss not in LOSSES:
             raise ValueError(f"TreeCRF setting 'loss' must be one of {LOSSES}, got {self.loss!r}")
+        missing.check_strategy(self.missing, "TreeCRF")
         checks = [
             ("max_leaves", self.max_leaves >= 2, "an integer >= 2"),
             ("shrinkage", self.shrinkage >= 0, ">= 0"),
@@ -95,11 +98,18 @@ def viterbi(E, seq_starts, threads: int) -> np.ndarray:
 
 
 class Ensemble:
-    """All trees of all labels as flat node arrays; tree i has nodes roots[i]:roots[i+1] and predicts label labels[i]."""
+    """All trees of all labels as flat node arrays; tree i has nodes roots[i]:roots[i+1] and predicts label labels[i].
 
-    def __init__(self, n_states: int, n_labels: int):
+    ``n_surrogates`` > 0: every node has that many surrogate slots (surr_feature, -1 = none; surr_same), and a
+    split on a missing variable without a known surrogate takes the majority branch; with 0, it follows both
+    branches (instance weighting, see missing.py)."""
+
+    def __init__(self, n_states: int, n_labels: int, n_surrogates: int = 0):
         self.n_states = n_states
         self.n_labels = n_labels
+        self.n_surrogates = n_surrogates
+        self.surr_feature = np.zeros((0, n_surrogates), dtype=np.int32)
+        self.surr_same = np.zeros((0, n_surrogates), dtype=np.bool_)
         self.kind = np.zeros(0, dtype=np.int8)
         self.feature = np.zeros(0, dtype=np.int32)
         self.yes = np.zeros(0, dtype=np.int32)
@@ -118,9 +128,16 @@ class Ensemble:
         self._flush()
         return len(self.labels)
 
-    def add(self, label: int, kind, feature, yes, no, value, count, states):
-        """Append one fitted tree (values already multiplied by the learning rate)."""
-        self._pending.append((label, kind, feature, yes, no, value, count, states))
+    def add(self, label: int, kind, feature, yes, no, value, count, states, surr_feature=None, surr_same=None):
+        """Append one fitted tree (values already multiplied by the learning rate); a tree without surrogates gets
+        empty slots."""
+        if surr_feature is None:
+            surr_feature, surr_same = self.no_surrogates(len(kind))
+        self._pending.append((label, kind, feature, yes, no, value, count, states, surr_feature, surr_same))
+
+    def no_surrogates(self, n_nodes: int):
+        return (np.full((n_nodes, self.n_surrogates), -1, dtype=np.int32),
+                np.zeros((n_nodes, self.n_surrogates), dtype=np.bool_))
 
     def _flush(self):
         if not self._pending:
@@ -136,6 +153,8 @@ class Ensemble:
         self.value = np.concatenate([self.value] + [p[5] for p in parts])
         self.count = np.concatenate([self.count] + [p[6] for p in parts])
         self.states = np.concatenate([self.states] + [p[7] for p in parts])
+        self.surr_feature = np.concatenate([self.surr_feature] + [p[8] for p in parts])
+        self.surr_same = np.concatenate([self.surr_same] + [p[9] for p in parts])
         self.roots = np.concatenate([self.roots, self.roots[-1] + np.cumsum(sizes)])
         self.labels = np.concatenate([self.labels, np.array([p[0] for p in parts], dtype=np.int32)])
         self.depths = np.concatenate([self.depths, np.array([tree_depth(p[3], p[4]) for p in parts], dtype=np.int32)])
@@ -145,14 +164,15 @@ class Ensemble:
         self._flush()
         self._index = None
         end = self.roots[n_trees]
-        for name in ("kind", "feature", "yes", "no", "value", "count", "states"):
+        for name in ("kind", "feature", "yes", "no", "value", "count", "states", "surr_feature", "surr_same"):
             setattr(self, name, getattr(self, name)[:end].copy())
         self.roots = self.roots[: n_trees + 1].copy()
         self.labels = self.labels[:n_trees].copy()
         self.depths = self.depths[:n_trees].copy()
 
-    def potentials(self, indptr, indices, threads: int = 1) -> np.ndarray:
-        """phi (T x S x K, float64) for new rows: the sum of every tree, before any transition mask."""
+    def potentials(self, indptr, indices, threads: int = 1, missing_rows: MissingRows = None) -> np.ndarray:
+        """phi (T x S x K, float64) for new rows: the sum of every tree, before any transition mask. Rows with
+        missing variables (``missing_rows``) are evaluated again by the missing-value walk."""
         self._flush()
         max_depth = int(self.depths.max()) if len(self.depths) else 0
         if self._index is None:
@@ -164,21 +184,50 @@ class Ensemble:
             return tree.sparse_potentials(indptr[a:b + 1] - indptr[a], indices[indptr[a]:indptr[b]],
                                           self.n_states, self.n_labels, self.kind, self.feature, self.yes, self.no,
                                           self.states, self.value, self.roots, self.labels, max_depth, *self._index)
-        return np.concatenate(in_chunks(rows, threads, chunk, min_positions=5000))
+        phi = np.concatenate(in_chunks(rows, threads, chunk, min_positions=5000))
+        if missing_rows is not None and missing_rows.any:
+            at = missing_rows.rows()
+            phi[at] = missing.potentials_missing(
+                at, indptr, indices, missing_rows.indptr, missing_rows.indices, missing_rows.feature_var,
+                self.n_states, self.n_labels, self.kind, self.feature, self.yes, self.no, self.states, self.value,
+                self.count, self.surr_feature, self.surr_same, self.n_surrogates == 0, self.roots, self.labels,
+                max_depth)
+        return phi
 
     def arrays(self) -> dict:
+        """The node arrays to save; the surrogate slots only when there are any (older files have none)."""
         self._flush()
-        return {name: getattr(self, name) for name in
-                ("kind", "feature", "yes", "no", "value", "count", "states", "roots", "labels")}
+        names = ["kind", "feature", "yes", "no", "value", "count", "states", "roots", "labels"]
+        if self.n_surrogates:
+            names += ["surr_feature", "surr_same"]
+        return {name: getattr(self, name) for name in names}
 
     @classmethod
     def from_arrays(cls, n_states: int, n_labels: int, arrays: dict) -> "Ensemble":
-        ens = cls(n_states, n_labels)  # its sparse index is built on first use
+        # its sparse index is built on first use
+        ens = cls(n_states, n_labels, arrays["surr_feature"].shape[1] if "surr_feature" in arrays else 0)
         for name, value in arrays.items():
             setattr(ens, name, value)
+        if "surr_feature" not in arrays:
+            ens.surr_feature = np.zeros((len(ens.kind), 0), dtype=np.int32)
+            ens.surr_same = np.zeros((len(ens.kind), 0), dtype=np.bool_)
         ens.depths = np.array([tree_depth(ens.yes[a:b], ens.no[a:b]) for a, b in zip(ens.roots[:-1], ens.roots[1:])],
                               dtype=np.int32)
         return ens
+
+
+def multiply_tree(E, positions, indptr, indices, missing_rows, k, arrays, scale_by):
+    """E[t, s, k] *= exp(scale_by * tree(x_t, s)) at ``positions`` for one tree's ``arrays`` (the node arrays of
+    Ensemble.add, surrogate slots included: a tree with slots takes the majority branch where a variable is
+    missing, one without follows both)."""
+    kind, feature, yes, no, value, count, states, surr_feature, surr_same = arrays
+    depth = tree_depth(yes, no)
+    if missing_rows is None or not missing_rows.any:
+        tree.multiply_tree(E, positions, indptr, indices, kind, feature, yes, no, states, value, k, scale_by, depth)
+    else:
+        missing.multiply_tree_missing(E, positions, indptr, indices, missing_rows.indptr, missing_rows.indices,
+                                      missing_rows.feature_var, kind, feature, yes, no, states, value, count,
+                                      surr_feature, surr_same, surr_feature.shape[1] == 0, k, scale_by, depth)
 
 
 def tree_depth(yes, no) -> int:
@@ -225,8 +274,11 @@ class Passes(NamedTuple):
 class Trainer:
     """Boosting state over one fixed training set: cached scaled potentials, so a round costs the same at any size."""
 
-    def __init__(self, indptr, indices, n_features, y, seq_starts, allowed, params: BoostParams, initial=None):
-        """``initial``: (E, c) of an existing ensemble on these rows (see potentials_to_scaled); default empty."""
+    def __init__(self, indptr, indices, n_features, y, seq_starts, allowed, params: BoostParams, initial=None,
+                 missing_rows: MissingRows = None):
+        """``initial``: (E, c) of an existing ensemble on these rows (see potentials_to_scaled); default empty.
+        ``missing_rows``: the variables missing at each position (instance weighting or surrogate splits; the
+        other strategies rewrite the rows before they get here)."""
         self.indptr = np.ascontiguousarray(indptr, dtype=np.int64)
         self.indices = np.ascontiguousarray(indices, dtype=np.int32)
         self.n_features = int(n_features)
@@ -245,6 +297,7 @@ class Trainer:
         self.rng = np.random.default_rng(params.random_state)
         self.all_positions = np.arange(T, dtype=np.int64)
         self.col_ptr, self.col_pos = tree.csc_index(self.indptr, self.indices, self.n_features)
+        self.missing_rows = missing_rows
 
     def gradient_pass(self) -> "Passes":
         """What the loss's functional gradient needs: forward-backward (free and, for partially labelled sequences,
@@ -299,9 +352,15 @@ class Trainer:
     def fit_round(self, ensemble: Ensemble, on_tree=None, passes=None) -> float:
         """One boosting round: one tree per label fitted to the loss's functional gradient; returns the objective
         before the round (minus the loss: the log-likelihood for loss="crf"). ``passes``: this state's
-        gradient_pass() if already run."""
+        gradient_pass() if already run.
+
+        With missing values (or surrogates to learn) the trees come from missing.fit_tree_missing and move the
+        cached potentials by evaluation over all positions."""
         passes = passes if passes is not None else self.gradient_pass()
         K = self.allowed.shape[1]
+        mr = self.missing_rows
+        n_surrogates = ensemble.n_surrogates
+        with_missing = mr is not None and (mr.any or (n_surrogates > 0 and bool((mr.feature_var >= 0).any())))
         positions = self._round_positions()
         skipped = np.setdiff1d(self.all_positions, positions, assume_unique=True) if len(positions) < len(
             self.y) else None
@@ -311,15 +370,22 @@ class Trainer:
             pos = positions
             if self.params.trim > 0:
                 pos = trimmed_positions(D, positions, self.params.trim)
-            out = tree.fit_tree(self.indptr, self.indices, self.n_features, D, self.is_start,
-                                np.ascontiguousarray(self.allowed[:, k]), pos, self.params.max_leaves,
-                                float(self.params.shrinkage), float(self.params.min_samples_leaf),
-                                float(self.params.min_gain), self.col_ptr, self.col_pos)
+            allowed_k = np.ascontiguousarray(self.allowed[:, k])
+            settings = (self.params.max_leaves, float(self.params.shrinkage), float(self.params.min_samples_leaf),
+                        float(self.params.min_gain))
+            if with_missing:
+                out = missing.fit_tree_missing(self.indptr, self.indices, self.n_features, D, self.is_start,
+                                               allowed_k, pos, *settings, mr.indptr, mr.indices, mr.feature_var,
+                                               mr.n_vars, n_surrogates)
+                return out, None, self.all_positions
+            out = tree.fit_tree(self.indptr, self.indices, self.n_features, D, self.is_start, allowed_k, pos,
+                                *settings, self.col_ptr, self.col_pos)
             kind, feature, yes, no, value, count, states, pbuf, pstart, plen = out
             rest = skipped if len(pos) == len(positions) else np.setdiff1d(self.all_positions, pos,
                                                                             assume_unique=True)
             # positions < 2**31 (tree.csc_index checks): int32 halves what the round holds until applied
-            return (kind, feature, yes, no, value, count, states), (pbuf.astype(np.int32), pstart, plen), rest
+            return ((kind, feature, yes, no, value, count, states) + ensemble.no_surrogates(len(kind)),
+                    (pbuf.astype(np.int32), pstart, plen), rest)
 
         threads = min(self.params.threads, K)
         if threads > 1:
@@ -329,8 +395,7 @@ class Trainer:
             fitted = [fit_label(k) for k in range(K)]
         step = self._step(fitted, passes)
         for k, (arrays, _, _) in enumerate(fitted):
-            kind, feature, yes, no, value, count, states = arrays
-            arrays = (kind, feature, yes, no, value * step, count, states)
+            arrays = arrays[:4] + (arrays[4] * step,) + arrays[5:]
             ensemble.add(k, *arrays)
             if on_tree is not None:
                 on_tree(k, arrays)
@@ -384,16 +449,17 @@ class Trainer:
 
     def _move(self, fitted, scale: float):
         """E *= exp(scale * tree) for the round's trees: over their leaves' segments, and by evaluating each tree
-        at the positions it was not fitted on (subsample, trim)."""
+        at the positions it was not fitted on (subsample, trim) or, for trees without segments (fitted with
+        missing values), at every position."""
         if scale == 0.0:
             return
-        self._apply_leaves([(k, arrays, segments) for k, (arrays, segments, _) in enumerate(fitted)], scale)
+        self._apply_leaves([(k, arrays, segments) for k, (arrays, segments, _) in enumerate(fitted)
+                            if segments is not None], scale)
         rest = [(k, arrays, r) for k, (arrays, _, r) in enumerate(fitted) if r is not None and len(r)]
 
         def multiply(item):
-            k, (kind, feature, yes, no, value, _, states), positions = item
-            tree.multiply_tree(self.E, positions, self.indptr, self.indices, kind, feature, yes, no, states, value,
-                               k, scale, tree_depth(yes, no))
+            k, arrays, positions = item
+            multiply_tree(self.E, positions, self.indptr, self.indices, self.missing_rows, k, arrays, scale)
 
         threads = min(self.params.threads, len(rest))
         if threads > 1:
@@ -454,18 +520,17 @@ def marginal_probs(E, c, seq_starts, threads: int = 1) -> np.ndarray:
 class DevCache:
     """Scaled potentials of held-out rows, updated tree by tree so per-round dev scores cost no re-evaluation."""
 
-    def __init__(self, indptr, indices, seq_starts, allowed):
+    def __init__(self, indptr, indices, seq_starts, allowed, missing_rows: MissingRows = None):
         self.indptr = np.ascontiguousarray(indptr, dtype=np.int64)
         self.indices = np.ascontiguousarray(indices, dtype=np.int32)
         self.seq_starts = np.ascontiguousarray(seq_starts, dtype=np.int64)
         T = len(self.indptr) - 1
         self.E, self.c = crf.initial_potentials(T, allowed, self.seq_starts)
         self.positions = np.arange(T, dtype=np.int64)
+        self.missing_rows = missing_rows
 
     def add_tree(self, k, arrays):
-        kind, feature, yes, no, value, count, states = arrays
-        tree.multiply_tree(self.E, self.positions, self.indptr, self.indices, kind, feature, yes, no, states, value,
-                           k, 1.0, tree_depth(yes, no))
+        multiply_tree(self.E, self.positions, self.indptr, self.indices, self.missing_rows, k, arrays, 1.0)
 
     def predict(self, method: str, threads: int = 1) -> np.ndarray:
         crf.rescale(self.E, self.c)

@@ -1,64 +1,134 @@
 """`TreeCRF`: the engine as a small estimator over any sequence data, in sklearn-crfsuite's input format."""
 import time
+from collections import Counter
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import booster as boost
 from .booster import BoostParams, Ensemble
-from . import serialize
+from . import missing, serialize
+from .missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
 
 Position = Union[Dict[str, object], Iterable[str]]
 DECODERS = ("viterbi", "marginal")
 
 
-def position_feature_names(position: Position) -> List[str]:
-    """Feature names active at one position: dict keys with a truthy value ('key=value' for string values,
-    as sklearn-crfsuite does), or the items of an iterable of names."""
-    if isinstance(position, dict):
-        names = []
-        for key, value in position.items():
-            if isinstance(value, str):
-                names.append(f"{key}={value}")
-            elif value:
-                names.append(str(key))
-        return names
-    if isinstance(position, str):
-        raise TypeError(f"A position must be a dict or an iterable of feature names, not the string {position!r}")
-    return [str(name) for name in position]
-
-
 class FeatureIndex:
-    """Feature name -> column id, frozen after fitting; unknown names are dropped at prediction."""
+    """Feature name -> column id and dict key -> variable id, frozen after fitting; unknown names are dropped at
+    prediction. ``feature_var``: each feature's variable (-1: from a list of names). ``impute`` / ``indicator``:
+    per variable, the feature that stands in for it when it is missing (-1: none), set by the 'imputation' /
+    'indicator' strategies."""
 
-    def __init__(self, names: Sequence[str] = ()):
+    def __init__(self, names: Sequence[str] = (), variables: Sequence[str] = (), feature_var=None, impute=None,
+                 indicator=None):
         self.names = list(names)
         self.ids = {name: i for i, name in enumerate(self.names)}
+        self.variables = list(variables)
+        self.var_ids = {name: i for i, name in enumerate(self.variables)}
+        V = len(self.variables)
+        self.feature_var = [-1] * len(self.names) if feature_var is None else [int(v) for v in feature_var]
+        self.impute = np.full(V, -1, dtype=np.int32) if impute is None else np.asarray(impute, dtype=np.int32)
+        self.indicator = np.full(V, -1, dtype=np.int32) if indicator is None else np.asarray(indicator,
+                                                                                             dtype=np.int32)
+
+    def _column(self, name: str, var: int) -> int:
+        """A new column for ``name`` (of variable ``var``)."""
+        col = self.ids[name] = len(self.names)
+        self.names.append(name)
+        self.feature_var.append(var)
+        return col
 
     def rows(self, X, grow: bool):
-        """CSR rows (indptr, indices) and sequence offsets for a list of sequences."""
+        """CSR rows (indptr, indices), sequence offsets and the missing variables (MissingRows) of a list of
+        sequences. A position is a dict or an iterable of feature names. A dict key is a variable: a string value
+        gives the feature 'key=value' (as sklearn-crfsuite does), another truthy value the feature 'key', a falsy
+        one no feature, and None marks the variable missing. Names of an iterable belong to no variable. While
+        growing, ``known`` counts per variable the positions where it has a value (what imputation counts over)."""
+        ids = self.ids
         indptr = [0]
         indices: List[int] = []
+        mindptr = [0]
+        mindices: List[int] = []
+        known = Counter()
         seq_starts = [0]
         for q, seq in enumerate(X):
             for t, position in enumerate(seq):
-                try:
-                    names = position_feature_names(position)
-                except TypeError as err:
-                    raise TypeError(f"Sequence {q}, position {t}: {err}") from None
                 row = set()
-                for name in names:
-                    col = self.ids.get(name)
-                    if col is None and grow:
-                        col = self.ids[name] = len(self.names)
-                        self.names.append(name)
-                    if col is not None:
-                        row.add(col)
+                gone = []
+                if isinstance(position, dict):
+                    for key, value in position.items():
+                        if isinstance(value, str):
+                            name = f"{key}={value}"
+                        elif value is None:
+                            var = self._variable(str(key), grow)
+                            if var >= 0:
+                                gone.append(var)
+                            continue
+                        else:
+                            name = str(key)
+                            if not value:
+                                if grow:
+                                    known[self._variable(name, grow)] += 1
+                                continue
+                        col = ids.get(name)
+                        if col is None and grow:
+                            col = self._column(name, self._variable(str(key), grow))
+                        if grow:
+                            known[self.feature_var[col]] += 1
+                        if col is not None:
+                            row.add(col)
+                elif isinstance(position, str):
+                    raise TypeError(f"Sequence {q}, position {t}: a position must be a dict or an iterable of "
+                                    f"feature names, not the string {position!r}")
+                else:
+                    for name in position:
+                        name = str(name)
+                        col = ids.get(name)
+                        if col is None and grow:
+                            col = self._column(name, -1)
+                        if col is not None:
+                            row.add(col)
                 indices.extend(sorted(row))
                 indptr.append(len(indices))
+                if gone:
+                    mindices.extend(sorted(set(gone)))
+                mindptr.append(len(mindices))
             seq_starts.append(len(indptr) - 1)
+        self._grow_tables()
+        V = len(self.variables)
+        missing_rows = MissingRows(np.array(mindptr), np.array(mindices), np.array(self.feature_var, dtype=np.int32),
+                                   V, np.array([known[v] for v in range(V)], dtype=np.int64))
         return (np.array(indptr, dtype=np.int64), np.array(indices, dtype=np.int32),
-                np.array(seq_starts, dtype=np.int64))
+                np.array(seq_starts, dtype=np.int64), missing_rows)
+
+    def _variable(self, key: str, grow: bool) -> int:
+        var = self.var_ids.get(key, -1)
+        if var < 0 and grow:
+            var = self.var_ids[key] = len(self.variables)
+            self.variables.append(key)
+        return var
+
+    def _grow_tables(self):
+        V = len(self.variables)
+        if len(self.impute) < V:
+            self.impute = np.concatenate([self.impute, np.full(V - len(self.impute), -1, dtype=np.int32)])
+            self.indicator = np.concatenate([self.indicator, np.full(V - len(self.indicator), -1, dtype=np.int32)])
+
+    def learn_fill(self, indptr, indices, missing_rows: MissingRows, strategy: str):
+        """From the training rows: the imputation table (missing.most_common_columns) or one indicator feature per
+        variable ('<key> missing', belonging to no variable)."""
+        if strategy == "imputation":
+            self.impute = missing.most_common_columns(indptr, indices, missing_rows)
+        else:
+            names = [f"{key} missing" for key in self.variables]
+            self.indicator = np.array([self.ids[n] if n in self.ids else self._column(n, -1) for n in names],
+                                      dtype=np.int32)
+
+    def fill(self, indptr, indices, missing_rows: MissingRows, strategy: str):
+        """Rows where each missing variable is replaced by its imputed / indicator feature (if any)."""
+        table = self.impute if strategy == "imputation" else self.indicator
+        return missing.fill_rows(indptr, indices, missing_rows, table, len(self.names))
 
 
 def bio_allowed(labels: Sequence[str]) -> np.ndarray:
@@ -100,13 +170,19 @@ class TreeCRF:
     multiplies every tree (1.0 as in the paper). With dev data ``fit`` keeps the round with the best dev token
     accuracy and stops after ``patience`` rounds without improvement. ``loss``: what the trees boost, "crf" (the
     paper's log-likelihood), "pseudo_likelihood", "hamming" or "rank" (losses.py; README "Choosing a loss").
+
+    Missing inputs: a dict value None marks that key (the variable: all features it can give) missing at that
+    position. ``missing`` chooses how they are handled (paper Sec. 6, 7.4): "instance_weighting" (C4.5's
+    proportional distribution, in training and prediction), "surrogate" (CART's surrogate splits),
+    "imputation" (the variable's most common training value) or "indicator" (a '<key> missing' feature).
     """
 
     def __init__(self, n_rounds: int = 100, max_leaves: int = 100, shrinkage: float = 10.0,
                  learning_rate: float = 1.0, min_samples_leaf: float = 1.0, min_gain: float = 0.0,
                  subsample: float = 1.0, trim: float = 0.0, decode: str = "viterbi",
                  allowed_transitions=None, patience: Optional[int] = None, random_state: int = 0,
-                 n_threads: int = 0, loss: str = "crf", verbose: bool = False):
+                 n_threads: int = 0, loss: str = "crf", missing: str = "instance_weighting",
+                 verbose: bool = False):
         if decode not in DECODERS:
             raise ValueError(f"TreeCRF setting 'decode' must be one of {DECODERS}, got {decode!r}")
         if int(n_rounds) < 0:
@@ -115,7 +191,8 @@ class TreeCRF:
             raise ValueError(f"TreeCRF setting 'patience' must be None or >= 1, got {patience!r}")
         self.params = BoostParams(max_leaves=max_leaves, shrinkage=shrinkage, learning_rate=learning_rate,
                                   min_samples_leaf=min_samples_leaf, min_gain=min_gain, subsample=subsample,
-                                  trim=trim, random_state=random_state, n_threads=n_threads, loss=loss)
+                                  trim=trim, random_state=random_state, n_threads=n_threads, loss=loss,
+                                  missing=missing)
         self.n_rounds = int(n_rounds)
         self.decode = decode
         self.allowed_transitions = allowed_transitions
@@ -139,17 +216,17 @@ class TreeCRF:
         if not self.classes_:
             raise ValueError("fit: no known label in y: at least one position must be labelled")
         self.features = FeatureIndex()
-        indptr, indices, seq_starts = self.features.rows(X, grow=True)
+        indptr, indices, seq_starts, missing_rows = self._rows(X, fit=True)
         label_ids = self._label_ids(y)
         self.allowed = transitions_allowed(self.classes_, self.allowed_transitions)
         K = len(self.classes_)
-        self.ensemble = Ensemble(K + 1, K)
+        self.ensemble = Ensemble(K + 1, K, N_SURROGATES if self.params.missing == "surrogate" else 0)
         trainer = boost.Trainer(indptr, indices, len(self.features.names), label_ids, seq_starts, self.allowed,
-                                self.params)
+                                self.params, missing_rows=missing_rows)
         dev = None
         if X_dev is not None:
-            d_indptr, d_indices, d_starts = self.features.rows(X_dev, grow=False)
-            dev = boost.DevCache(d_indptr, d_indices, d_starts, self.allowed)
+            d_indptr, d_indices, d_starts, d_missing = self._rows(X_dev)
+            dev = boost.DevCache(d_indptr, d_indices, d_starts, self.allowed, missing_rows=d_missing)
             dev_gold = np.array([self._label_index(label) for ys in y_dev for label in ys], dtype=np.int64)
         self.history_ = []
         best_acc, best_round = -1.0, 0
@@ -172,6 +249,18 @@ class TreeCRF:
         self.ensemble.truncate(self.best_round_ * K)
         return self
 
+    def _rows(self, X, fit: bool = False):
+        """Feature rows, sequence offsets and the missing variables for the engine (None when the strategy has
+        already put features in their place)."""
+        indptr, indices, seq_starts, missing_rows = self.features.rows(X, grow=fit)
+        strategy = self.params.missing
+        if strategy in ENGINE_STRATEGIES:
+            return indptr, indices, seq_starts, missing_rows
+        if fit:
+            self.features.learn_fill(indptr, indices, missing_rows, strategy)
+        indptr, indices = self.features.fill(indptr, indices, missing_rows, strategy)
+        return indptr, indices, seq_starts, None
+
     def _label_index(self, label) -> int:
         if label is None:
             return -1
@@ -191,9 +280,9 @@ class TreeCRF:
 
     def _decode(self, X, method):
         self._check_fitted()
-        indptr, indices, seq_starts = self.features.rows(X, grow=False)
+        indptr, indices, seq_starts, missing_rows = self._rows(X)
         threads = self.params.threads
-        phi = self.ensemble.potentials(indptr, indices, threads)
+        phi = self.ensemble.potentials(indptr, indices, threads, missing_rows)
         ids, gamma = boost.decode(phi, self.allowed, seq_starts, method, threads)
         return ids, gamma, seq_starts
 
@@ -225,6 +314,9 @@ class TreeCRF:
             "params": vars(self.params), "n_rounds": self.n_rounds, "decode": self.decode,
             "patience": self.patience, "classes": self.classes_, "features": self.features.names,
             "allowed": self.allowed, "ensemble": self.ensemble.arrays(), "best_round": self.best_round_,
+            "variables": self.features.variables,
+            "feature_var": np.array(self.features.feature_var, dtype=np.int32),
+            "impute": self.features.impute, "indicator": self.features.indicator,
         })
 
     def from_bytes(self, data: bytes) -> "TreeCRF":
@@ -239,6 +331,10 @@ class TreeCRF:
             params = BoostParams(**{k: v for k, v in params.items() if k in BoostParams.__dataclass_fields__})
         except (TypeError, ValueError) as err:
             raise ValueError(f"TreeCRF model bytes: invalid settings: {err}") from None
+        if (params.missing == "surrogate") != (ensemble.n_surrogates > 0):
+            raise ValueError(f"TreeCRF model bytes: missing={params.missing!r} but the trees have "
+                             f"{ensemble.n_surrogates} surrogate slots")
+        table = serialize.check_missing_table(msg, len(features))
         self.params = params
         self.n_rounds = serialize.field(msg, "n_rounds", int)
         self.patience = msg.get("patience")
@@ -246,7 +342,8 @@ class TreeCRF:
         if self.decode not in DECODERS:
             raise ValueError(f"TreeCRF model bytes: unknown decode {self.decode!r}")
         self.classes_ = [str(c) for c in classes]
-        self.features = FeatureIndex([str(f) for f in features])
+        self.features = FeatureIndex([str(f) for f in features], table["variables"], table["feature_var"],
+                                     table["impute"], table["indicator"])
         self.allowed = allowed
         self.ensemble = ensemble
         self.best_round_ = int(msg.get("best_round", 0))

@@ -68,7 +68,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 import spacy
 from numba import njit
-from spacy.attrs import DEP, ENT_TYPE, LEMMA, ORTH, POS, TAG
+from spacy.attrs import DEP, ENT_IOB, ENT_TYPE, IDX, LEMMA, ORTH, POS, TAG
 from spacy.matcher import PhraseMatcher
 from spacy.strings import get_string_id
 from spacy.tokens import Doc, Token
@@ -78,6 +78,11 @@ STATE_VERSION = 1
 
 # Token attributes the featurizer can read (besides "_.<extension>"), with their spaCy attribute ids.
 ATTRS = {"tag_": TAG, "pos_": POS, "lemma_": LEMMA, "dep_": DEP, "ent_type_": ENT_TYPE}
+
+# Token extension that marks a token's value unknown (missing input, paper Sec. 6), as missing_text does.
+MISSING_EXT = "treecrf_missing"
+if not Token.has_extension(MISSING_EXT):
+    Token.set_extension(MISSING_EXT, default=False)
 
 FLAGS = ("like_num", "is_punct", "is_digit", "is_title", "is_upper", "is_alpha", "like_url", "like_email")
 
@@ -309,9 +314,16 @@ class WindowFeaturizer:
       read by ``initialize`` and their entries kept in the featurizer's state, so a trained model does not
       need them.
     - ``lexicon_lowercase``: compare lexicon entries case-insensitively (``LOWER``) rather than on ``ORTH``.
-    - ``missing_text``: hook for tokens whose value is unknown. A token whose text equals this string
-      produces no atomic tests at all (no lexeme tests, no attributes, no lexicon matches); its neighbours
-      simply see nothing at that offset (it is not padding). ``None`` disables the hook.
+    - ``missing_text``: tokens whose value is unknown. A token whose text equals this string (or with
+      ``token._.treecrf_missing`` set True) produces no atomic tests at all (no lexeme tests, no attributes, no
+      lexicon matches), and ``missing_rows`` reports every variable it feeds as missing. ``None`` disables the
+      text hook (the extension always works).
+
+    Missing values: a *variable* is one test family (``w=``, ``lw=``, ``re=``, ``p1=``, ..., ``sh=``, ``f=``,
+    ``a:tag_=``, ``lex=``) at one offset (``family_names``). ``missing_rows(docs)`` lists the variables missing
+    at each position: all of a missing token's families at every offset that sees it, and ``a:X=`` where the
+    reader left attribute X unset (an empty ``tag_`` / ``pos_`` / ``lemma_`` / ``dep_``, an entity IOB of "";
+    extensions are never missing: None is their "no value").
     """
 
     def __init__(self, window: int = 2, word: bool = True, lower: bool = True, min_freq: int = 1,
@@ -378,6 +390,7 @@ class WindowFeaturizer:
         self._clear_caches()
         self._col_offset = np.zeros(0, np.int32)
         self._col_atom = np.zeros(0, np.int32)
+        self._col_var: Optional[np.ndarray] = None
         self._colmap = np.full((0, 2 * self.window + 1), -1, np.int32)
         self._padcol = np.full(2 * self.window + 1, -1, np.int32)
 
@@ -590,14 +603,94 @@ class WindowFeaturizer:
         lex_indptr = np.zeros(len(arrays) + 1, np.int64)
         np.cumsum([len(a) for a in arrays], out=lex_indptr[1:])
         lex_ids = np.concatenate(arrays).astype(np.int32) if arrays else np.zeros(0, np.int32)
-        if self.missing_text is not None:
-            missing = orths == np.uint64(get_string_id(self.missing_text))
-            tok_lex[missing] = -1
-        else:
-            missing = np.zeros(T, bool)
+        missing = self._missing_tokens(nonempty, orths)
+        tok_lex[missing] = -1
         x_indptr, x_ids = self._token_level(docs, vocab, doc_starts, missing)
         a_indptr, a_ids = _merge_atoms(tok_lex, lex_indptr, lex_ids, x_indptr, x_ids)
         return a_indptr, a_ids, doc_starts
+
+    def _missing_tokens(self, nonempty: List[Doc], orths: np.ndarray) -> np.ndarray:
+        """Which tokens (of the concatenated non-empty docs) are missing: missing_text or the extension."""
+        missing = np.zeros(len(orths), bool)
+        if self.missing_text is not None:
+            missing = orths == np.uint64(get_string_id(self.missing_text))
+        start = 0
+        for doc in nonempty:
+            marked = marked_missing(doc)
+            if marked:
+                idx = doc.to_array(IDX).astype(np.int64)
+                missing[start + np.searchsorted(idx, np.array(marked, dtype=np.int64))] = True
+            start += len(doc)
+        return missing
+
+    def family_names(self) -> List[str]:
+        """The test families, in variable order (see the class docstring)."""
+        names = (["w="] if self.word else []) + (["lw="] if self.lower else []) + (["re="] if self.regexes else [])
+        names += [f"p{k}=" for k in range(1, self.prefix + 1)] + [f"s{k}=" for k in range(1, self.suffix + 1)]
+        names += (["sh="] if self.shape else []) + (["f="] if self.flags else [])
+        names += [f"a:{attr}=" for attr in self.attrs] + (["lex="] if self.lexicons else [])
+        return names
+
+    @property
+    def n_variables(self) -> int:
+        return len(self.family_names()) * (2 * self.window + 1)
+
+    def variable_names(self) -> List[str]:
+        """Variable v = (offset j - window, family v % n_families), j = v // n_families, e.g. ``w=@-1``."""
+        return [f"{fam}@{offset_name(off)}" for off in self.offsets for fam in self.family_names()]
+
+    def feature_variables(self) -> np.ndarray:
+        """Each column's variable (-1 for padding columns); computed once per column index."""
+        if self._col_var is None:
+            self._col_var = self._column_variables()
+        return self._col_var
+
+    def _column_variables(self) -> np.ndarray:
+        fams = self.family_names()
+        index = {fam: i for i, fam in enumerate(fams)}
+        atom_fam = np.array([index[name[:name.index("=") + 1]] for name in self._atom_names], dtype=np.int64)
+        col_fam = atom_fam[np.maximum(self._col_atom, 0)] if len(atom_fam) else np.zeros(len(self._col_atom), int)
+        var = (self._col_offset.astype(np.int64) + self.window) * len(fams) + col_fam
+        return np.where(self._col_atom < 0, -1, var).astype(np.int32)
+
+    def missing_rows(self, docs: Sequence[Doc]):
+        """The missing variables of every token of ``docs`` (concatenated, as ``__call__``'s rows): CSR
+        (indptr int64, sorted variable ids int32) and, per variable, at how many positions it has a value."""
+        docs = list(docs)
+        fams = self.family_names()
+        F = len(fams)
+        W = 2 * self.window + 1
+        # variable of (family f, offset slot j): _window_rows maps a token's "atoms" (here: missing families)
+        colmap = (np.arange(W, dtype=np.int32)[None, :] * F + np.arange(F, dtype=np.int32)[:, None]).astype(np.int32)
+        attr_fam = [(a, fams.index(f"a:{a}=")) for a in self.attrs if a in ATTRS]
+        parts = []
+        applies = np.zeros(W, np.int64)
+        for chunk in _chunks(docs):
+            lengths = np.array([len(d) for d in chunk], dtype=np.int64)
+            doc_starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+            applies += np.array([np.maximum(lengths - abs(j - self.window), 0).sum() for j in range(W)])
+            nonempty = [d for d in chunk if len(d)]
+            T = int(doc_starts[-1])
+            rows, ids = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+            if nonempty:
+                orths = np.concatenate([d.to_array(ORTH).reshape(-1) for d in nonempty])
+                whole = np.flatnonzero(self._missing_tokens(nonempty, orths))
+                rows.append(np.repeat(whole, F))
+                ids.append(np.tile(np.arange(F), len(whole)))
+                for attr, f in attr_fam:
+                    code = ENT_IOB if attr == "ent_type_" else ATTRS[attr]
+                    absent = np.flatnonzero(np.concatenate([d.to_array(code).reshape(-1) for d in nonempty]) == 0)
+                    rows.append(absent)
+                    ids.append(np.full(len(absent), f))
+            keys = np.unique(np.concatenate(rows) * max(F, 1) + np.concatenate(ids))
+            f_indptr = np.zeros(T + 1, np.int64)
+            np.cumsum(np.bincount(keys // max(F, 1), minlength=T), out=f_indptr[1:])
+            f_ids = (keys % max(F, 1)).astype(np.int32)
+            indptr, indices = _window_rows(f_indptr, f_ids, doc_starts, self.window, colmap, np.full(W, -1, np.int32))
+            parts.append((indptr, indices, doc_starts))
+        indptr, indices, _ = _concat(parts)
+        missing = np.bincount(indices, minlength=W * F)
+        return indptr, indices, np.repeat(applies, F) - missing
 
     # ---- training-time vocabulary
 
@@ -650,6 +743,7 @@ class WindowFeaturizer:
         W = 2 * self.window + 1
         self._col_offset = col_offset
         self._col_atom = col_atom
+        self._col_var = None
         self._colmap = np.full((len(self._atom_names), W), -1, np.int32)
         self._padcol = np.full(W, -1, np.int32)
         cols = np.arange(len(col_atom), dtype=np.int32)
@@ -675,20 +769,7 @@ class WindowFeaturizer:
             a_indptr, a_ids, doc_starts = self.token_atoms(chunk)
             indptr, indices = _window_rows(a_indptr, a_ids, doc_starts, window, self._colmap, self._padcol)
             parts.append((indptr, indices, doc_starts))
-        if len(parts) == 1:
-            return parts[0]
-        if not parts:
-            return np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(1, np.int64)
-        indptrs, indices_list, starts = [np.zeros(1, np.int64)], [], [np.zeros(1, np.int64)]
-        nnz = 0
-        tokens = 0
-        for indptr, indices, doc_starts in parts:
-            indptrs.append(indptr[1:] + nnz)
-            starts.append(doc_starts[1:] + tokens)
-            indices_list.append(indices)
-            nnz += int(indptr[-1])
-            tokens += int(doc_starts[-1])
-        return np.concatenate(indptrs), np.concatenate(indices_list), np.concatenate(starts)
+        return _concat(parts)
 
     # ---- serialization
 
@@ -751,6 +832,10 @@ class WindowFeaturizer:
         except ValueError as err:
             raise ValueError(f"{where}: bad 'config': {err}") from None
         window = probe.window
+        families = set(probe.family_names())
+        for name in atoms:
+            if "=" not in name or name[:name.index("=") + 1] not in families:
+                raise ValueError(f"{where}: atom {name!r} belongs to no test family of this configuration")
         prev = (-window - 1, -2)
         for i, (off, atom) in enumerate(zip(offs, cols)):
             if not -window <= off <= window:
@@ -773,6 +858,31 @@ class WindowFeaturizer:
         self._frozen = initialized
         self.initialized = initialized
         return self
+
+
+def marked_missing(doc: Doc) -> List[int]:
+    """Character offsets of the tokens with ``token._.treecrf_missing`` set True, read from where spaCy keeps
+    extension values (doc.user_data[("._.", name, token.idx, None)]) instead of visiting every token."""
+    return sorted(k[2] for k, v in doc.user_data.items()
+                  if isinstance(k, tuple) and len(k) == 4 and k[:2] == ("._.", MISSING_EXT) and v)
+
+
+def _concat(parts):
+    """One (indptr, indices, doc_starts) from those of consecutive chunks of docs."""
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
+        return np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(1, np.int64)
+    indptrs, indices_list, starts = [np.zeros(1, np.int64)], [], [np.zeros(1, np.int64)]
+    nnz = 0
+    tokens = 0
+    for indptr, indices, doc_starts in parts:
+        indptrs.append(indptr[1:] + nnz)
+        starts.append(doc_starts[1:] + tokens)
+        indices_list.append(indices)
+        nnz += int(indptr[-1])
+        tokens += int(doc_starts[-1])
+    return np.concatenate(indptrs), np.concatenate(indices_list), np.concatenate(starts)
 
 
 def _chunks(docs: Iterable[Doc], max_tokens: int = _CHUNK_TOKENS):

@@ -24,15 +24,16 @@ from spacy.vocab import Vocab
 from thinc.api import Model
 
 from . import booster as boost
-from . import crf, serialize
-from .features import window_features  # noqa: F401  (registers spacy_treecrf.window_features.v1)
+from . import crf, missing, serialize
+from .features import marked_missing, window_features  # noqa: F401  (registers spacy_treecrf.window_features.v1)
 from .booster import BoostParams, Ensemble
 from .estimator import DECODERS, bio_allowed, ensemble_rules
+from .missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
 
 TARGETS = ("ner", "spans", "tag", "pos", "token_attr")
 BIO_TARGETS = ("ner", "spans")
 MARGINALS_EXT = "treecrf_marginals"
-INPUT_ATTRS = [ORTH, TAG, POS, LEMMA, DEP, ENT_TYPE]  # what the featurizer may read from a predicted doc
+INPUT_ATTRS = [ORTH, TAG, POS, LEMMA, DEP, ENT_IOB, ENT_TYPE]  # what the featurizer may read from a predicted doc
 
 
 class Errors:
@@ -91,6 +92,7 @@ DEFAULT_CONFIG = {
     "random_state": 0,
     "n_threads": 0,
     "loss": "crf",
+    "missing": "instance_weighting",
     "decode": "viterbi",
     "constrain_bio": True,
     "store_scores": True,
@@ -105,13 +107,13 @@ DEFAULT_CONFIG = {
 def make_treecrf(nlp: Language, name: str, model: Model, features, target: str, spans_key: str,
                  token_attr: str, max_leaves: int, shrinkage: float, learning_rate: float,
                  min_samples_leaf: float, min_gain: float, subsample: float, trim: float, random_state: int,
-                 n_threads: int, loss: str, decode: str, constrain_bio: bool, store_scores: bool,
+                 n_threads: int, loss: str, missing: str, decode: str, constrain_bio: bool, store_scores: bool,
                  overwrite: bool, scorer: Optional[Callable]) -> "TreeCRFComponent":
     """A sequence labeller trained by gradient tree boosting. Score weights default to NER's; set
     [training.score_weights] for other targets (the configs/ files do)."""
     params = BoostParams(max_leaves=max_leaves, shrinkage=shrinkage, learning_rate=learning_rate,
                          min_samples_leaf=min_samples_leaf, min_gain=min_gain, subsample=subsample, trim=trim,
-                         random_state=random_state, n_threads=n_threads, loss=loss)
+                         random_state=random_state, n_threads=n_threads, loss=loss, missing=missing)
     return TreeCRFComponent(nlp.vocab, model, name, features=features, target=target, spans_key=spans_key,
                             token_attr=token_attr, params=params, decode=decode, constrain_bio=constrain_bio,
                             store_scores=store_scores, overwrite=overwrite, scorer=scorer)
@@ -155,6 +157,7 @@ class TreeCRFComponent(TrainablePipe):
             Token.set_extension(token_attr, default=None)
         self.ensemble: Optional[Ensemble] = None
         self.allowed: Optional[np.ndarray] = None
+        self.impute: Optional[np.ndarray] = None  # per featurizer variable: the imputed column (-1: none)
         self._trainer: Optional[boost.Trainer] = None
         self._trainer_key: Optional[tuple] = None
         self._pending: List[Example] = []
@@ -248,12 +251,40 @@ class TreeCRFComponent(TrainablePipe):
         if lexicons:
             self.featurizer.lexicons = {**self.featurizer.lexicons, **lexicons}
         self.featurizer.initialize([eg.predicted for eg in examples])
+        self.impute = np.full(self.featurizer.n_variables, -1, dtype=np.int32)
+        if self.params.missing == "imputation":
+            docs = [eg.predicted for eg in examples]
+            self.impute = missing.most_common_columns(*self.featurizer(docs)[:2], self._missing_rows(docs))
         K = len(labels)
         self.allowed = (bio_allowed(labels) if self.target in BIO_TARGETS and self.cfg["constrain_bio"]
                         else np.ones((K + 1, K), dtype=np.bool_))
-        self.ensemble = Ensemble(K + 1, K)
+        self.ensemble = Ensemble(K + 1, K, N_SURROGATES if self.params.missing == "surrogate" else 0)
         self._trainer = self._trainer_key = self._passes = None
         self._pending = []
+
+    @property
+    def n_features(self) -> int:
+        """The featurizer's columns, plus one indicator column per variable with missing='indicator'."""
+        extra = self.featurizer.n_variables if self.params.missing == "indicator" else 0
+        return self.featurizer.n_features + extra
+
+    def _missing_rows(self, docs: List[Doc]) -> MissingRows:
+        indptr, indices, known = self.featurizer.missing_rows(docs)
+        return MissingRows(indptr, indices, self.featurizer.feature_variables(), self.featurizer.n_variables, known)
+
+    def _rows(self, docs: List[Doc]):
+        """Feature rows, doc offsets and the missing variables for the engine (None once the strategy has put
+        imputed or indicator columns in their place)."""
+        indptr, indices, seq_starts = self.featurizer(docs)
+        missing_rows = self._missing_rows(docs)
+        strategy = self.params.missing
+        if strategy in ENGINE_STRATEGIES:
+            return indptr, indices, seq_starts, missing_rows
+        if missing_rows.any:
+            n = self.featurizer.n_features
+            table = self.impute if strategy == "imputation" else n + np.arange(missing_rows.n_vars, dtype=np.int32)
+            indptr, indices = missing.fill_rows(indptr, indices, missing_rows, table, self.n_features)
+        return indptr, indices, seq_starts, None
 
     def _check_initialized(self):
         if self.ensemble is None:
@@ -298,6 +329,7 @@ class TreeCRFComponent(TrainablePipe):
             h.update(ref.to_array([POS]).tobytes())
         else:
             h.update(repr(self._reference_labels(ref)).encode("utf8"))
+        h.update(repr(marked_missing(eg.predicted)).encode("utf8"))
         if self.featurizer_reads_extensions:
             h.update(repr([[t._.get(a[2:]) for a in self.featurizer.attrs if a.startswith("_.")]
                            for t in eg.predicted]).encode("utf8"))
@@ -318,13 +350,14 @@ class TreeCRFComponent(TrainablePipe):
         index = {label: k for k, label in enumerate(self.cfg["labels"])}
         y = np.array([index.get(label, -1) if label is not None else -1
                       for eg in examples for label in self._gold(eg)], dtype=np.int32)
-        indptr, indices, seq_starts = self.featurizer([eg.predicted for eg in examples])
+        indptr, indices, seq_starts, missing_rows = self._rows([eg.predicted for eg in examples])
         initial = None
         if self.ensemble.n_trees:
-            initial = boost.potentials_to_scaled(self.ensemble.potentials(indptr, indices, self.params.threads),
+            initial = boost.potentials_to_scaled(self.ensemble.potentials(indptr, indices, self.params.threads,
+                                                                          missing_rows),
                                                  self.allowed, seq_starts)
-        self._trainer = boost.Trainer(indptr, indices, self.featurizer.n_features, y, seq_starts, self.allowed,
-                                      self.params, initial=initial)
+        self._trainer = boost.Trainer(indptr, indices, self.n_features, y, seq_starts, self.allowed, self.params,
+                                      initial=initial, missing_rows=missing_rows)
         self._trainer_key = key
         return self._trainer
 
@@ -336,9 +369,9 @@ class TreeCRFComponent(TrainablePipe):
         """Label ids per token, the per-token marginals and the forward-backward pieces for span scores."""
         docs = list(docs)
         self._check_initialized()
-        indptr, indices, seq_starts = self.featurizer(docs)
+        indptr, indices, seq_starts, missing_rows = self._rows(docs)
         threads = self.params.threads
-        phi = self.ensemble.potentials(indptr, indices, threads)
+        phi = self.ensemble.potentials(indptr, indices, threads, missing_rows)
         E, c = boost.potentials_to_scaled(phi, self.allowed, seq_starts)
         need_fb = self.cfg["decode"] == "marginal" or self.cfg["store_scores"]
         fb = None
@@ -427,14 +460,17 @@ class TreeCRFComponent(TrainablePipe):
     # ---- inspection ------------------------------------------------------------------------------------------
     def rules(self, top: int = 10):
         self._check_initialized()
-        return ensemble_rules(self.ensemble, self.featurizer.feature_names(), self.cfg["labels"], top)
+        names = self.featurizer.feature_names()
+        if self.params.missing == "indicator":
+            names += [f"missing:{v}" for v in self.featurizer.variable_names()]
+        return ensemble_rules(self.ensemble, names, self.cfg["labels"], top)
 
     # ---- serialization ---------------------------------------------------------------------------------------
     def to_bytes(self, *, exclude=tuple()) -> bytes:
         self._check_initialized()
         return serialize.dumps("treecrf", {
             "cfg": self.cfg, "params": vars(self.params), "features": self.featurizer.to_dict(),
-            "allowed": self.allowed, "ensemble": self.ensemble.arrays(),
+            "allowed": self.allowed, "ensemble": self.ensemble.arrays(), "impute": self.impute,
         })
 
     def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "TreeCRFComponent":
@@ -453,13 +489,24 @@ class TreeCRFComponent(TrainablePipe):
         featurizer.from_dict(serialize.field(msg, "features", dict))
         K = len(labels)
         allowed = serialize.check_array(msg, "allowed", np.bool_, (K + 1, K))
-        ensemble = serialize.load_ensemble(serialize.field(msg, "ensemble", dict), K, featurizer.n_features)
         params = serialize.field(msg, "params", dict)
         try:
             params = BoostParams(**{k: v for k, v in params.items() if k in BoostParams.__dataclass_fields__})
         except (TypeError, ValueError) as err:
             raise ValueError(f"[treecrf] The model data has invalid settings: {err}") from None
+        V = featurizer.n_variables
+        n_features = featurizer.n_features + (V if params.missing == "indicator" else 0)
+        ensemble = serialize.load_ensemble(serialize.field(msg, "ensemble", dict), K, n_features)
+        if (params.missing == "surrogate") != (ensemble.n_surrogates > 0):
+            raise ValueError(f"[treecrf] The model data has missing={params.missing!r} but its trees have "
+                             f"{ensemble.n_surrogates} surrogate slots.")
+        impute = np.full(V, -1, dtype=np.int32)  # files from before missing values have no table
+        if "impute" in msg:
+            impute = serialize.check_array(msg, "impute", np.int32, (V,))
+            if np.any((impute < -1) | (impute >= featurizer.n_features)):
+                raise ValueError("[treecrf] The model data's imputation table names a column out of range.")
         self.featurizer, self.allowed, self.ensemble, self.params = featurizer, allowed, ensemble, params
+        self.impute = impute
         self.cfg.update(cfg)
         if self.target == "token_attr" and not Token.has_extension(self.cfg["token_attr"]):
             Token.set_extension(self.cfg["token_attr"], default=None)

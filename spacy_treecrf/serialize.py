@@ -9,7 +9,9 @@ from typing import Any, Dict
 import numpy as np
 import srsly
 
-FORMAT_VERSION = 1
+# 2: surrogate splits in the ensemble and the missing-value settings and tables (absent in version 1 files, which
+# load as models without them)
+FORMAT_VERSION = 2
 DTYPES = {"bool": np.bool_, "int8": np.int8, "int32": np.int32, "int64": np.int64, "float32": np.float32,
           "float64": np.float64, "uint8": np.uint8}
 DTYPE_NAMES = {np.dtype(v): k for k, v in DTYPES.items()}
@@ -140,6 +142,38 @@ def load_ensemble(arrays: Dict[str, Any], n_labels: int, n_features: int):
         raise ValueError("Model trees: a node is not reached from its tree's root by exactly one path")
     if np.any((kind == 1) & ((feature < 0) | (feature >= n_features))):
         raise ValueError("Model trees: a split tests a feature id out of range")
-    return Ensemble.from_arrays(S, n_labels, {"kind": kind, "feature": feature, "yes": yes, "no": no,
-                                              "value": value, "count": count, "states": states, "roots": roots,
-                                              "labels": labels})
+    if np.any(count < 0) or not np.all(np.isfinite(count)):
+        raise ValueError("Model trees: a node count is negative or not finite")
+    checked = {"kind": kind, "feature": feature, "yes": yes, "no": no, "value": value, "count": count,
+               "states": states, "roots": roots, "labels": labels}
+    if "surr_feature" in arrays or "surr_same" in arrays:
+        surr = check_array(arrays, "surr_feature", np.int32, (n, None))
+        checked["surr_feature"] = surr
+        checked["surr_same"] = check_array(arrays, "surr_same", np.bool_, surr.shape)
+        if np.any((surr < -1) | (surr >= n_features)):
+            raise ValueError("Model trees: a surrogate split tests a feature id out of range")
+        if np.any((kind != 1)[:, None] & (surr >= 0)):
+            raise ValueError("Model trees: a node that does not test a feature has surrogates")
+        if surr.shape[1] > 1 and np.any((surr[:, :-1] < 0) & (surr[:, 1:] >= 0)):
+            raise ValueError("Model trees: a surrogate list has a gap (-1 before a feature)")
+    return Ensemble.from_arrays(S, n_labels, checked)
+
+
+def check_missing_table(msg: Dict[str, Any], n_features: int) -> Dict[str, Any]:
+    """The missing-value tables of a model (see estimator.FeatureIndex): variable names, each feature's variable,
+    each variable's imputed feature and indicator feature (-1: none). Version 1 files have none: empty tables."""
+    variables = msg.get("variables", [])
+    if not isinstance(variables, list) or not all(isinstance(v, str) for v in variables):
+        raise ValueError("Model data field 'variables' should be a list of names")
+    V = len(variables)
+    if "feature_var" not in msg:
+        return {"variables": variables, "feature_var": np.full(n_features, -1, dtype=np.int32),
+                "impute": np.full(V, -1, dtype=np.int32), "indicator": np.full(V, -1, dtype=np.int32)}
+    out = {"variables": variables, "feature_var": check_array(msg, "feature_var", np.int32, (n_features,))}
+    if np.any((out["feature_var"] < -1) | (out["feature_var"] >= V)):
+        raise ValueError("Model array 'feature_var' names a variable out of range")
+    for name in ("impute", "indicator"):
+        out[name] = check_array(msg, name, np.int32, (V,))
+        if np.any((out[name] < -1) | (out[name] >= n_features)):
+            raise ValueError(f"Model array '{name}' names a feature out of range")
+    return out

@@ -328,20 +328,30 @@ def _best_feature(ids, hg, hn, m, g, n, lam, min_leaf, gains):
         gain = _gain(gl, nl, g - gl, nr, g, n, lam)
         ok = (nl >= min_leaf) & (nr >= min_leaf) & (nl > 0.0) & (nr > 0.0) & (gain > 0.0)
         gains[i] = gain if ok else -1.0
+    gain, f, _ = _pick_best(ids, gains, m)
+    return gain, f
+
+
+@njit(cache=True, nogil=True)
+def _pick_best(ids, gains, m):
+    """(gain, feature, slot) of the largest of gains[:m] (-1 = refused); among gains within TIE of it, the
+    lowest feature id. Feature -1 if none is positive."""
     top = 0.0
     for i in range(m):
         if gains[i] > top:
             top = gains[i]
     if top <= 0.0:
-        return 0.0, -1
+        return 0.0, -1, -1
     floor = top * (1.0 - TIE)
     best_f = -1
+    best_i = -1
     best_gain = 0.0
     for i in range(m):
         if gains[i] >= floor and (best_f < 0 or ids[i] < best_f):
             best_f = ids[i]
+            best_i = i
             best_gain = gains[i]
-    return best_gain, best_f
+    return best_gain, best_f, best_i
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -403,6 +413,13 @@ def _candidate(node, ids, hg, hn, h, gsum, count, rs_node, ns_node, states, lam,
     n = count[node]
     fg, ff = _best_feature(ids, hg, hn, h, g, n, lam, min_leaf, gains)
     sg = _best_state(rs_node[node], ns_node[node], states[node], g, n, lam, min_leaf, left)
+    return _record_candidate(node, fg, ff, sg, left, min_gain, cgain, ckind, cfeat, cstates)
+
+
+@njit(cache=True, nogil=True)
+def _record_candidate(node, fg, ff, sg, left, min_gain, cgain, ckind, cfeat, cstates):
+    """Keep the better of a leaf's best feature split (fg, ff) and state split (sg, left), the feature split on
+    near-ties; True if the leaf may ever be split."""
     if ff >= 0 and fg >= sg * (1.0 - TIE):
         cgain[node] = fg
         ckind[node] = FEATURE
@@ -442,6 +459,21 @@ def _children_candidates(scanned, other, do_scanned, do_other, dense, touched, n
             h_n[other] = p_n
             h_len[other] = h
     _clear(dense, touched, nt)
+
+
+@njit(cache=True, nogil=True)
+def _best_leaf(n_nodes, kind, yes, cgain, min_gain):
+    """The leaf to expand next: the largest candidate gain, the lowest node id among near-ties; -1 if none."""
+    top = 0.0
+    for node in range(n_nodes):
+        if kind[node] == LEAF and yes[node] < 0 and cgain[node] > min_gain and cgain[node] > top:
+            top = cgain[node]
+    if top <= 0.0:
+        return -1
+    for node in range(n_nodes):
+        if kind[node] == LEAF and yes[node] < 0 and cgain[node] >= top * (1.0 - TIE) and cgain[node] > min_gain:
+            return node
+    return -1
 
 
 @njit(cache=True, nogil=True)
@@ -541,17 +573,9 @@ def fit_tree(indptr, indices, n_features, D, is_start, allowed_k, positions, max
 
     while n_leaves < max_leaves:
         # expand the leaf with the largest gain (the lowest node id among near-ties)
-        top = 0.0
-        for node in range(n_nodes):
-            if kind[node] == LEAF and yes[node] < 0 and cgain[node] > min_gain and cgain[node] > top:
-                top = cgain[node]
-        if top <= 0.0:
+        best = _best_leaf(n_nodes, kind, yes, cgain, min_gain)
+        if best < 0:
             break
-        best = -1
-        for node in range(n_nodes):
-            if kind[node] == LEAF and yes[node] < 0 and cgain[node] >= top * (1.0 - TIE) and cgain[node] > min_gain:
-                best = node
-                break
         a = n_nodes
         b = n_nodes + 1
         n_nodes += 2
@@ -751,29 +775,34 @@ def _eval_tree(out, present, kind, feature, yes, no, states, value, root, start,
             child = yes[node] if present[feature[node]] else no[node]
             stack[top] = root + child
         else:
-            a = root + yes[node]
-            b = root + no[node]
-            # the no-branch replaces this entry, the yes-branch goes on top of it
-            any_a = False
-            any_b = False
-            for s in range(S):
-                m = masks[top, s]
-                ma = m and states[a, s]
-                mb = m and states[b, s]
-                masks[top + 1, s] = ma
-                masks[top, s] = mb
-                any_a = any_a or ma
-                any_b = any_b or mb
-            if any_b:
-                stack[top] = b
-                if any_a:
-                    top += 1
-                    stack[top] = a
-            elif any_a:
-                masks[top, :] = masks[top + 1]
-                stack[top] = a
-            else:
-                top -= 1
+            top = _split_states(stack, masks, top, root + yes[node], root + no[node], states)
+
+
+@njit(cache=True, nogil=True)
+def _split_states(stack, masks, top, a, b, states):
+    """A walk's state split at stack entry top into children a (yes) and b (no): the no-branch replaces the
+    entry, the yes-branch goes on top of it; a branch no state reaches is dropped. Returns the new top."""
+    any_a = False
+    any_b = False
+    for s in range(masks.shape[1]):
+        m = masks[top, s]
+        ma = m and states[a, s]
+        mb = m and states[b, s]
+        masks[top + 1, s] = ma
+        masks[top, s] = mb
+        any_a = any_a or ma
+        any_b = any_b or mb
+    if any_b:
+        stack[top] = b
+        if any_a:
+            top += 1
+            stack[top] = a
+    elif any_a:
+        masks[top, :] = masks[top + 1]
+        stack[top] = a
+    else:
+        top -= 1
+    return top
 
 
 @njit(cache=True, nogil=True)

@@ -121,7 +121,7 @@ def test_subsampling_and_trimming_keep_cached_potentials_exact():
 
     X, y = toy_data(80)
     model = TreeCRF(n_rounds=0).fit(X, y)
-    indptr, indices, starts = model.features.rows(X, grow=False)
+    indptr, indices, starts, _ = model.features.rows(X, grow=False)
     params = B.BoostParams(max_leaves=6, subsample=0.6, trim=0.05)
     trainer = B.Trainer(indptr, indices, len(model.features.names), model._label_ids(y), starts, model.allowed,
                         params)
