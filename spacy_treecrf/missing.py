@@ -19,7 +19,7 @@ These are separate kernels: rows without missing values keep the fast paths of `
 import numpy as np
 from numba import njit
 
-from .tree import (FEATURE, LEAF, TIE, _add_row, _best_state, _best_leaf, _clear, _compact, _gain,
+from .tree import (FEATURE, LEAF, TIE, new_nodes, _add_row, _best_state, _best_leaf, _clear, _compact, _gain,
                    _grow, _has_feature, _pick_best, _record_candidate, _row_sum, _set_leaf, _split_states,
                    _valid_states)
 
@@ -313,22 +313,8 @@ def fit_tree_missing(indptr, indices, n_features, D, is_start, allowed_k, positi
     surrogates: surr_feature (nodes x n_surrogates, -1 padded) and surr_same (g present -> yes side)."""
     S = D.shape[1]
     max_nodes = max(2 * max_leaves - 1, 1)
-    kind = np.zeros(max_nodes, dtype=np.int8)
-    feature = np.full(max_nodes, -1, dtype=np.int32)
-    yes = np.full(max_nodes, -1, dtype=np.int32)
-    no = np.full(max_nodes, -1, dtype=np.int32)
-    value = np.zeros(max_nodes)
-    count = np.zeros(max_nodes)
-    gsum = np.zeros(max_nodes)
-    states = np.zeros((max_nodes, S), dtype=np.bool_)
-    pstart = np.zeros(max_nodes, dtype=np.int64)
-    plen = np.zeros(max_nodes, dtype=np.int64)
-    rs_node = np.zeros((max_nodes, S))
-    ns_node = np.zeros((max_nodes, S))
-    cgain = np.full(max_nodes, -1.0)
-    ckind = np.zeros(max_nodes, dtype=np.int8)
-    cfeat = np.full(max_nodes, -1, dtype=np.int32)
-    cstates = np.zeros((max_nodes, S), dtype=np.bool_)
+    (kind, feature, yes, no, value, count, gsum, states, pstart, plen, rs_node, ns_node, cgain, ckind, cfeat,
+     cstates) = new_nodes(max_nodes, S)
     cshare = np.full(max_nodes, 0.5)
     surr_feature = np.full((max_nodes, n_surrogates), -1, dtype=np.int32)
     surr_same = np.zeros((max_nodes, n_surrogates), dtype=np.bool_)

@@ -477,6 +477,19 @@ def _best_leaf(n_nodes, kind, yes, cgain, min_gain):
 
 
 @njit(cache=True, nogil=True)
+def new_nodes(max_nodes, S):
+    """The arrays of a tree being grown: per node kind, feature, yes, no, value, count, gsum, states, its
+    segment of positions (pstart, plen), per-state sums (rs, ns); and each leaf's candidate split (gain, kind,
+    feature, states)."""
+    return (np.zeros(max_nodes, dtype=np.int8), np.full(max_nodes, -1, dtype=np.int32),
+            np.full(max_nodes, -1, dtype=np.int32), np.full(max_nodes, -1, dtype=np.int32), np.zeros(max_nodes),
+            np.zeros(max_nodes), np.zeros(max_nodes), np.zeros((max_nodes, S), dtype=np.bool_),
+            np.zeros(max_nodes, dtype=np.int64), np.zeros(max_nodes, dtype=np.int64), np.zeros((max_nodes, S)),
+            np.zeros((max_nodes, S)), np.full(max_nodes, -1.0), np.zeros(max_nodes, dtype=np.int8),
+            np.full(max_nodes, -1, dtype=np.int32), np.zeros((max_nodes, S), dtype=np.bool_))
+
+
+@njit(cache=True, nogil=True)
 def fit_tree(indptr, indices, n_features, D, is_start, allowed_k, positions, max_leaves, lam, min_leaf,
              min_gain, col_ptr=None, col_pos=None):
     """Grow one tree best-first to at most ``max_leaves`` leaves on residuals D (T x S).
@@ -502,23 +515,8 @@ def fit_tree(indptr, indices, n_features, D, is_start, allowed_k, positions, max
     if T >= 2 ** 31:
         raise ValueError("fit_tree: at most 2**31 - 1 positions")
     max_nodes = max(2 * max_leaves - 1, 1)
-    kind = np.zeros(max_nodes, dtype=np.int8)
-    feature = np.full(max_nodes, -1, dtype=np.int32)
-    yes = np.full(max_nodes, -1, dtype=np.int32)
-    no = np.full(max_nodes, -1, dtype=np.int32)
-    value = np.zeros(max_nodes)
-    count = np.zeros(max_nodes)
-    gsum = np.zeros(max_nodes)
-    states = np.zeros((max_nodes, S), dtype=np.bool_)
-    pstart = np.zeros(max_nodes, dtype=np.int64)
-    plen = np.zeros(max_nodes, dtype=np.int64)
-    rs_node = np.zeros((max_nodes, S))
-    ns_node = np.zeros((max_nodes, S))
-    # candidate split of each leaf
-    cgain = np.full(max_nodes, -1.0)
-    ckind = np.zeros(max_nodes, dtype=np.int8)
-    cfeat = np.full(max_nodes, -1, dtype=np.int32)
-    cstates = np.zeros((max_nodes, S), dtype=np.bool_)
+    (kind, feature, yes, no, value, count, gsum, states, pstart, plen, rs_node, ns_node, cgain, ckind, cfeat,
+     cstates) = new_nodes(max_nodes, S)
     # compact histograms of the leaves that may still be split
     h_ids = [np.empty(0, dtype=np.int32) for _ in range(max_nodes)]
     h_g = [np.empty(0) for _ in range(max_nodes)]
