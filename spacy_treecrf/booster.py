@@ -31,6 +31,7 @@ class BoostParams:
     min_samples_leaf: float = 1.0
     min_gain: float = 0.0
     subsample: float = 1.0
+    colsample: float = 1.0
     trim: float = 0.0
     random_state: int = 0
     n_threads: int = 0
@@ -49,6 +50,7 @@ class BoostParams:
             ("min_samples_leaf", self.min_samples_leaf >= 0, ">= 0"),
             ("min_gain", self.min_gain >= 0, ">= 0"),
             ("subsample", 0 < self.subsample <= 1, "in (0, 1]"),
+            ("colsample", 0 < self.colsample <= 1, "in (0, 1]"),
             ("trim", 0 <= self.trim < 1, "in [0, 1)"),
             ("n_threads", self.n_threads >= 0, ">= 0 (0 = all cores)"),
         ]
@@ -362,6 +364,7 @@ class Trainer:
         n_surrogates = ensemble.n_surrogates
         with_missing = mr is not None and (mr.any or (n_surrogates > 0 and bool((mr.feature_var >= 0).any())))
         positions = self._round_positions()
+        feature_masks = [self._tree_features() for _ in range(K)]
         skipped = np.setdiff1d(self.all_positions, positions, assume_unique=True) if len(positions) < len(
             self.y) else None
 
@@ -376,10 +379,10 @@ class Trainer:
             if with_missing:
                 out = missing.fit_tree_missing(self.indptr, self.indices, self.n_features, D, self.is_start,
                                                allowed_k, pos, *settings, mr.indptr, mr.indices, mr.feature_var,
-                                               mr.n_vars, n_surrogates)
+                                               mr.n_vars, n_surrogates, feature_masks[k])
                 return out, None, self.all_positions
             out = tree.fit_tree(self.indptr, self.indices, self.n_features, D, self.is_start, allowed_k, pos,
-                                *settings, self.col_ptr, self.col_pos)
+                                *settings, self.col_ptr, self.col_pos, feature_masks[k])
             kind, feature, yes, no, value, count, states, pbuf, pstart, plen = out
             rest = skipped if len(pos) == len(positions) else np.setdiff1d(self.all_positions, pos,
                                                                             assume_unique=True)
@@ -487,6 +490,14 @@ class Trainer:
         leaf_label = leaf_label.astype(np.int64)
         in_chunks(self.seq_starts, self.params.threads, lambda a, b, q0, q1: tree.apply_trees(
             self.E, a, b, pbufs, leaf_tree, leaf_label, lo, hi, value, states, scale, 256))
+
+    def _tree_features(self):
+        """Column subsampling: the features one tree may split on, drawn afresh per tree (None: all). Redundant
+        features (a word, its lowercase form, its suffix) then each get trees that must do without the others,
+        which is what a linear CRF's L2 penalty achieves by spreading weight over them."""
+        if self.params.colsample >= 1.0:
+            return None
+        return self.rng.random(self.n_features) < self.params.colsample
 
     def _round_positions(self) -> np.ndarray:
         """Friedman's stochastic gradient boosting: a fresh random subset of positions each round."""

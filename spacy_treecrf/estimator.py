@@ -170,6 +170,8 @@ class TreeCRF:
     multiplies every tree (1.0 as in the paper). With dev data ``fit`` keeps the round with the best dev token
     accuracy and stops after ``patience`` rounds without improvement. ``loss``: what the trees boost, "crf" (the
     paper's log-likelihood), "pseudo_likelihood", "hamming" or "rank" (losses.py; README "Choosing a loss").
+    ``subsample``: share of positions each round's trees are fitted on; ``colsample``: share of feature columns
+    each tree may split on (a fresh draw per tree).
 
     Missing inputs: a dict value None marks that key (the variable: all features it can give) missing at that
     position. ``missing`` chooses how they are handled (paper Sec. 6, 7.4): "instance_weighting" (C4.5's
@@ -179,7 +181,7 @@ class TreeCRF:
 
     def __init__(self, n_rounds: int = 100, max_leaves: int = 100, shrinkage: float = 10.0,
                  learning_rate: float = 1.0, min_samples_leaf: float = 1.0, min_gain: float = 0.0,
-                 subsample: float = 1.0, trim: float = 0.0, decode: str = "viterbi",
+                 subsample: float = 1.0, colsample: float = 1.0, trim: float = 0.0, decode: str = "viterbi",
                  allowed_transitions=None, patience: Optional[int] = None, random_state: int = 0,
                  n_threads: int = 0, loss: str = "crf", missing: str = "instance_weighting",
                  verbose: bool = False):
@@ -191,8 +193,8 @@ class TreeCRF:
             raise ValueError(f"TreeCRF setting 'patience' must be None or >= 1, got {patience!r}")
         self.params = BoostParams(max_leaves=max_leaves, shrinkage=shrinkage, learning_rate=learning_rate,
                                   min_samples_leaf=min_samples_leaf, min_gain=min_gain, subsample=subsample,
-                                  trim=trim, random_state=random_state, n_threads=n_threads, loss=loss,
-                                  missing=missing)
+                                  colsample=colsample, trim=trim, random_state=random_state, n_threads=n_threads,
+                                  loss=loss, missing=missing)
         self.n_rounds = int(n_rounds)
         self.decode = decode
         self.allowed_transitions = allowed_transitions

@@ -156,7 +156,7 @@ def _scan_weighted(pbuf, wbuf, lo, hi, D, is_start, w_start, mid, m, rs, ns, wit
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _best_feature_known(ids, hg, hn, h, g, n, fvar, mdense, lam, min_leaf, gains):
+def _best_feature_known(ids, hg, hn, h, g, n, fvar, mdense, lam, min_leaf, feature_ok, gains):
     """Best present/absent split, each feature judged on the examples where its variable is known (the node's G, N
     minus its variable's missing sums). Returns (gain, feature, yes share of the known examples)."""
     for i in range(h):
@@ -170,7 +170,7 @@ def _best_feature_known(ids, hg, hn, h, g, n, fvar, mdense, lam, min_leaf, gains
         nr = nk - nl
         gl = hg[i]
         gain = _gain(gl, nl, gk - gl, nr, gk, nk, lam)
-        ok = nl >= min_leaf and nr >= min_leaf and nl > 0.0 and nr > 0.0 and gain > 0.0
+        ok = nl >= min_leaf and nr >= min_leaf and nl > 0.0 and nr > 0.0 and gain > 0.0 and feature_ok[ids[i]]
         gains[i] = gain if ok else -1.0
     gain, f, slot = _pick_best(ids, gains, h)
     if f < 0:
@@ -303,15 +303,20 @@ def _partition_known(pbuf, wbuf, lo, hi, out, tmp_p, tmp_w, fall_p, fall_w, node
 
 @njit(cache=True, nogil=True)
 def fit_tree_missing(indptr, indices, n_features, D, is_start, allowed_k, positions, max_leaves, lam, min_leaf,
-                     min_gain, mindptr, mindices, fvar, n_vars, n_surrogates):
+                     min_gain, mindptr, mindices, fvar, n_vars, n_surrogates, feature_ok=None):
     """tree.fit_tree for rows with missing values: instance weighting (n_surrogates = 0) or surrogate splits.
 
     Simpler than fit_tree: every position of a node carries a weight (the product of the shares of the splits
     that sent it on while missing), and each new node is scanned for its own sums and histograms (no histogram
     subtraction). The no child of a feature split and the first child of a state split keep their parent's
     segment of ``pbuf``; the other child is appended. Returns the node arrays of fit_tree (no segments) plus the
-    surrogates: surr_feature (nodes x n_surrogates, -1 padded) and surr_same (g present -> yes side)."""
+    surrogates: surr_feature (nodes x n_surrogates, -1 padded) and surr_same (g present -> yes side).
+    ``feature_ok`` as in fit_tree (surrogates may use any feature)."""
     S = D.shape[1]
+    if feature_ok is None:
+        ok_features = np.ones(n_features, dtype=np.bool_)
+    else:
+        ok_features = feature_ok
     max_nodes = max(2 * max_leaves - 1, 1)
     (kind, feature, yes, no, value, count, gsum, states, pstart, plen, rs_node, ns_node, cgain, ckind, cfeat,
      cstates) = new_nodes(max_nodes, S)
@@ -364,7 +369,8 @@ def fit_tree_missing(indptr, indices, n_features, D, is_start, allowed_k, positi
                 hg = np.empty(nt)
                 hn = np.empty(nt)
                 h = _compact(dense, touched, nt, ids, hg, hn)
-                fg, ff, share = _best_feature_known(ids, hg, hn, h, g, n, fvar, mdense, lam, min_leaf, gains)
+                fg, ff, share = _best_feature_known(ids, hg, hn, h, g, n, fvar, mdense, lam, min_leaf,
+                                                        ok_features, gains)
                 sg = _best_state(rs_node[node], ns_node[node], states[node], g, n, lam, min_leaf, left)
                 _record_candidate(node, fg, ff, sg, left, min_gain, cgain, ckind, cfeat, cstates)
                 cshare[node] = share

@@ -88,6 +88,7 @@ DEFAULT_CONFIG = {
     "min_samples_leaf": 1.0,
     "min_gain": 0.0,
     "subsample": 1.0,
+    "colsample": 1.0,
     "trim": 0.0,
     "random_state": 0,
     "n_threads": 0,
@@ -106,14 +107,16 @@ DEFAULT_CONFIG = {
                   default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None})
 def make_treecrf(nlp: Language, name: str, model: Model, features, target: str, spans_key: str,
                  token_attr: str, max_leaves: int, shrinkage: float, learning_rate: float,
-                 min_samples_leaf: float, min_gain: float, subsample: float, trim: float, random_state: int,
+                 min_samples_leaf: float, min_gain: float, subsample: float, colsample: float, trim: float,
+                 random_state: int,
                  n_threads: int, loss: str, missing: str, decode: str, constrain_bio: bool, store_scores: bool,
                  overwrite: bool, scorer: Optional[Callable]) -> "TreeCRFComponent":
     """A sequence labeller trained by gradient tree boosting. Score weights default to NER's; set
     [training.score_weights] for other targets (the configs/ files do)."""
     params = BoostParams(max_leaves=max_leaves, shrinkage=shrinkage, learning_rate=learning_rate,
-                         min_samples_leaf=min_samples_leaf, min_gain=min_gain, subsample=subsample, trim=trim,
-                         random_state=random_state, n_threads=n_threads, loss=loss, missing=missing)
+                         min_samples_leaf=min_samples_leaf, min_gain=min_gain, subsample=subsample,
+                         colsample=colsample, trim=trim, random_state=random_state, n_threads=n_threads, loss=loss,
+                         missing=missing)
     return TreeCRFComponent(nlp.vocab, model, name, features=features, target=target, spans_key=spans_key,
                             token_attr=token_attr, params=params, decode=decode, constrain_bio=constrain_bio,
                             store_scores=store_scores, overwrite=overwrite, scorer=scorer)

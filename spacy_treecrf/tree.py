@@ -318,15 +318,15 @@ def _subtract(p_ids, p_g, p_n, p_len, dense):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _best_feature(ids, hg, hn, m, g, n, lam, min_leaf, gains):
+def _best_feature(ids, hg, hn, m, g, n, lam, min_leaf, feature_ok, gains):
     """Best present/absent split from a node's compact histogram: (gain, feature), feature -1 if none; among
-    gains within TIE of the best, the lowest feature id."""
+    gains within TIE of the best, the lowest feature id. Only features with feature_ok[f] set may split."""
     for i in range(m):  # branch-free, so that it vectorizes
         nl = hn[i]
         nr = n - nl
         gl = hg[i]
         gain = _gain(gl, nl, g - gl, nr, g, n, lam)
-        ok = (nl >= min_leaf) & (nr >= min_leaf) & (nl > 0.0) & (nr > 0.0) & (gain > 0.0)
+        ok = (nl >= min_leaf) & (nr >= min_leaf) & (nl > 0.0) & (nr > 0.0) & (gain > 0.0) & feature_ok[ids[i]]
         gains[i] = gain if ok else -1.0
     gain, f, _ = _pick_best(ids, gains, m)
     return gain, f
@@ -406,12 +406,12 @@ def _set_leaf(node, g, n, lam, gsum, count, value):
 
 
 @njit(cache=True, nogil=True)
-def _candidate(node, ids, hg, hn, h, gsum, count, rs_node, ns_node, states, lam, min_leaf, min_gain, gains,
-               left, cgain, ckind, cfeat, cstates):
+def _candidate(node, ids, hg, hn, h, gsum, count, rs_node, ns_node, states, lam, min_leaf, min_gain, feature_ok,
+               gains, left, cgain, ckind, cfeat, cstates):
     """A new leaf's best split (the feature split on near-ties); True if the leaf may ever be split."""
     g = gsum[node]
     n = count[node]
-    fg, ff = _best_feature(ids, hg, hn, h, g, n, lam, min_leaf, gains)
+    fg, ff = _best_feature(ids, hg, hn, h, g, n, lam, min_leaf, feature_ok, gains)
     sg = _best_state(rs_node[node], ns_node[node], states[node], g, n, lam, min_leaf, left)
     return _record_candidate(node, fg, ff, sg, left, min_gain, cgain, ckind, cfeat, cstates)
 
@@ -435,8 +435,8 @@ def _record_candidate(node, fg, ff, sg, left, min_gain, cgain, ckind, cfeat, cst
 
 @njit(cache=True, nogil=True)
 def _children_candidates(scanned, other, do_scanned, do_other, dense, touched, nt, p_ids, p_g, p_n, p_len, h_ids,
-                         h_g, h_n, h_len, gsum, count, rs_node, ns_node, states, lam, min_leaf, min_gain, gains,
-                         left, cgain, ckind, cfeat, cstates):
+                         h_g, h_n, h_len, gsum, count, rs_node, ns_node, states, lam, min_leaf, min_gain, feature_ok,
+                         gains, left, cgain, ckind, cfeat, cstates):
     """Best splits of two new children: the scanned child's from its fresh histogram (dense / touched), the
     other's from the parent's histogram minus it. A child keeps its compact histogram while it can be split."""
     if do_scanned:
@@ -445,7 +445,7 @@ def _children_candidates(scanned, other, do_scanned, do_other, dense, touched, n
         hn = np.empty(nt)
         h = _compact(dense, touched, nt, ids, hg, hn)
         if _candidate(scanned, ids, hg, hn, h, gsum, count, rs_node, ns_node, states, lam, min_leaf, min_gain,
-                      gains, left, cgain, ckind, cfeat, cstates):
+                      feature_ok, gains, left, cgain, ckind, cfeat, cstates):
             h_ids[scanned] = ids
             h_g[scanned] = hg
             h_n[scanned] = hn
@@ -453,7 +453,7 @@ def _children_candidates(scanned, other, do_scanned, do_other, dense, touched, n
     if do_other:
         h = _subtract(p_ids, p_g, p_n, p_len, dense)
         if _candidate(other, p_ids, p_g, p_n, h, gsum, count, rs_node, ns_node, states, lam, min_leaf, min_gain,
-                      gains, left, cgain, ckind, cfeat, cstates):
+                      feature_ok, gains, left, cgain, ckind, cfeat, cstates):
             h_ids[other] = p_ids
             h_g[other] = p_g
             h_n[other] = p_n
@@ -491,12 +491,13 @@ def new_nodes(max_nodes, S):
 
 @njit(cache=True, nogil=True)
 def fit_tree(indptr, indices, n_features, D, is_start, allowed_k, positions, max_leaves, lam, min_leaf,
-             min_gain, col_ptr=None, col_pos=None):
+             min_gain, col_ptr=None, col_pos=None, feature_ok=None):
     """Grow one tree best-first to at most ``max_leaves`` leaves on residuals D (T x S).
 
     Returns the node arrays plus, for each node, the segment of ``pbuf`` holding its positions (the booster
     uses the leaves' segments to update its cached potentials without re-evaluating the tree). Segments are
     ascending. ``col_ptr``, ``col_pos``: the rows' inverted index from ``csc_index`` (built here if not given).
+    ``feature_ok`` (bool per feature, default all): the features this tree may split on (column subsampling).
 
     A node's positions sit in a segment of ``pbuf`` with their r_t alongside in ``rbuf``. A feature split
     partitions the segment in place (stable), moving r_t along and summing both children's G and N on the way;
@@ -510,6 +511,10 @@ def fit_tree(indptr, indices, n_features, D, is_start, allowed_k, positions, max
         cptr, cpos = csc_index(indptr, indices, n_features)
     else:
         cptr, cpos = col_ptr, col_pos
+    if feature_ok is None:
+        ok_features = np.ones(n_features, dtype=np.bool_)
+    else:
+        ok_features = feature_ok
     T = D.shape[0]
     S = D.shape[1]
     if T >= 2 ** 31:
@@ -562,8 +567,8 @@ def fit_tree(indptr, indices, n_features, D, is_start, allowed_k, positions, max
         hn = np.empty(nt)
         h = _compact(dense, touched, nt, ids, hg, hn)
         _clear(dense, touched, nt)
-        if _candidate(0, ids, hg, hn, h, gsum, count, rs_node, ns_node, states, lam, min_leaf, min_gain, gains,
-                      left, cgain, ckind, cfeat, cstates):
+        if _candidate(0, ids, hg, hn, h, gsum, count, rs_node, ns_node, states, lam, min_leaf, min_gain, ok_features,
+                      gains, left, cgain, ckind, cfeat, cstates):
             h_ids[0] = ids
             h_g[0] = hg
             h_n[0] = hn
@@ -626,8 +631,8 @@ def fit_tree(indptr, indices, n_features, D, is_start, allowed_k, positions, max
                     rs_node[large, s] = rs_node[best, s] - rs_node[small, s]
                     ns_node[large, s] = ns_node[best, s] - ns_node[small, s]
             _children_candidates(small, large, split_small, split_large, dense, touched, nt, p_ids, p_g, p_n, p_len, h_ids, h_g,
-                                 h_n, h_len, gsum, count, rs_node, ns_node, states, lam, min_leaf, min_gain, gains,
-                                 left, cgain, ckind, cfeat, cstates)
+                                 h_n, h_len, gsum, count, rs_node, ns_node, states, lam, min_leaf, min_gain,
+                                 ok_features, gains, left, cgain, ckind, cfeat, cstates)
         else:
             for s in range(S):
                 states[a, s] = states[best, s] and cstates[best, s]
@@ -655,8 +660,8 @@ def fit_tree(indptr, indices, n_features, D, is_start, allowed_k, positions, max
             if last:
                 break
             _children_candidates(a, b, wa >= 2.0 * min_leaf and wa > 0.0, wb >= 2.0 * min_leaf and wb > 0.0, dense, touched, nt, p_ids, p_g, p_n, p_len, h_ids, h_g,
-                                 h_n, h_len, gsum, count, rs_node, ns_node, states, lam, min_leaf, min_gain, gains,
-                                 left, cgain, ckind, cfeat, cstates)
+                                 h_n, h_len, gsum, count, rs_node, ns_node, states, lam, min_leaf, min_gain,
+                                 ok_features, gains, left, cgain, ckind, cfeat, cstates)
     return (kind[:n_nodes].copy(), feature[:n_nodes].copy(), yes[:n_nodes].copy(), no[:n_nodes].copy(),
             value[:n_nodes].copy(), count[:n_nodes].copy(), states[:n_nodes].copy(), pbuf[:used].astype(np.int64),
             pstart[:n_nodes].copy(), plen[:n_nodes].copy())

@@ -105,14 +105,21 @@ def test_corrupt_bytes_raise_value_error(mangle):
         TreeCRF().from_bytes(mangle(data))
 
 
-def test_same_seed_same_bytes_and_subsample_seed_matters():
+@pytest.mark.parametrize("sampling", [dict(subsample=0.5), dict(colsample=0.5)])
+def test_same_seed_same_bytes_and_sampling_seed_matters(sampling):
     X, y = toy_data(200)
-    kw = dict(n_rounds=4, max_leaves=8, subsample=0.5, n_threads=2)
+    kw = dict(n_rounds=4, max_leaves=8, n_threads=2, **sampling)
     a = TreeCRF(random_state=1, **kw).fit(X, y).to_bytes()
     b = TreeCRF(random_state=1, **kw).fit(X, y).to_bytes()
     c = TreeCRF(random_state=2, **kw).fit(X, y).to_bytes()
     assert a == b
     assert a != c
+
+
+def test_full_colsample_is_the_default_model():
+    X, y = toy_data(100)
+    kw = dict(n_rounds=3, max_leaves=8)
+    assert TreeCRF(colsample=1.0, **kw).fit(X, y).to_bytes() == TreeCRF(**kw).fit(X, y).to_bytes()
 
 
 def test_subsampling_and_trimming_keep_cached_potentials_exact():
@@ -135,7 +142,8 @@ def test_subsampling_and_trimming_keep_cached_potentials_exact():
 
 
 @pytest.mark.parametrize("setting", [dict(max_leaves=1), dict(shrinkage=-1), dict(learning_rate=0),
-                                     dict(subsample=0), dict(decode="beam"), dict(trim=1.5)])
+                                     dict(subsample=0), dict(colsample=0), dict(colsample=1.5),
+                                     dict(decode="beam"), dict(trim=1.5)])
 def test_invalid_settings_name_the_setting(setting):
     name = next(iter(setting))
     with pytest.raises(ValueError, match=name):

@@ -91,18 +91,20 @@ def random_problem(seed, T=300, F=24, S=4, rate=0.0, group=3):
     return X, gone, indptr, indices, mr, D, is_start, np.ones(S, dtype=bool)
 
 
-def fit_missing(indptr, indices, F, D, is_start, allowed, mr, n_surrogates, max_leaves=8, lam=1.0):
+def fit_missing(indptr, indices, F, D, is_start, allowed, mr, n_surrogates, max_leaves=8, lam=1.0, feature_ok=None):
     return missing.fit_tree_missing(indptr, indices, F, D, is_start, allowed, np.arange(len(D), dtype=np.int64),
                                     max_leaves, lam, 1.0, 0.0, mr.indptr, mr.indices, mr.feature_var, mr.n_vars,
-                                    n_surrogates)
+                                    n_surrogates, feature_ok)
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_without_missing_values_the_weighted_grower_builds_fit_trees_tree(seed):
+@pytest.mark.parametrize("seed,colsample", [(0, 1.0), (1, 1.0), (2, 1.0), (3, 0.5), (4, 0.5)])
+def test_without_missing_values_the_weighted_grower_builds_fit_trees_tree(seed, colsample):
+    """Also with column subsampling: both growers honour the same feature mask."""
     X, _, indptr, indices, mr, D, is_start, allowed = random_problem(seed)
+    feature_ok = None if colsample == 1.0 else np.random.default_rng(seed).random(X.shape[1]) < colsample
     ref = tree.fit_tree(indptr, indices, X.shape[1], D, is_start, allowed, np.arange(len(D), dtype=np.int64), 8,
-                        1.0, 1.0, 0.0)
-    got = fit_missing(indptr, indices, X.shape[1], D, is_start, allowed, mr, 0)
+                        1.0, 1.0, 0.0, None, None, feature_ok)
+    got = fit_missing(indptr, indices, X.shape[1], D, is_start, allowed, mr, 0, feature_ok=feature_ok)
     for a, b in zip(ref[:7], got[:7]):
         assert np.allclose(a, b)
 

@@ -376,6 +376,7 @@ WINDOW = {"@misc": "spacy_treecrf.window_features.v1"}
     ({"learning_rate": 0.0}, "learning_rate"),
     ({"subsample": 0.0}, "subsample"),
     ({"subsample": 1.5}, "subsample"),
+    ({"colsample": 0.0}, "colsample"),
     ({"trim": -1.0}, "trim"),
     ({"n_threads": -1}, "n_threads"),
     ({"min_samples_leaf": -1.0}, "min_samples_leaf"),

@@ -36,14 +36,15 @@ def valid_examples(is_start, allowed_k, positions):
     return out
 
 
-def fit(X, D, is_start, allowed_k, positions=None, max_leaves=4, lam=0.0, min_leaf=1.0, min_gain=0.0):
+def fit(X, D, is_start, allowed_k, positions=None, max_leaves=4, lam=0.0, min_leaf=1.0, min_gain=0.0,
+        feature_ok=None):
     indptr, indices = csr(X)
     col_ptr, col_pos = tree.csc_index(indptr, indices, X.shape[1])
     T = X.shape[0]
     positions = np.arange(T, dtype=np.int64) if positions is None else np.asarray(positions, dtype=np.int64)
     out = tree.fit_tree(indptr, indices, X.shape[1], np.ascontiguousarray(D, dtype=np.float64),
                         np.asarray(is_start, dtype=np.bool_), np.asarray(allowed_k, dtype=np.bool_), positions,
-                        max_leaves, float(lam), float(min_leaf), float(min_gain), col_ptr, col_pos)
+                        max_leaves, float(lam), float(min_leaf), float(min_gain), col_ptr, col_pos, feature_ok)
     names = ["kind", "feature", "yes", "no", "value", "count", "states", "pbuf", "pstart", "plen"]
     return dict(zip(names, out))
 
@@ -288,6 +289,23 @@ def test_min_samples_leaf(seed):
             assert np.all(tr["count"][leaves] >= min_leaf)
         n = len(valid_examples(is_start, allowed_k, range(X.shape[0])))
         assert leaves.sum() <= max(1, n // min_leaf)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_column_subsampling_equals_dropping_the_columns(seed):
+    """A tree allowed only some features is the tree grown on the data without the others (ids mapped back)."""
+    rng = np.random.default_rng(900 + seed)
+    X, D, is_start, allowed_k = random_problem(rng, T=120, K=3, F=10)
+    feature_ok = rng.random(X.shape[1]) < 0.5
+    feature_ok[int(rng.integers(X.shape[1]))] = True
+    kept = np.flatnonzero(feature_ok)
+    masked = fit(X, D, is_start, allowed_k, max_leaves=8, lam=1.0, feature_ok=feature_ok)
+    dropped = fit(X[:, kept], D, is_start, allowed_k, max_leaves=8, lam=1.0)
+    splits = dropped["kind"] == FEATURE
+    assert np.array_equal(masked["kind"], dropped["kind"])
+    assert np.array_equal(masked["feature"][splits], kept[dropped["feature"][splits]])
+    assert np.allclose(masked["value"], dropped["value"])
+    assert feature_ok[masked["feature"][masked["kind"] == FEATURE]].all()
 
 
 @pytest.mark.parametrize("seed", range(25))
