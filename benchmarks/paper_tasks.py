@@ -289,9 +289,10 @@ def shrinkage_grid(args):
     for lam in args.slow_lambdas:  # learning rate < 1 (Friedman's shrinkage on top of the paper's lambda)
         grid.append({"params": dict(max_leaves=100, shrinkage=float(lam), learning_rate=args.slow_rate),
                      "max_rounds": args.slow_max_rounds})
-    for lam in args.lambdas if args.subsample < 1 else ():  # Friedman's stochastic gradient boosting
-        grid.append({"params": dict(max_leaves=100, shrinkage=float(lam), learning_rate=1.0,
-                                    subsample=args.subsample)})
+    for name in ("subsample", "colsample"):  # Friedman's stochastic gradient boosting; per-tree feature columns
+        share = getattr(args, name)
+        grid += [{"params": {"max_leaves": 100, "shrinkage": float(lam), "learning_rate": 1.0, name: share}}
+                 for lam in (args.lambdas if share < 1 else ())]
     return grid
 
 
@@ -496,6 +497,8 @@ def main(argv=None):
     p.add_argument("--slow-max-rounds", type=int, default=500)
     p.add_argument("--subsample", type=float, default=1.0,
                    help="also tune the shrinkage grid with this per-round position subsample (< 1 to enable)")
+    p.add_argument("--colsample", type=float, default=1.0,
+                   help="also tune the shrinkage grid with this per-tree feature-column share (< 1 to enable)")
     p.add_argument("--leaves", type=int, nargs="+", default=[5, 10, 20, 50],
                    help="max_leaves grid of the original (shrinkage 0) trees")
     p.add_argument("--max-rounds", type=int, default=400)

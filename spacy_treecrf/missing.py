@@ -181,6 +181,22 @@ def _best_feature_known(ids, hg, hn, h, g, n, fvar, mdense, lam, min_leaf, featu
 
 
 @njit(cache=True, nogil=True)
+def _count_row(cnt, seen, touched, nt, ptr, ids, t, side, w):
+    """Add weight w to column ``side`` of cnt for every id in row t (CSR ptr / ids); ids met for the first time
+    are reset and listed in touched. Returns the new touched count."""
+    for p in range(ptr[t], ptr[t + 1]):
+        g = ids[p]
+        if not seen[g]:
+            seen[g] = True
+            cnt[g, 0] = 0.0
+            cnt[g, 1] = 0.0
+            touched[nt] = g
+            nt += 1
+        cnt[g, side] += w
+    return nt
+
+
+@njit(cache=True, nogil=True)
 def _surrogates(pbuf, wbuf, lo, hi, f, indptr, indices, mindptr, mindices, fvar, cnt, seen, touched, mcnt, mseen,
                 mtouched, out_f, out_same):
     """CART's surrogates of the split on f: over the node's positions where f is known, every other feature g
@@ -198,24 +214,8 @@ def _surrogates(pbuf, wbuf, lo, hi, f, indptr, indices, mindptr, mindices, fvar,
         w = wbuf[i]
         side = 0 if _has_feature(indptr, indices, t, f) else 1
         tot[side] += w
-        for p in range(indptr[t], indptr[t + 1]):
-            g = indices[p]
-            if not seen[g]:
-                seen[g] = True
-                cnt[g, 0] = 0.0
-                cnt[g, 1] = 0.0
-                touched[nt] = g
-                nt += 1
-            cnt[g, side] += w
-        for p in range(mindptr[t], mindptr[t + 1]):
-            v = mindices[p]
-            if not mseen[v]:
-                mseen[v] = True
-                mcnt[v, 0] = 0.0
-                mcnt[v, 1] = 0.0
-                mtouched[nmt] = v
-                nmt += 1
-            mcnt[v, side] += w
+        nt = _count_row(cnt, seen, touched, nt, indptr, indices, t, side, w)
+        nmt = _count_row(mcnt, mseen, mtouched, nmt, mindptr, mindices, t, side, w)
     R = out_f.shape[0]
     out_f[:] = -1
     score = np.full(R, -1.0)
