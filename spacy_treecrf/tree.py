@@ -406,14 +406,19 @@ def _set_leaf(node, g, n, lam, gsum, count, value):
 
 
 @njit(cache=True, nogil=True)
-def _candidate(node, ids, hg, hn, h, gsum, count, rs_node, ns_node, states, lam, min_leaf, min_gain, feature_ok,
-               gains, left, cgain, ckind, cfeat, cstates):
-    """A new leaf's best split (the feature split on near-ties); True if the leaf may ever be split."""
+def _candidate(node, ids, hg, hn, h, h_ids, h_g, h_n, h_len, gsum, count, rs_node, ns_node, states, lam, min_leaf,
+               min_gain, feature_ok, gains, left, cgain, ckind, cfeat, cstates):
+    """A new leaf's best split (the feature split on near-ties); a leaf that may ever be split keeps its compact
+    histogram (ids, hg, hn, h) in h_ids / h_g / h_n / h_len until it is."""
     g = gsum[node]
     n = count[node]
     fg, ff = _best_feature(ids, hg, hn, h, g, n, lam, min_leaf, feature_ok, gains)
     sg = _best_state(rs_node[node], ns_node[node], states[node], g, n, lam, min_leaf, left)
-    return _record_candidate(node, fg, ff, sg, left, min_gain, cgain, ckind, cfeat, cstates)
+    if _record_candidate(node, fg, ff, sg, left, min_gain, cgain, ckind, cfeat, cstates):
+        h_ids[node] = ids
+        h_g[node] = hg
+        h_n[node] = hn
+        h_len[node] = h
 
 
 @njit(cache=True, nogil=True)
@@ -438,26 +443,18 @@ def _children_candidates(scanned, other, do_scanned, do_other, dense, touched, n
                          h_g, h_n, h_len, gsum, count, rs_node, ns_node, states, lam, min_leaf, min_gain, feature_ok,
                          gains, left, cgain, ckind, cfeat, cstates):
     """Best splits of two new children: the scanned child's from its fresh histogram (dense / touched), the
-    other's from the parent's histogram minus it. A child keeps its compact histogram while it can be split."""
+    other's from the parent's histogram minus it."""
     if do_scanned:
         ids = np.empty(nt, dtype=np.int32)
         hg = np.empty(nt)
         hn = np.empty(nt)
         h = _compact(dense, touched, nt, ids, hg, hn)
-        if _candidate(scanned, ids, hg, hn, h, gsum, count, rs_node, ns_node, states, lam, min_leaf, min_gain,
-                      feature_ok, gains, left, cgain, ckind, cfeat, cstates):
-            h_ids[scanned] = ids
-            h_g[scanned] = hg
-            h_n[scanned] = hn
-            h_len[scanned] = h
+        _candidate(scanned, ids, hg, hn, h, h_ids, h_g, h_n, h_len, gsum, count, rs_node, ns_node, states, lam,
+                   min_leaf, min_gain, feature_ok, gains, left, cgain, ckind, cfeat, cstates)
     if do_other:
         h = _subtract(p_ids, p_g, p_n, p_len, dense)
-        if _candidate(other, p_ids, p_g, p_n, h, gsum, count, rs_node, ns_node, states, lam, min_leaf, min_gain,
-                      feature_ok, gains, left, cgain, ckind, cfeat, cstates):
-            h_ids[other] = p_ids
-            h_g[other] = p_g
-            h_n[other] = p_n
-            h_len[other] = h
+        _candidate(other, p_ids, p_g, p_n, h, h_ids, h_g, h_n, h_len, gsum, count, rs_node, ns_node, states, lam,
+                   min_leaf, min_gain, feature_ok, gains, left, cgain, ckind, cfeat, cstates)
     _clear(dense, touched, nt)
 
 
@@ -567,12 +564,8 @@ def fit_tree(indptr, indices, n_features, D, is_start, allowed_k, positions, max
         hn = np.empty(nt)
         h = _compact(dense, touched, nt, ids, hg, hn)
         _clear(dense, touched, nt)
-        if _candidate(0, ids, hg, hn, h, gsum, count, rs_node, ns_node, states, lam, min_leaf, min_gain, ok_features,
-                      gains, left, cgain, ckind, cfeat, cstates):
-            h_ids[0] = ids
-            h_g[0] = hg
-            h_n[0] = hn
-            h_len[0] = h
+        _candidate(0, ids, hg, hn, h, h_ids, h_g, h_n, h_len, gsum, count, rs_node, ns_node, states, lam, min_leaf,
+                   min_gain, ok_features, gains, left, cgain, ckind, cfeat, cstates)
 
     while n_leaves < max_leaves:
         # expand the leaf with the largest gain (the lowest node id among near-ties)
