@@ -123,7 +123,7 @@ class Ensemble:
         self.labels = np.zeros(0, dtype=np.int32)
         self.depths = np.zeros(0, dtype=np.int32)
         self._pending: List[tuple] = []
-        self._index = None  # tree.sparse_index of the current trees, built when first needed
+        self._index = None  # tree.bitmask_index of the current trees, built when first needed
 
     @property
     def n_trees(self) -> int:
@@ -176,16 +176,14 @@ class Ensemble:
         """phi (T x S x K, float64) for new rows: the sum of every tree, before any transition mask. Rows with
         missing variables (``missing_rows``) are evaluated again by the missing-value walk."""
         self._flush()
-        max_depth = int(self.depths.max()) if len(self.depths) else 0
         if self._index is None:
-            self._index = tree.sparse_index(self.kind, self.feature, self.yes, self.no, self.states, self.value,
-                                            self.roots, self.labels, self.n_states, self.n_labels, max_depth)
+            self._index = tree.bitmask_index(self.kind, self.feature, self.yes, self.no, self.states, self.value,
+                                             self.roots, self.labels, self.n_states, self.n_labels)
         rows = np.arange(len(indptr), dtype=np.int64)  # any split of rows will do: treat each row as a sequence
 
         def chunk(a, b, q0, q1):
-            return tree.sparse_potentials(indptr[a:b + 1] - indptr[a], indices[indptr[a]:indptr[b]],
-                                          self.n_states, self.n_labels, self.kind, self.feature, self.yes, self.no,
-                                          self.states, self.value, self.roots, self.labels, max_depth, *self._index)
+            return tree.bitmask_potentials(indptr[a:b + 1] - indptr[a], indices[indptr[a]:indptr[b]], self.n_labels,
+                                           self.labels, *self._index)
         phi = np.concatenate(in_chunks(rows, threads, chunk, min_positions=5000))
         if missing_rows is not None and missing_rows.any:
             at = missing_rows.rows()
@@ -193,7 +191,7 @@ class Ensemble:
                 at, indptr, indices, missing_rows.indptr, missing_rows.indices, missing_rows.feature_var,
                 self.n_states, self.n_labels, self.kind, self.feature, self.yes, self.no, self.states, self.value,
                 self.count, self.surr_feature, self.surr_same, self.n_surrogates == 0, self.roots, self.labels,
-                max_depth)
+                int(self.depths.max(initial=0)))
         return phi
 
     def arrays(self) -> dict:

@@ -55,6 +55,18 @@ def _prefetch(typingctx, arr, i, j):
     return sig, codegen
 
 
+@intrinsic
+def _count_trailing_zeros(typingctx, x):
+    """The index of the lowest set bit of a nonzero uint64 (one instruction)."""
+    if not isinstance(x, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 1))
+
+    return types.int64(types.uint64), codegen
+
+
 @njit(cache=True, nogil=True)
 def _prefetch_rows(pbuf, i, hi, D, with_d, indptr, indices):
     """Prefetch for a scan at slot i: the D row and indptr entry AHEAD slots on, the CSR row AHEAD/2 on."""
@@ -751,12 +763,12 @@ def _mark_row(present, mark, indptr, indices, t):
 
 
 @njit(cache=True, nogil=True)
-def _eval_tree(out, present, kind, feature, yes, no, states, value, root, start, stack, masks):
-    """out[s] += tree(x, s) for all s, x being the row marked 1 in ``present``: one walk from node ``start``
-    (which every state reaches) that carries the set of states still reaching a node."""
+def _eval_tree(out, present, kind, feature, yes, no, states, value, root, stack, masks):
+    """out[s] += tree(x, s) for all s, x being the row marked 1 in ``present``: one walk from the root that
+    carries the set of states still reaching a node."""
     S = out.shape[0]
     top = 0
-    stack[0] = start
+    stack[0] = root
     masks[0, :] = True
     while top >= 0:
         node = stack[top]
@@ -802,123 +814,168 @@ def _split_states(stack, masks, top, a, b, states):
 
 
 @njit(cache=True, nogil=True)
-def absent_regions(kind, feature, yes, no, states, value, roots, n_states, max_depth):
-    """What the sparse evaluation needs from each tree: its output when no feature is present (per previous
-    state), and the features tested on the way there: entry e says tree entry_tree[e] tests entry_feature[e]
-    as the entry_rank[e]-th test of that walk, whose yes-branch is node entry_start[e].
-
-    With binary sparse rows most trees of a position end where the all-absent walk ends; only trees that
-    test one of the row's features on that walk can give anything else. When that walk is a chain (no state
-    split on it) a position's walk leaves it at the first present feature, so evaluation can start at that
-    feature's yes-branch; otherwise every entry of the tree has rank 0 and starts at the root."""
+def _leaf_slots(kind, yes, no, states, roots):
+    """Each tree's leaves numbered left to right, the no-branch (feature absent, state not in the yes-set) on the
+    left, plus a "zero slot" first in the subtree of every state split that some state reaches in neither child
+    (the walk drops such a state: it gets nothing from that tree). Returns (lo, hi, zero, n_slots): node n's
+    subtree holds the slots lo[n]:hi[n] (its zero slot, if any, is lo[n] = zero[n]) and tree i has n_slots[i]."""
+    n = kind.shape[0]
+    S = states.shape[1]
+    lo = np.zeros(n, dtype=np.int64)
+    hi = np.zeros(n, dtype=np.int64)
+    zero = np.full(n, -1, dtype=np.int64)
     n_trees = roots.shape[0] - 1
-    defaults = np.zeros((n_trees, n_states))
-    none_present = np.zeros(feature.max() + 1 if feature.shape[0] else 1, dtype=np.uint8)
-    stack = np.empty(max_depth + 1, dtype=np.int64)
-    masks = np.empty((max_depth + 1, n_states), dtype=np.bool_)
-    n_nodes = kind.shape[0]
-    entry_tree = np.empty(n_nodes, dtype=np.int32)
-    entry_feature = np.empty(n_nodes, dtype=np.int32)
-    entry_rank = np.empty(n_nodes, dtype=np.int32)
-    entry_start = np.empty(n_nodes, dtype=np.int64)
-    n = 0
+    n_slots = np.zeros(n_trees, dtype=np.int64)
+    stack = np.empty(n + 1, dtype=np.int64)
     for i in range(n_trees):
         root = roots[i]
-        _eval_tree(defaults[i], none_present, kind, feature, yes, no, states, value, root, root, stack, masks)
-        first = n
-        chain = True
         top = 0
         stack[0] = root
-        while top >= 0:
+        c = 0
+        while top >= 0:  # preorder, no-branch first: slots come out left to right
             node = stack[top]
             top -= 1
-            if kind[node] == FEATURE:
-                entry_tree[n] = i
-                entry_feature[n] = feature[node]
-                entry_rank[n] = n - first
-                entry_start[n] = root + yes[node]
-                n += 1
-                top += 1
-                stack[top] = root + no[node]
-            elif kind[node] == STATE:
-                chain = False
-                stack[top + 1] = root + yes[node]
-                stack[top + 2] = root + no[node]
-                top += 2
-        if not chain:
-            entry_rank[first:n] = 0
-            entry_start[first:n] = root
-    return defaults, entry_tree[:n], entry_feature[:n], entry_rank[:n], entry_start[:n]
-
-
-def sparse_index(kind, feature, yes, no, states, value, roots, labels, n_states, n_labels, max_depth):
-    """(base, defaults, inv_ptr, inv_tree, inv_rank, inv_start) for sparse_potentials: the sum of all-absent
-    outputs per (state, label), each tree's own, and for each feature f the entries
-    inv_ptr[f]:inv_ptr[f + 1] of the trees whose all-absent walk tests f (see absent_regions)."""
-    defaults, tree_of, feature_of, rank, start = absent_regions(kind, feature, yes, no, states, value, roots,
-                                                                n_states, max_depth)
-    base = np.zeros((n_states, n_labels))
-    np.add.at(base.T, labels, defaults)
-    n_tested = int(feature_of.max()) + 1 if len(feature_of) else 0
-    order = np.lexsort((rank, tree_of, feature_of))
-    tree_of, feature_of, rank, start = tree_of[order], feature_of[order], rank[order], start[order]
-    # a feature tested twice in one tree (on different branches after a state split): one entry is enough
-    first = np.ones(len(order), dtype=bool)
-    first[1:] = (feature_of[1:] != feature_of[:-1]) | (tree_of[1:] != tree_of[:-1])
-    inv_ptr = np.zeros(n_tested + 1, dtype=np.int64)
-    np.cumsum(np.bincount(feature_of[first], minlength=n_tested), out=inv_ptr[1:])
-    return base, defaults, inv_ptr, tree_of[first], rank[first], start[first]
+            lo[node] = c
+            if kind[node] == LEAF:
+                c += 1
+                continue
+            if kind[node] == STATE:
+                a = root + yes[node]
+                b = root + no[node]
+                for s in range(S):
+                    if not states[a, s] and not states[b, s]:
+                        zero[node] = c
+                        c += 1
+                        break
+            stack[top + 1] = root + yes[node]
+            stack[top + 2] = root + no[node]
+            top += 2
+        n_slots[i] = c
+        for node in range(roots[i + 1] - 1, root - 1, -1):  # children follow their parent
+            hi[node] = lo[node] + 1 if kind[node] == LEAF else hi[root + yes[node]]
+    return lo, hi, zero, n_slots
 
 
 @njit(cache=True, nogil=True)
-def sparse_potentials(indptr, indices, n_states, n_labels, kind, feature, yes, no, states, value, tree_roots,
-                      tree_labels, max_depth, base, defaults, inv_ptr, inv_tree, inv_rank, inv_start):
-    """phi (T x S x K) = sum of every tree, visiting at each position only the trees whose all-absent walk
-    tests one of its features: phi[t] = base + sum over those trees of (tree(x_t) - its all-absent output).
+def _clear_slots(mask, a, b):
+    for j in range(a, b):
+        mask[j >> 6] &= ~(np.uint64(1) << np.uint64(j & 63))
+
+
+@njit(cache=True, nogil=True)
+def _exit_slot(feature_mask, state_mask):
+    """The lowest slot left in both masks: where the walk ends (every tree keeps at least one)."""
+    for w in range(feature_mask.shape[0]):
+        m = feature_mask[w] & state_mask[w]
+        if m != 0:
+            return w * 64 + _count_trailing_zeros(m)
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _bitmask_tables(kind, feature, yes, no, states, value, roots, lo, hi, zero, n_words):
+    n_trees = roots.shape[0] - 1
+    S = states.shape[1]
+    full = ~np.uint64(0)
+    state_mask = np.full((n_trees, S, n_words), full, dtype=np.uint64)
+    slot_value = np.zeros((n_trees, 64 * n_words))
+    n_tested = 0
+    n_entries = 0
+    for node in range(kind.shape[0]):
+        if kind[node] == FEATURE:
+            n_entries += 1
+            n_tested = max(n_tested, feature[node] + 1)
+    feature_ptr = np.zeros(n_tested + 1, dtype=np.int64)
+    for node in range(kind.shape[0]):
+        if kind[node] == FEATURE:
+            feature_ptr[feature[node] + 1] += 1
+    for f in range(n_tested):
+        feature_ptr[f + 1] += feature_ptr[f]
+    fill = feature_ptr[:-1].copy()
+    entry_tree = np.empty(n_entries, dtype=np.int32)
+    entry_mask = np.full((n_entries, n_words), full, dtype=np.uint64)
+    for i in range(n_trees):
+        root = roots[i]
+        for node in range(root, roots[i + 1]):
+            if kind[node] == LEAF:
+                slot_value[i, lo[node]] = value[node]
+                continue
+            a = root + yes[node]
+            b = root + no[node]
+            if kind[node] == FEATURE:  # present: the walk leaves the no-branch
+                e = fill[feature[node]]
+                fill[feature[node]] += 1
+                entry_tree[e] = i
+                _clear_slots(entry_mask[e], lo[b], hi[b])
+                continue
+            for s in range(S):
+                if states[a, s]:  # the zero slot and the no-branch
+                    _clear_slots(state_mask[i, s], lo[node], hi[b])
+                elif states[b, s]:
+                    if zero[node] >= 0:
+                        _clear_slots(state_mask[i, s], zero[node], zero[node] + 1)
+                else:  # dropped here: both branches go, the zero slot stays
+                    _clear_slots(state_mask[i, s], lo[b], hi[a])
+    defaults = np.zeros((n_trees, S))
+    for i in range(n_trees):
+        for s in range(S):
+            defaults[i, s] = slot_value[i, _exit_slot(state_mask[i, s], state_mask[i, s])]
+    return defaults, feature_ptr, entry_tree, entry_mask, state_mask, slot_value
+
+
+def bitmask_index(kind, feature, yes, no, states, value, roots, labels, n_states, n_labels):
+    """The ensemble as bit masks for bitmask_potentials (QuickScorer, Lucchese et al. 2015, for binary sparse
+    rows and previous-state splits): (base, defaults, feature_ptr, entry_tree, entry_mask, state_mask,
+    slot_value).
+
+    A tree's walk ends at the lowest slot (see _leaf_slots) that no test on the way removes: a present feature
+    removes its node's no-branch (entry_mask; the entries of feature f are feature_ptr[f]:feature_ptr[f + 1]),
+    a state removes what its state splits send it away from (state_mask, per tree and state). A row with none
+    of a tree's features gets the tree's default (its all-absent output); base sums them per (state, label)."""
+    lo, hi, zero, n_slots = _leaf_slots(kind, yes, no, states, roots)
+    n_words = max(1, (int(n_slots.max()) + 63) // 64) if len(n_slots) else 1
+    defaults, *tables = _bitmask_tables(kind, feature, yes, no, states, value, roots, lo, hi, zero, n_words)
+    base = np.zeros((n_states, n_labels))
+    np.add.at(base.T, labels, defaults)
+    return (base, defaults, *tables)
+
+
+@njit(cache=True, nogil=True)
+def bitmask_potentials(indptr, indices, n_labels, labels, base, defaults, feature_ptr, entry_tree, entry_mask,
+                       state_mask, slot_value):
+    """phi (T x S x K) = sum of every tree: at each position only the trees testing one of its features move
+    from their default, and a tree's leaf for every state comes from ANDing bit masks, not from walking it.
 
     Rows may hold feature ids no tree tests."""
     T = indptr.shape[0] - 1
-    n_trees = tree_roots.shape[0] - 1
-    n_tested = inv_ptr.shape[0] - 1
-    phi = np.empty((T, n_states, n_labels))
-    present = np.zeros(feature.max() + 1 if feature.shape[0] else 1, dtype=np.uint8)
-    seen = np.zeros(n_trees, dtype=np.int64)
-    rank = np.empty(n_trees, dtype=np.int32)
-    start = np.empty(n_trees, dtype=np.int64)
+    n_trees, S, n_words = state_mask.shape
+    n_tested = feature_ptr.shape[0] - 1
+    phi = np.empty((T, S, n_labels))
+    stamp = np.zeros(n_trees, dtype=np.int64)
+    feature_mask = np.empty((n_trees, n_words), dtype=np.uint64)
     touched = np.empty(n_trees, dtype=np.int64)
-    stack = np.empty(max_depth + 1, dtype=np.int64)
-    masks = np.empty((max_depth + 1, n_states), dtype=np.bool_)
-    row = np.empty(n_states)
     for t in range(T):
-        mark = t + 1
         phi[t] = base
         n_touched = 0
         for p in range(indptr[t], indptr[t + 1]):
             f = indices[p]
-            if f < present.shape[0]:
-                present[f] = 1
             if f >= n_tested:
                 continue
-            for q in range(inv_ptr[f], inv_ptr[f + 1]):
-                i = inv_tree[q]
-                if seen[i] != mark:
-                    seen[i] = mark
-                    rank[i] = inv_rank[q]
-                    start[i] = inv_start[q]
+            for e in range(feature_ptr[f], feature_ptr[f + 1]):
+                i = entry_tree[e]
+                if stamp[i] != t + 1:
+                    stamp[i] = t + 1
+                    feature_mask[i] = entry_mask[e]
                     touched[n_touched] = i
                     n_touched += 1
-                elif inv_rank[q] < rank[i]:
-                    rank[i] = inv_rank[q]
-                    start[i] = inv_start[q]
+                else:
+                    for w in range(n_words):
+                        feature_mask[i, w] &= entry_mask[e, w]
         for j in range(n_touched):
             i = touched[j]
-            for s in range(n_states):
-                row[s] = -defaults[i, s]
-            _eval_tree(row, present, kind, feature, yes, no, states, value, tree_roots[i], start[i], stack, masks)
-            k = tree_labels[i]
-            for s in range(n_states):
-                phi[t, s, k] += row[s]
-        _mark_row(present, 0, indptr, indices, t)
+            k = labels[i]
+            for s in range(S):
+                phi[t, s, k] += slot_value[i, _exit_slot(feature_mask[i], state_mask[i, s])] - defaults[i, s]
     return phi
 
 
@@ -934,7 +991,7 @@ def multiply_tree(E, positions, indptr, indices, kind, feature, yes, no, states,
         t = positions[i]
         _mark_row(present, 1, indptr, indices, t)
         row[:] = 0.0
-        _eval_tree(row, present, kind, feature, yes, no, states, value, 0, 0, stack, masks)
+        _eval_tree(row, present, kind, feature, yes, no, states, value, 0, stack, masks)
         _mark_row(present, 0, indptr, indices, t)
         for s in range(S):
             E[t, s, k] *= np.float32(np.exp(scale_by * row[s]))

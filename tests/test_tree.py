@@ -413,17 +413,88 @@ def test_ensemble_potentials_match_apply_leaves_and_routing(seed):
         trees.append(tr)
         labels.append(k)
     ens = concat_trees(trees)
-    max_depth = max(depth(tr) for tr in trees)
     arrays = (ens["kind"], ens["feature"], ens["yes"], ens["no"], ens["states"], ens["value"], ens["roots"])
     labels = np.array(labels, dtype=np.int64)
-    index = tree.sparse_index(*arrays, labels, S, K, max_depth)
-    phi = tree.sparse_potentials(indptr, indices, S, K, *arrays[:6], ens["roots"], labels, max_depth, *index)
+    index = tree.bitmask_index(*arrays, labels, S, K)
+    phi = tree.bitmask_potentials(indptr, indices, K, labels, *index)
     assert phi.shape == (T, S, K)
     ref = reference_potentials(trees, labels, X, S, K)
     assert np.allclose(phi, ref, rtol=1e-12, atol=1e-12)
     # the cached potentials updated leaf by leaf agree with evaluating the trees everywhere
     assert np.allclose(np.log(E.astype(np.float64) / E0), lr * phi, rtol=1e-5, atol=1e-5)
     assert np.any(np.abs(phi) > 1e-3)
+
+
+def random_tree(rng, n_leaves, F, S):
+    """Node arrays of an arbitrary tree (children after their parent, yes / no relative to the root) whose state
+    splits may send a state to neither child, as trees fitted under a transition mask do."""
+    kind, feature, yes, no, value, states = [], [], [], [], [], []
+
+    def grow(n, reach):
+        node = len(kind)
+        for column in (kind, feature, yes, no, value):
+            column.append(0)
+        states.append(reach)
+        if n == 1:
+            kind[node], feature[node], yes[node], no[node], value[node] = LEAF, -1, -1, -1, rng.normal()
+            return node
+        n_yes = int(rng.integers(1, n))
+        split_states = rng.random() < 0.3 and reach.sum() >= 2
+        if split_states:
+            side = rng.integers(0, 3, size=S)  # 0: yes, 1: no, 2: neither
+            yes_reach, no_reach = reach & (side == 0), reach & (side == 1)
+            kind[node], feature[node] = STATE, -1
+        else:
+            yes_reach = no_reach = reach
+            kind[node], feature[node] = FEATURE, int(rng.integers(F))
+        yes[node] = grow(n_yes, yes_reach)
+        no[node] = grow(n - n_yes, no_reach)
+        return node
+
+    grow(n_leaves, np.ones(S, dtype=bool))
+    return dict(kind=np.array(kind, dtype=np.int8), feature=np.array(feature, dtype=np.int32),
+                yes=np.array(yes, dtype=np.int32), no=np.array(no, dtype=np.int32),
+                value=np.array(value, dtype=np.float64), states=np.array(states, dtype=np.bool_))
+
+
+def walk_with_drops(tr, X, t, s, node=0):
+    """tree(x_t, s) as the walk defines it: a state that a split sends to neither child gets nothing."""
+    if tr["kind"][node] == LEAF:
+        return tr["value"][node]
+    if tr["kind"][node] == FEATURE:
+        return walk_with_drops(tr, X, t, s, tr["yes"][node] if X[t, tr["feature"][node]] else tr["no"][node])
+    for child in (tr["yes"][node], tr["no"][node]):
+        if tr["states"][child, s]:
+            return walk_with_drops(tr, X, t, s, child)
+    return 0.0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_bitmask_potentials_on_large_trees_with_dropped_states(seed):
+    """Trees of up to 200 leaves (several 64-bit words of slots) and states dropped at state splits."""
+    rng = np.random.default_rng(800 + seed)
+    F, K = 12, 3
+    S = K + 1
+    X = rng.random((60, F)) < 0.3
+    trees = [random_tree(rng, int(rng.integers(1, 200)), F, S) for _ in range(5)]
+    labels = rng.integers(K, size=len(trees)).astype(np.int64)
+    ens = concat_trees(trees)
+    arrays = (ens["kind"], ens["feature"], ens["yes"], ens["no"], ens["states"], ens["value"], ens["roots"])
+    indptr, indices = csr(X)
+    phi = tree.bitmask_potentials(indptr, indices, K, labels, *tree.bitmask_index(*arrays, labels, S, K))
+    ref = np.zeros((X.shape[0], S, K))
+    for tr, k in zip(trees, labels):
+        for t in range(X.shape[0]):
+            for s in range(S):
+                ref[t, s, k] += walk_with_drops(tr, X, t, s)
+    assert np.allclose(phi, ref, rtol=1e-12, atol=1e-12)
+    # the walk used by multiply_tree agrees on the same trees
+    for tr, k in zip(trees, labels):
+        E = np.ones((X.shape[0], S, K), dtype=np.float32)
+        tree.multiply_tree(E, np.arange(X.shape[0], dtype=np.int64), indptr, indices, tr["kind"], tr["feature"],
+                           tr["yes"], tr["no"], tr["states"], tr["value"], int(k), 1.0, depth(tr))
+        one = np.array([[walk_with_drops(tr, X, t, s) for s in range(S)] for t in range(X.shape[0])])
+        assert np.allclose(np.log(E[:, :, k].astype(np.float64)), one, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("seed", range(8))
