@@ -879,21 +879,14 @@ def _bitmask_tables(kind, feature, yes, no, states, value, roots, lo, hi, zero, 
     full = ~np.uint64(0)
     state_mask = np.full((n_trees, S, n_words), full, dtype=np.uint64)
     slot_value = np.zeros((n_trees, 64 * n_words))
-    n_tested = 0
-    n_entries = 0
-    for node in range(kind.shape[0]):
-        if kind[node] == FEATURE:
-            n_entries += 1
-            n_tested = max(n_tested, feature[node] + 1)
+    is_split = kind == FEATURE
+    tested = feature[is_split]
+    n_tested = tested.max() + 1 if tested.shape[0] else 0
     feature_ptr = np.zeros(n_tested + 1, dtype=np.int64)
-    for node in range(kind.shape[0]):
-        if kind[node] == FEATURE:
-            feature_ptr[feature[node] + 1] += 1
-    for f in range(n_tested):
-        feature_ptr[f + 1] += feature_ptr[f]
+    feature_ptr[1:] = np.cumsum(np.bincount(tested, minlength=n_tested))
     fill = feature_ptr[:-1].copy()
-    entry_tree = np.empty(n_entries, dtype=np.int32)
-    entry_mask = np.full((n_entries, n_words), full, dtype=np.uint64)
+    entry_tree = np.empty(tested.shape[0], dtype=np.int32)
+    entry_mask = np.full((tested.shape[0], n_words), full, dtype=np.uint64)
     for i in range(n_trees):
         root = roots[i]
         for node in range(root, roots[i + 1]):
