@@ -860,11 +860,18 @@ class WindowFeaturizer:
         return self
 
 
+def stored_token_values(doc: Doc, names) -> List[Tuple[str, int, Any]]:
+    """(name, character offset, value) of every value set on a token for the extensions ``names``, read in one
+    pass over where spaCy keeps them (doc.user_data[("._.", name, token.idx, None)]) instead of building a Token
+    and its Underscore for every token."""
+    return [(k[1], k[2], v) for k, v in doc.user_data.items()
+            if type(k) is tuple and len(k) == 4 and k[0] == "._." and k[1] in names and k[2] is not None
+            and k[3] is None]
+
+
 def marked_missing(doc: Doc) -> List[int]:
-    """Character offsets of the tokens with ``token._.treecrf_missing`` set True, read from where spaCy keeps
-    extension values (doc.user_data[("._.", name, token.idx, None)]) instead of visiting every token."""
-    return sorted(k[2] for k, v in doc.user_data.items()
-                  if isinstance(k, tuple) and len(k) == 4 and k[:2] == ("._.", MISSING_EXT) and v)
+    """Character offsets of the tokens with ``token._.treecrf_missing`` set True."""
+    return sorted(offset for _, offset, value in stored_token_values(doc, (MISSING_EXT,)) if value)
 
 
 def _concat(parts):

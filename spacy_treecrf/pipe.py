@@ -25,7 +25,7 @@ from thinc.api import Model
 
 from . import booster as boost
 from . import crf, missing, serialize
-from .features import marked_missing, window_features  # noqa: F401  (registers spacy_treecrf.window_features.v1)
+from .features import MISSING_EXT, stored_token_values, window_features  # noqa: F401  (registers spacy_treecrf.window_features.v1)
 from .booster import BoostParams, Ensemble
 from .estimator import DECODERS, bio_allowed, ensemble_rules
 from .missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
@@ -318,8 +318,10 @@ class TreeCRFComponent(TrainablePipe):
         self._pending = []
         self._passes = None
 
-    def _digest(self, eg: Example) -> bytes:
-        """A content key of one example: spaCy copies examples every step, so identity cannot key the cache."""
+    def _digest(self, eg: Example, stored: Tuple[str, ...], computed: List[str]) -> bytes:
+        """A content key of one example: spaCy copies examples every step, so identity cannot key the cache.
+        Extension values kept in user_data (``stored``) are hashed from one pass over it; only ``computed``
+        extensions (getters, methods) are read token by token."""
         h = hashlib.blake2b(digest_size=16)
         h.update(eg.predicted.to_array(INPUT_ATTRS).tobytes())
         ref = eg.reference
@@ -332,21 +334,26 @@ class TreeCRFComponent(TrainablePipe):
             h.update(ref.to_array([POS]).tobytes())
         else:
             h.update(repr(self._reference_labels(ref)).encode("utf8"))
-        h.update(repr(marked_missing(eg.predicted)).encode("utf8"))
-        if self.featurizer_reads_extensions:
-            h.update(repr([[t._.get(a[2:]) for a in self.featurizer.attrs if a.startswith("_.")]
-                           for t in eg.predicted]).encode("utf8"))
+        h.update(repr(stored_token_values(eg.predicted, stored)).encode("utf8"))
+        if computed:
+            h.update(repr([[t._.get(name) for name in computed] for t in eg.predicted]).encode("utf8"))
         return h.digest()
 
-    @property
-    def featurizer_reads_extensions(self) -> bool:
-        return any(a.startswith("_.") for a in getattr(self.featurizer, "attrs", []))
+    def _extensions_read(self) -> Tuple[Tuple[str, ...], List[str], list]:
+        """The Token extensions the featurizer reads (and the missing marker), split into those whose values
+        spaCy stores in user_data and those it computes, plus their defaults (part of the content too)."""
+        names = [MISSING_EXT] + [a[2:] for a in getattr(self.featurizer, "attrs", []) if a.startswith("_.")]
+        specs = {name: Token.get_extension(name) for name in names if Token.has_extension(name)}
+        stored = tuple(name for name, (_, method, getter, _) in specs.items() if method is None and getter is None)
+        computed = [name for name in specs if name not in stored]
+        return stored, computed, [repr(specs[name][0]) for name in stored]
 
     def _trainer_for(self, examples: List[Example]) -> boost.Trainer:
         """Examples with the same content as last round reuse the cached potentials; others start from the
         ensemble's potentials."""
-        keyed = sorted(((self._digest(eg), i) for i, eg in enumerate(examples)))
-        key = tuple(d for d, _ in keyed)
+        stored, computed, defaults = self._extensions_read()
+        keyed = sorted(((self._digest(eg, stored, computed), i) for i, eg in enumerate(examples)))
+        key = (stored, tuple(computed), tuple(defaults)) + tuple(d for d, _ in keyed)
         if key == self._trainer_key:
             return self._trainer
         examples = [examples[i] for _, i in keyed]

@@ -220,3 +220,38 @@ def test_full_batch_rounds_reuse_the_cached_potentials_although_spacy_copies_exa
     changed = examples[:-1]
     nlp.update(changed)
     assert crf._trainer is not trainer
+
+
+@pytest.mark.parametrize("computed", [False, True])
+def test_cached_potentials_follow_the_extension_values_the_featurizer_reads(computed):
+    """The cache key reads stored extension values from user_data in one pass and computed ones token by token:
+    a copy keeps the cache, a changed value (or a token marked missing) rebuilds it."""
+    if computed:
+        Token.set_extension("digest_cue", getter=lambda t: t.doc.user_data.get("cues", {}).get(t.i), force=True)
+    else:
+        Token.set_extension("digest_cue", default=None, force=True)
+
+    def set_cue(doc, i, value):
+        if computed:
+            doc.user_data.setdefault("cues", {})[i] = value
+        else:
+            doc[i]._.digest_cue = value
+
+    nlp = spacy.blank("en")
+    features = {"@misc": "spacy_treecrf.window_features.v1", "attrs": ["_.digest_cue"]}
+    crf = nlp.add_pipe("treecrf", config={"max_leaves": 8, "features": features})
+    examples = ner_examples(nlp)
+    for eg in examples:
+        set_cue(eg.predicted, 0, "first")
+    nlp.initialize(lambda: examples)
+    nlp.update(examples)
+    trainer = crf._trainer
+    nlp.update([Example(eg.predicted.copy(), eg.reference) for eg in examples])
+    assert crf._trainer is trainer
+    set_cue(examples[1].predicted, 1, "second")
+    nlp.update(examples)
+    assert crf._trainer is not trainer
+    trainer = crf._trainer
+    examples[2].predicted[0]._.treecrf_missing = True
+    nlp.update(examples)
+    assert crf._trainer is not trainer
