@@ -53,10 +53,23 @@ def split(flat, seq_starts):
     return [list(flat[a:b]) for a, b in zip(seq_starts[:-1], seq_starts[1:])]
 
 
-def load_pipeline(task: str, data_dir: Path, limit: int, pipeline=None):
-    """The task's pipeline (a trained one from ``pipeline``, else a new one from its config) and its corpus."""
+def parse_setting(item: str):
+    """"name=value" -> ("components.treecrf.name", value), the value read as JSON where it is JSON (numbers,
+    true / false) and as a string otherwise."""
+    name, sep, value = item.partition("=")
+    if not sep or not name:
+        raise SystemExit(f"--set wants NAME=VALUE, got {item!r}")
+    try:
+        return f"components.treecrf.{name}", json.loads(value)
+    except ValueError:
+        return f"components.treecrf.{name}", value
+
+
+def load_pipeline(task: str, data_dir: Path, limit: int, pipeline=None, settings=()):
+    """The task's pipeline (a trained one from ``pipeline``, else a new one from its config, with ``settings``
+    as "name=value" overrides of [components.treecrf]) and its corpus."""
     folder, fmt, cfg_name = TASKS[task]
-    config = load_config(ROOT / "configs" / cfg_name)
+    config = load_config(ROOT / "configs" / cfg_name, overrides=dict(map(parse_setting, settings)))
     nlp = spacy.load(pipeline) if pipeline else spacy.util.load_model_from_config(config, auto_fill=True,
                                                                                      validate=True)
     keep = dict(config["corpora"]["train"].get("keep_columns", {}))
@@ -127,7 +140,7 @@ def throughput(call, docs, repeats: int) -> float:
 
 
 def main(args):
-    nlp, corpus = load_pipeline(args.task, args.data_dir, args.limit, args.pipeline)
+    nlp, corpus = load_pipeline(args.task, args.data_dir, args.limit, args.pipeline, args.set)
     pipe = nlp.get_pipe("treecrf")
     if not args.pipeline:
         pipe.initialize(lambda: corpus["train"], nlp=nlp)
@@ -171,6 +184,7 @@ def main(args):
     best = max(curve, key=lambda c: c[2])
     result = {
         "task": args.task, "rounds": args.rounds, "threads": args.threads, "trees": pipe.ensemble.n_trees,
+        "settings": args.set,
         "treecrf_best_test_f1": best[2], "treecrf_best_round": best[0], "treecrf_seconds_total": curve[-1][1],
         "treecrf_peak_rss_mb": tree_rss,
         "crfsuite": {"c1": args.c1, "c2": args.c2, "iterations": args.crf_iterations, "seconds": crf_seconds,
@@ -216,4 +230,7 @@ if __name__ == "__main__":
     parser.add_argument("--pipeline", help="a trained pipeline: measure its tagging instead of training one")
     parser.add_argument("--limit", type=int, default=0, help="sentences per split (0 = all; for a quick look)")
     parser.add_argument("--output", type=Path, help="write the figures and the per-round curve as JSON")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="override a [components.treecrf] setting of the task's config, e.g. "
+                             "--set leaf_values=newton --set learning_rate=0.3 (repeatable)")
     main(parser.parse_args())

@@ -16,6 +16,7 @@ from . import crf, losses, missing, tree
 from .missing import MissingRows
 
 LOSSES = ("crf", "pseudo_likelihood", "hamming", "rank")
+LEAF_VALUES = ("mean", "newton")
 MAX_MOVE = 10.0  # a round changes no log potential by more than this: exp() stays finite in the float32 cache
 GOLDEN = (np.sqrt(5.0) - 1.0) / 2.0
 LINE_SEARCH_STEPS = 6  # golden-section steps of the rank loss's line search (step known to 0.618**7 of its range)
@@ -37,10 +38,16 @@ class BoostParams:
     n_threads: int = 0
     loss: str = "crf"
     missing: str = "instance_weighting"
+    leaf_values: str = "mean"
 
     def __post_init__(self):
         if self.loss not in LOSSES:
             raise ValueError(f"TreeCRF setting 'loss' must be one of {LOSSES}, got {self.loss!r}")
+        if self.leaf_values not in LEAF_VALUES:
+            raise ValueError(f"TreeCRF setting 'leaf_values' must be one of {LEAF_VALUES}, got {self.leaf_values!r}")
+        if self.leaf_values == "newton" and self.loss != "crf":
+            raise ValueError(f"TreeCRF setting leaf_values='newton' needs loss='crf' (its Hessian), got "
+                             f"loss={self.loss!r}")
         missing.check_strategy(self.missing, "TreeCRF")
         checks = [
             ("max_leaves", self.max_leaves >= 2, "an integer >= 2"),
@@ -361,6 +368,10 @@ class Trainer:
         mr = self.missing_rows
         n_surrogates = ensemble.n_surrogates
         with_missing = mr is not None and (mr.any or (n_surrogates > 0 and bool((mr.feature_var >= 0).any())))
+        newton = self.params.leaf_values == "newton"
+        if newton and with_missing:
+            raise ValueError("TreeCRF setting leaf_values='newton' is not available with missing input values (or "
+                             "missing='surrogate'): use leaf_values='mean'")
         positions = self._round_positions()
         feature_masks = [self._tree_features() for _ in range(K)]
         skipped = np.setdiff1d(self.all_positions, positions, assume_unique=True) if len(positions) < len(
@@ -382,6 +393,9 @@ class Trainer:
             out = tree.fit_tree(self.indptr, self.indices, self.n_features, D, self.is_start, allowed_k, pos,
                                 *settings, self.col_ptr, self.col_pos, feature_masks[k])
             kind, feature, yes, no, value, count, states, pbuf, pstart, plen = out
+            if newton:
+                value = tree.newton_leaf_values(D, self.is_start, allowed_k, kind, states, pbuf, pstart, plen,
+                                                float(self.params.shrinkage))
             rest = skipped if len(pos) == len(positions) else np.setdiff1d(self.all_positions, pos,
                                                                             assume_unique=True)
             # positions < 2**31 (tree.csc_index checks): int32 halves what the round holds until applied

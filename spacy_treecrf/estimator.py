@@ -171,7 +171,8 @@ class TreeCRF:
     accuracy and stops after ``patience`` rounds without improvement. ``loss``: what the trees boost, "crf" (the
     paper's log-likelihood), "pseudo_likelihood", "hamming" or "rank" (losses.py; README "Choosing a loss").
     ``subsample``: share of positions each round's trees are fitted on; ``colsample``: share of feature columns
-    each tree may split on (a fresh draw per tree).
+    each tree may split on (a fresh draw per tree). ``leaf_values``: "mean" (the paper's) or "newton"
+    (sum(residual) / (lambda + sum of P(1 - P)), clipped to [-1, 1]: a Newton step, loss "crf" only).
 
     Missing inputs: a dict value None marks that key (the variable: all features it can give) missing at that
     position. ``missing`` chooses how they are handled (paper Sec. 6, 7.4): "instance_weighting" (C4.5's
@@ -184,7 +185,7 @@ class TreeCRF:
                  subsample: float = 1.0, colsample: float = 1.0, trim: float = 0.0, decode: str = "viterbi",
                  allowed_transitions=None, patience: Optional[int] = None, random_state: int = 0,
                  n_threads: int = 0, loss: str = "crf", missing: str = "instance_weighting",
-                 verbose: bool = False):
+                 leaf_values: str = "mean", verbose: bool = False):
         if decode not in DECODERS:
             raise ValueError(f"TreeCRF setting 'decode' must be one of {DECODERS}, got {decode!r}")
         if int(n_rounds) < 0:
@@ -194,7 +195,7 @@ class TreeCRF:
         self.params = BoostParams(max_leaves=max_leaves, shrinkage=shrinkage, learning_rate=learning_rate,
                                   min_samples_leaf=min_samples_leaf, min_gain=min_gain, subsample=subsample,
                                   colsample=colsample, trim=trim, random_state=random_state, n_threads=n_threads,
-                                  loss=loss, missing=missing)
+                                  loss=loss, missing=missing, leaf_values=leaf_values)
         self.n_rounds = int(n_rounds)
         self.decode = decode
         self.allowed_transitions = allowed_transitions

@@ -673,6 +673,38 @@ def fit_tree(indptr, indices, n_features, D, is_start, allowed_k, positions, max
 
 
 @njit(cache=True, nogil=True)
+def newton_leaf_values(D, is_start, allowed_k, kind, states, pbuf, pstart, plen, lam):
+    """Leaf values sum(D) / (lam + sum(|D| (1 - |D|))) over each leaf's cells, clipped to [-1, 1]: one Newton step
+    on the CRF loss with its diagonal Hessian (for a labelled cell |D| (1 - |D|) = P (1 - P); Friedman's TreeBoost
+    step for the multinomial deviance), in place of the paper's mean sum(D) / (lam + N). The clip keeps the
+    paper's bound |leaf value| <= 1, which the cache's float32 range relies on."""
+    S = D.shape[1]
+    mid = np.empty(S, np.int64)
+    value = np.zeros(kind.shape[0])
+    for node in range(kind.shape[0]):
+        if kind[node] != LEAF:
+            continue
+        w_start, m = _valid_states(states[node], allowed_k, mid)
+        g = 0.0
+        h = 0.0
+        for i in range(pstart[node], pstart[node] + plen[node]):
+            t = pbuf[i]
+            if is_start[t]:
+                if w_start > 0.0:
+                    d = D[t, 0]
+                    g += d
+                    h += abs(d) * (1.0 - abs(d))
+            else:
+                for j in range(m):
+                    d = D[t, mid[j]]
+                    g += d
+                    h += abs(d) * (1.0 - abs(d))
+        if h + lam > 0.0:
+            value[node] = min(max(g / (h + lam), -1.0), 1.0)
+    return value
+
+
+@njit(cache=True, nogil=True)
 def apply_leaves(E, kind, yes, states, value, pbuf, pstart, plen, k, scale_by):
     """Multiply exp(scale_by * leaf value) into the cached potentials of each leaf's (positions x states)."""
     S = E.shape[1]

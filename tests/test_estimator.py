@@ -122,14 +122,15 @@ def test_full_colsample_is_the_default_model():
     assert TreeCRF(colsample=1.0, **kw).fit(X, y).to_bytes() == TreeCRF(**kw).fit(X, y).to_bytes()
 
 
-def test_subsampling_and_trimming_keep_cached_potentials_exact():
+@pytest.mark.parametrize("leaf_values", ["mean", "newton"])
+def test_subsampling_and_trimming_keep_cached_potentials_exact(leaf_values):
     """Positions a tree was not fitted on still get its values, so the cache equals a fresh evaluation."""
     from spacy_treecrf import booster as B
 
     X, y = toy_data(80)
     model = TreeCRF(n_rounds=0).fit(X, y)
     indptr, indices, starts, _ = model.features.rows(X, grow=False)
-    params = B.BoostParams(max_leaves=6, subsample=0.6, trim=0.05)
+    params = B.BoostParams(max_leaves=6, subsample=0.6, trim=0.05, leaf_values=leaf_values)
     trainer = B.Trainer(indptr, indices, len(model.features.names), model._label_ids(y), starts, model.allowed,
                         params)
     ens = B.Ensemble(4, 3)
@@ -143,9 +144,10 @@ def test_subsampling_and_trimming_keep_cached_potentials_exact():
 
 @pytest.mark.parametrize("setting", [dict(max_leaves=1), dict(shrinkage=-1), dict(learning_rate=0),
                                      dict(subsample=0), dict(colsample=0), dict(colsample=1.5),
-                                     dict(decode="beam"), dict(trim=1.5)])
+                                     dict(decode="beam"), dict(trim=1.5), dict(leaf_values="line_search"),
+                                     dict(leaf_values="newton", loss="hamming")])
 def test_invalid_settings_name_the_setting(setting):
-    name = next(iter(setting))
+    name = next(iter(setting))  # the first key is the setting the message must name
     with pytest.raises(ValueError, match=name):
         TreeCRF(**setting)
 
@@ -157,3 +159,19 @@ def test_rules_are_readable_conjunctions():
     assert len(rules) == 5
     label, text, value, support = rules[0]
     assert label in model.classes_ and support > 0 and isinstance(text, str)
+
+
+def test_newton_leaf_values_refuse_missing_inputs_by_name():
+    X, y = toy_data(40)
+    X[0][0] = {"w": None, "bias": 1}  # the word is missing there
+    with pytest.raises(ValueError, match="leaf_values='newton'.*missing"):
+        TreeCRF(n_rounds=2, leaf_values="newton").fit(X, y)
+
+
+def test_newton_leaf_values_learn_the_training_data():
+    X, y = toy_data(100)
+    mean = TreeCRF(n_rounds=5, max_leaves=8).fit(X, y)
+    newton = TreeCRF(n_rounds=5, max_leaves=8, leaf_values="newton").fit(X, y)
+    assert newton.to_bytes() != mean.to_bytes()
+    assert newton.score(X, y) >= 0.9
+    assert TreeCRF().from_bytes(newton.to_bytes()).params.leaf_values == "newton"
