@@ -289,6 +289,10 @@ def shrinkage_grid(args):
     for lam in args.slow_lambdas:  # learning rate < 1 (Friedman's shrinkage on top of the paper's lambda)
         grid.append({"params": dict(max_leaves=100, shrinkage=float(lam), learning_rate=args.slow_rate),
                      "max_rounds": args.slow_max_rounds})
+    for lam in args.newton_lambdas:  # Newton leaf values (Friedman's TreeBoost step), at rate 1 and the slow rate
+        grid += [{"params": dict(max_leaves=100, shrinkage=float(lam), learning_rate=rate, leaf_values="newton"),
+                  "max_rounds": args.max_rounds if rate == 1.0 else args.slow_max_rounds}
+                 for rate in (1.0, args.slow_rate)]
     for name in ("subsample", "colsample"):  # Friedman's stochastic gradient boosting; per-tree feature columns
         share = getattr(args, name)
         grid += [{"params": {"max_leaves": 100, "shrinkage": float(lam), "learning_rate": 1.0, name: share}}
@@ -495,6 +499,9 @@ def main(argv=None):
                    help="shrinkages also tried with --slow-rate")
     p.add_argument("--slow-rate", type=float, default=0.3)
     p.add_argument("--slow-max-rounds", type=int, default=500)
+    p.add_argument("--newton-lambdas", type=float, nargs="*", default=[],
+                   help="also tune the shrinkage grid with leaf_values='newton' at these shrinkages (at learning "
+                        "rate 1 and --slow-rate)")
     p.add_argument("--subsample", type=float, default=1.0,
                    help="also tune the shrinkage grid with this per-round position subsample (< 1 to enable)")
     p.add_argument("--colsample", type=float, default=1.0,
