@@ -25,6 +25,7 @@ def main(argv):
     out, cmd = Path(argv[0]), argv[2:]
     if cmd[0] in ("python", "python3"):  # the interpreter running this script, as weasel does for its commands
         cmd[0] = sys.executable
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())
     t0 = time.perf_counter()
     if log is None:
         code = subprocess.call(cmd)
@@ -43,7 +44,7 @@ def main(argv):
     from relpaths import relative
     out.write_text(json.dumps(dict(command=[relative(c) for c in cmd], exit_code=code, wall_seconds=wall,
                                    peak_rss_mb=rss_kib / 1024.0, machine=platform.machine(),
-                                   started=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())), indent=1))
+                                   started=started), indent=1))
     print(f"[timed] {wall:.1f} s wall, peak RSS {rss_kib / 1024:.0f} MB -> {out}", flush=True)
     return code
 
