@@ -12,6 +12,10 @@ Data: ``--data-dir``, else $TREECRF_DATA_DIR, else ../shared/data next to the re
 Features (both learners get the same dicts): the letter / residue at each offset of a window (NETtalk 13 letters,
 offsets -6..+6; protein 11 residues, -5..+5), one-hot, with an explicit padding symbol outside the sequence:
 13 x 27 = 351 and 11 x 21 = 231 indicators as in the paper's Table 6 (fewer occur: the centre never pads).
+Protein also gets, by default, the residue's physico-chemical classes at each offset (hydrophobic, aromatic, ...;
+the lexicons in projects/protein_ss/lexicons, also used by that project's spaCy pipeline): functions of the
+residue, so no new information, but a tree can split on a group of residues at once (``--no-residue-classes``:
+the paper's residue identity only).
 
 Settings are chosen on an internal dev split of the TRAINING data only (about 20% of it, deterministic), never
 on test; the chosen setting is then retrained on the full training set for the dev-chosen number of rounds.
@@ -43,6 +47,7 @@ import numpy as np
 from spacy_treecrf import TreeCRF
 
 REPO = Path(__file__).resolve().parents[1]
+RESIDUE_CLASSES = REPO / "projects" / "protein_ss" / "lexicons"
 PAD = "#"
 TASKS = {
     "nettalk": dict(half=6, paper={"shrinkage": {"marginal": 85.18, "viterbi": 85.20},
@@ -120,6 +125,25 @@ def window_features(symbols, half):
     n = len(symbols)
     return [{f"w[{d:+d}]": symbols[t + d] if 0 <= t + d < n else PAD for d in range(-half, half + 1)}
             for t in range(n)]
+
+
+def read_classes(directory: Path):
+    """Class name -> its symbols, one lexicon file (one symbol per line) per class."""
+    classes = {path.stem: set(path.read_text(encoding="ascii").split()) for path in sorted(directory.glob("*.txt"))}
+    if not classes:
+        sys.exit(f"no class lexicons (*.txt) in {directory}")
+    return classes
+
+
+def add_class_features(positions, symbols, half, classes):
+    """Adds 'class[offset]' for every class of the symbol at each offset inside the sequence."""
+    n = len(symbols)
+    for t, features in enumerate(positions):
+        for d in range(-half, half + 1):
+            if 0 <= t + d < n:
+                features.update({f"{name}[{d:+d}]": True for name, members in classes.items()
+                                 if symbols[t + d] in members})
+    return positions
 
 
 # ---- internal dev split ---------------------------------------------------------------------------------------
@@ -313,7 +337,9 @@ def run_task(name, root, args):
     else:
         train, test, proteins = load_protein(root)
         groups = homology_groups(train, proteins, 2 * spec["half"] + 1)
-    X = lambda seqs: [window_features(x, spec["half"]) for x, _ in seqs]
+    classes = read_classes(RESIDUE_CLASSES) if name == "protein" and args.residue_classes else {}
+    X = lambda seqs: [add_class_features(window_features(x, spec["half"]), x, spec["half"], classes)
+                      for x, _ in seqs]
     Y = lambda seqs: [list(y) for _, y in seqs]
     Xtr, ytr, Xte, yte = X(train), Y(train), X(test), Y(test)
     parts = dev_folds(train, groups, args.dev_fraction, args.seed)[:args.folds]
@@ -323,8 +349,9 @@ def run_task(name, root, args):
         fit = [i for i in range(len(train)) if i not in dev_set]
         folds.append(([Xtr[i] for i in fit], [ytr[i] for i in fit], [Xtr[i] for i in dev], [ytr[i] for i in dev]))
     n_feat = len({f"{k}={v}" for seq in Xtr for pos in seq for k, v in pos.items()})
-    info = dict(train_sequences=len(train), test_sequences=len(test), train_positions=sum(map(len, ytr)),
-                test_positions=sum(map(len, yte)), groups=len(set(groups)), features=n_feat,
+    info = dict(classes=sorted(classes), train_sequences=len(train), test_sequences=len(test),
+                train_positions=sum(map(len, ytr)), test_positions=sum(map(len, yte)), groups=len(set(groups)),
+                features=n_feat,
                 dev_sequences=[len(d) for d in parts], dev_positions=[sum(len(ytr[i]) for i in d) for d in parts],
                 labels=sorted({l for ys in ytr for l in ys}))
     print(f"  {info['train_sequences']} train / {info['test_sequences']} test sequences, {info['train_positions']} / "
@@ -332,6 +359,8 @@ def run_task(name, root, args):
           f"{'fold' if len(parts) == 1 else f'{len(parts)} folds'}: "
           f"{'/'.join(map(str, info['dev_sequences']))} sequences, "
           f"{'/'.join(map(str, info['dev_positions']))} positions", flush=True)
+    if classes:
+        print(f"  residue identity and classes ({', '.join(info['classes'])}) at every offset", flush=True)
 
     result = dict(task=name, info=info, paper=spec["paper"], target=spec["target"])
     families = {"shrinkage": shrinkage_grid(args), "original": original_grid(args)}
@@ -491,6 +520,8 @@ def main(argv=None):
     p.add_argument("--plot", default=None, help="directory for PNG plots (adds one test-curve run per task)")
     p.add_argument("--flatness", action="store_true", help="200 NETtalk rounds: late/early per-round cost")
     p.add_argument("--flatness-shrinkage", type=float, default=40.0)
+    p.add_argument("--residue-classes", action=argparse.BooleanOptionalAction, default=True,
+                   help="protein: also the residue-class indicators of projects/protein_ss/lexicons at each offset")
     p.add_argument("--lambdas", type=float, nargs="+", default=[10, 40, 100, 200, 1000],
                    help="shrinkage grid (max_leaves=100, learning_rate=1)")
     p.add_argument("--other-losses", nargs="*", default=[], choices=["pseudo_likelihood", "hamming", "rank"],

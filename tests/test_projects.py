@@ -55,6 +55,9 @@ def test_project_configs_parse(project):
     for cfg in sorted((project / "configs").glob("*.cfg")):
         config = util.load_config(cfg, interpolate=False)
         assert config["nlp"]["pipeline"], cfg
+        for name, component in config["components"].items():
+            for lexicon, path in component.get("features", {}).get("lexicons", {}).items():
+                assert (project / path).is_file(), f"{cfg.name}: {name} lexicon {lexicon!r} names missing {path}"
 
 
 def test_project_scripts_compile(tmp_path):

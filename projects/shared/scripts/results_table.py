@@ -49,8 +49,11 @@ def paper(name, res):
         r = res[task]
         crf = r["crfsuite"]
         s = res["settings"]
-        out += [f"**`{name}`, paper's Table 4** (`benchmarks/paper_tasks.py --task {task}`, lambdas {s['lambdas']}, "
-                f"leaves {s['leaves']}, at most {s['max_rounds']} rounds; total {res['total_seconds'] / 60:.0f} min). "
+        classes = r["info"].get("classes")
+        features = f"residue identity and classes ({', '.join(classes)}); " if classes else ""
+        out += [f"**`{name}`, paper's Table 4** (`benchmarks/paper_tasks.py --task {task}`, {features}"
+                f"lambdas {s['lambdas']}, leaves {s['leaves']}, at most {s['max_rounds']} rounds; "
+                f"total {res['total_seconds'] / 60:.0f} min). "
                 f"[log]({rel}/paper_tasks.txt), [accuracy per round]({rel}/{task}_accuracy.png), "
                 f"[training seconds]({rel}/{task}_seconds.png)", "",
                 "| method | settings | marginal (paper) | Viterbi (paper) | fit s | rounds / iterations | fit s ÷ CRFsuite |",
