@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from spacy_treecrf import TreeCRF
+from spacy_treecrf.features import read_lexicon
 
 REPO = Path(__file__).resolve().parents[1]
 RESIDUE_CLASSES = REPO / "projects" / "protein_ss" / "lexicons"
@@ -128,8 +129,8 @@ def window_features(symbols, half):
 
 
 def read_classes(directory: Path):
-    """Class name -> its symbols, one lexicon file (one symbol per line) per class."""
-    classes = {path.stem: set(path.read_text(encoding="ascii").split()) for path in sorted(directory.glob("*.txt"))}
+    """Class name -> its symbols, read as the treecrf featurizer reads the same lexicon files."""
+    classes = {path.stem: set(read_lexicon(str(path), lowercase=False)) for path in sorted(directory.glob("*.txt"))}
     if not classes:
         sys.exit(f"no class lexicons (*.txt) in {directory}")
     return classes
