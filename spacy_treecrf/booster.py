@@ -16,7 +16,7 @@ from . import crf, losses, missing, tree
 from .missing import MissingRows
 
 LOSSES = ("crf", "pseudo_likelihood", "hamming", "rank")
-LEAF_VALUES = ("mean", "newton")
+LEAF_VALUES = ("mean", "newton", "position_mean")
 MAX_MOVE = 10.0  # a round changes no log potential by more than this: exp() stays finite in the float32 cache
 GOLDEN = (np.sqrt(5.0) - 1.0) / 2.0
 LINE_SEARCH_STEPS = 6  # golden-section steps of the rank loss's line search (step known to 0.618**7 of its range)
@@ -368,10 +368,10 @@ class Trainer:
         mr = self.missing_rows
         n_surrogates = ensemble.n_surrogates
         with_missing = mr is not None and (mr.any or (n_surrogates > 0 and bool((mr.feature_var >= 0).any())))
-        newton = self.params.leaf_values == "newton"
-        if newton and with_missing:
-            raise ValueError("TreeCRF setting leaf_values='newton' is not available with missing input values (or "
-                             "missing='surrogate'): use leaf_values='mean'")
+        leaf_values = self.params.leaf_values
+        if leaf_values != "mean" and with_missing:
+            raise ValueError(f"TreeCRF setting leaf_values={leaf_values!r} is not available with missing input values "
+                             "(or missing='surrogate'): use leaf_values='mean'")
         positions = self._round_positions()
         feature_masks = [self._tree_features() for _ in range(K)]
         skipped = np.setdiff1d(self.all_positions, positions, assume_unique=True) if len(positions) < len(
@@ -393,9 +393,9 @@ class Trainer:
             out = tree.fit_tree(self.indptr, self.indices, self.n_features, D, self.is_start, allowed_k, pos,
                                 *settings, self.col_ptr, self.col_pos, feature_masks[k])
             kind, feature, yes, no, value, count, states, pbuf, pstart, plen = out
-            if newton:
-                value = tree.newton_leaf_values(D, self.is_start, allowed_k, kind, states, pbuf, pstart, plen,
-                                                float(self.params.shrinkage))
+            if leaf_values != "mean":
+                value = tree.step_leaf_values(D, self.is_start, allowed_k, kind, states, pbuf, pstart, plen,
+                                              float(self.params.shrinkage), leaf_values == "newton")
             rest = skipped if len(pos) == len(positions) else np.setdiff1d(self.all_positions, pos,
                                                                             assume_unique=True)
             # positions < 2**31 (tree.csc_index checks): int32 halves what the round holds until applied

@@ -171,8 +171,10 @@ class TreeCRF:
     accuracy and stops after ``patience`` rounds without improvement. ``loss``: what the trees boost, "crf" (the
     paper's log-likelihood), "pseudo_likelihood", "hamming" or "rank" (losses.py; README "Choosing a loss").
     ``subsample``: share of positions each round's trees are fitted on; ``colsample``: share of feature columns
-    each tree may split on (a fresh draw per tree). ``leaf_values``: "mean" (the paper's) or "newton"
-    (sum(residual) / (lambda + sum of P(1 - P)), clipped to [-1, 1]: a Newton step, loss "crf" only).
+    each tree may split on (a fresh draw per tree). ``leaf_values``: "mean" (the paper's), "newton"
+    (sum(residual) / (lambda + sum of P(1 - P)), clipped to [-1, 1]: a Newton step, loss "crf" only) or
+    "position_mean" (sum(residual) / (lambda + the leaf's positions): a leaf spanning all previous states moves a
+    position's score by its gradient I(y = k) - P(y = k), not by that over the number of states).
 
     Missing inputs: a dict value None marks that key (the variable: all features it can give) missing at that
     position. ``missing`` chooses how they are handled (paper Sec. 6, 7.4): "instance_weighting" (C4.5's

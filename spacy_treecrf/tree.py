@@ -673,11 +673,16 @@ def fit_tree(indptr, indices, n_features, D, is_start, allowed_k, positions, max
 
 
 @njit(cache=True, nogil=True)
-def newton_leaf_values(D, is_start, allowed_k, kind, states, pbuf, pstart, plen, lam):
-    """Leaf values sum(D) / (lam + sum(|D| (1 - |D|))) over each leaf's cells, clipped to [-1, 1]: one Newton step
-    on the CRF loss with its diagonal Hessian (for a labelled cell |D| (1 - |D|) = P (1 - P); Friedman's TreeBoost
-    step for the multinomial deviance), in place of the paper's mean sum(D) / (lam + N). The clip keeps the
-    paper's bound |leaf value| <= 1, which the cache's float32 range relies on."""
+def step_leaf_values(D, is_start, allowed_k, kind, states, pbuf, pstart, plen, lam, newton):
+    """Leaf values sum(D) / (lam + h) over each leaf's cells, clipped to [-1, 1], in place of the paper's mean
+    sum(D) / (lam + N) over its N (position, state) cells, which spreads a position's gradient
+    sum_s D = I(y = k) - P(y = k) over the leaf's states and so steps a state-free leaf K + 1 times too short.
+
+    newton: h = sum(|D| (1 - |D|)), one Newton step on the CRF loss with its diagonal Hessian (for a labelled
+    cell |D| (1 - |D|) = P (1 - P); Friedman's TreeBoost step for the multinomial deviance). Otherwise h = the
+    leaf's positions: the Newton step under the bound P (1 - P) <= 1 on each position's curvature, which never
+    needs the clip for the CRF loss (|sum over a position's cells| <= 1). The clip keeps the paper's bound
+    |leaf value| <= 1, which the cache's float32 range relies on."""
     S = D.shape[1]
     mid = np.empty(S, np.int64)
     value = np.zeros(kind.shape[0])
@@ -693,12 +698,15 @@ def newton_leaf_values(D, is_start, allowed_k, kind, states, pbuf, pstart, plen,
                 if w_start > 0.0:
                     d = D[t, 0]
                     g += d
-                    h += abs(d) * (1.0 - abs(d))
+                    h += abs(d) * (1.0 - abs(d)) if newton else 1.0
             else:
                 for j in range(m):
                     d = D[t, mid[j]]
                     g += d
-                    h += abs(d) * (1.0 - abs(d))
+                    if newton:
+                        h += abs(d) * (1.0 - abs(d))
+                if m > 0 and not newton:
+                    h += 1.0
         if h + lam > 0.0:
             value[node] = min(max(g / (h + lam), -1.0), 1.0)
     return value

@@ -122,7 +122,7 @@ def test_full_colsample_is_the_default_model():
     assert TreeCRF(colsample=1.0, **kw).fit(X, y).to_bytes() == TreeCRF(**kw).fit(X, y).to_bytes()
 
 
-@pytest.mark.parametrize("leaf_values", ["mean", "newton"])
+@pytest.mark.parametrize("leaf_values", ["mean", "newton", "position_mean"])
 def test_subsampling_and_trimming_keep_cached_potentials_exact(leaf_values):
     """Positions a tree was not fitted on still get its values, so the cache equals a fresh evaluation."""
     from spacy_treecrf import booster as B
@@ -161,17 +161,19 @@ def test_rules_are_readable_conjunctions():
     assert label in model.classes_ and support > 0 and isinstance(text, str)
 
 
-def test_newton_leaf_values_refuse_missing_inputs_by_name():
+@pytest.mark.parametrize("leaf_values", ["newton", "position_mean"])
+def test_step_leaf_values_refuse_missing_inputs_by_name(leaf_values):
     X, y = toy_data(40)
     X[0][0] = {"w": None, "bias": 1}  # the word is missing there
-    with pytest.raises(ValueError, match="leaf_values='newton'.*missing"):
-        TreeCRF(n_rounds=2, leaf_values="newton").fit(X, y)
+    with pytest.raises(ValueError, match=f"leaf_values='{leaf_values}'.*missing"):
+        TreeCRF(n_rounds=2, leaf_values=leaf_values).fit(X, y)
 
 
-def test_newton_leaf_values_learn_the_training_data():
+@pytest.mark.parametrize("leaf_values", ["newton", "position_mean"])
+def test_step_leaf_values_learn_the_training_data(leaf_values):
     X, y = toy_data(100)
     mean = TreeCRF(n_rounds=5, max_leaves=8).fit(X, y)
-    newton = TreeCRF(n_rounds=5, max_leaves=8, leaf_values="newton").fit(X, y)
-    assert newton.to_bytes() != mean.to_bytes()
-    assert newton.score(X, y) >= 0.9
-    assert TreeCRF().from_bytes(newton.to_bytes()).params.leaf_values == "newton"
+    stepped = TreeCRF(n_rounds=5, max_leaves=8, leaf_values=leaf_values).fit(X, y)
+    assert stepped.to_bytes() != mean.to_bytes()
+    assert stepped.score(X, y) >= 0.9
+    assert TreeCRF().from_bytes(stepped.to_bytes()).params.leaf_values == leaf_values

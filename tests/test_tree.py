@@ -268,26 +268,31 @@ def test_leaf_values_counts_and_segments(seed):
 
 
 
+@pytest.mark.parametrize("newton", [True, False])
 @pytest.mark.parametrize("seed", range(12))
-def test_newton_leaf_values_over_the_cells_routed_to_each_leaf(seed):
-    """sum(D) / (lam + sum(|D| (1 - |D|))) over the valid examples each leaf receives, clipped to [-1, 1]."""
+def test_step_leaf_values_over_the_cells_routed_to_each_leaf(seed, newton):
+    """sum(D) / (lam + h) over the valid examples each leaf receives, clipped to [-1, 1]: h = sum(|D| (1 - |D|))
+    (newton) or the number of positions among them (position_mean)."""
     rng = np.random.default_rng(seed)
     X, D, is_start, allowed_k = random_problem(rng)
     D = np.clip(D, -1.0, 1.0)  # residuals of the CRF loss lie in [-1, 1]
     lam = [0.0, 0.5, 3.0][seed % 3]
     positions = np.arange(len(D)) if seed % 2 else np.sort(rng.choice(len(D), size=len(D) // 2, replace=False))
     tr = fit(X, D, is_start, allowed_k, positions, max_leaves=int(rng.integers(1, 12)), lam=lam)
-    got = tree.newton_leaf_values(D, is_start, allowed_k, tr["kind"], tr["states"], tr["pbuf"], tr["pstart"],
-                                  tr["plen"], lam)
+    got = tree.step_leaf_values(D, is_start, allowed_k, tr["kind"], tr["states"], tr["pbuf"], tr["pstart"],
+                                tr["plen"], lam, newton)
     examples = valid_examples(is_start, allowed_k, positions)
     for node in range(len(tr["kind"])):
         if tr["kind"][node] != LEAF:
             assert got[node] == 0.0
             continue
-        d = np.array([D[t, s] for t, s in examples if route(tr, X, t, s) == node])
-        h = lam + np.sum(np.abs(d) * (1.0 - np.abs(d)))
+        cells = [(t, s) for t, s in examples if route(tr, X, t, s) == node]
+        d = np.array([D[t, s] for t, s in cells])
+        curvature = np.sum(np.abs(d) * (1.0 - np.abs(d))) if newton else len({t for t, _ in cells})
+        h = lam + curvature
         expected = np.clip(d.sum() / h, -1.0, 1.0) if h > 0 else 0.0
         assert got[node] == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
 
 @pytest.mark.parametrize("seed", range(10))
 def test_max_leaves_reached_and_never_exceeded(seed):
