@@ -2,13 +2,15 @@
 RSS is CRFsuite's own. Called by side_by_side.py:
 
     python crfsuite_worker.py FEATURES.npz OUT.json --metric f1|acc --grid 0.05,0.01 0.2,0.1 [--max-iterations N]
+        [--jobs N]
 
 FEATURES.npz holds, for the splits train / dev / test: CSR rows of the treecrf featurizer's columns
 (`<split>_indptr`, `<split>_indices`), sequence starts (`<split>_starts`) and label ids (`<split>_y`, into
 `labels`). A column id becomes the CRFsuite attribute name, so both learners see exactly the same binary features.
 
 Every (c1, c2) of the grid is fitted on train (no holdout evaluation, so the fit time is training only) and scored
-on dev (span F1 from BIO labels, or token accuracy); the best one is kept. Its test predictions, fit seconds,
+on dev (span F1 from BIO labels, or token accuracy); the best one is kept. With --jobs N, N grid points are fitted
+at once, each in its own process (one core each: CRFsuite is single-threaded). Its test predictions, fit seconds,
 iterations and per-iteration seconds are written; then the chosen setting is fitted once more with dev as
 CRFsuite's holdout set to log the dev token accuracy per L-BFGS iteration (Figure 1; `--no-curve` skips it).
 """
@@ -16,6 +18,7 @@ import argparse
 import json
 import resource
 import time
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import sklearn_crfsuite
@@ -76,6 +79,28 @@ def score(pred, gold, metric):
     return 2 * tp / max(1, n_pred + n_gold)
 
 
+def fit_point(features, c1, c2, max_it, metric):
+    """One grid point: fit on train, score dev, tag test; returns what the choice and the output need (the model
+    stays in its process)."""
+    data = np.load(features, allow_pickle=False)
+    labels = [str(x) for x in data["labels"]]
+    model = sklearn_crfsuite.CRF(algorithm="lbfgs", c1=c1, c2=c2, max_iterations=max_it)
+    t0 = time.perf_counter()
+    model.fit(Sequences(data, "train"), label_seqs(data, "train", labels))
+    seconds = time.perf_counter() - t0
+    dev = score(predict(model, Sequences(data, "dev")), label_seqs(data, "dev", labels), metric)
+    its = model.training_log_.iterations if model.training_log_ is not None else []
+    run = dict(c1=c1, c2=c2, dev=dev, seconds=seconds, iterations=len(its),
+               iteration_seconds=[float(it.get("time", 0.0)) for it in its])
+    t0 = time.perf_counter()
+    test_pred = predict(model, Sequences(data, "test"))
+    predict_seconds = time.perf_counter() - t0
+    peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    print(f"  [crfsuite] c1={c1:g} c2={c2:g}: dev {metric} {dev * 100:.2f} ({len(its)} iterations, "
+          f"{seconds:.1f} s)", flush=True)
+    return run, test_pred, predict_seconds, peak_rss_mb
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("features")
@@ -84,39 +109,28 @@ def main():
     p.add_argument("--grid", nargs="+", default=["0.05,0.01", "0.05,0.1", "0.2,0.01", "0.2,0.1"])
     p.add_argument("--max-iterations", type=int, default=0, help="0: CRFsuite's own convergence test")
     p.add_argument("--curve", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--jobs", type=int, default=1, help="grid points fitted at once, one process each")
     args = p.parse_args()
     data = np.load(args.features, allow_pickle=False)
     labels = [str(x) for x in data["labels"]]
-    y_train, y_dev = label_seqs(data, "train", labels), label_seqs(data, "dev", labels)
     max_it = args.max_iterations or None
-    grid, best = [], None
-    for item in args.grid:
-        c1, c2 = (float(v) for v in item.split(","))
-        model = sklearn_crfsuite.CRF(algorithm="lbfgs", c1=c1, c2=c2, max_iterations=max_it)
-        t0 = time.perf_counter()
-        model.fit(Sequences(data, "train"), y_train)
-        seconds = time.perf_counter() - t0
-        dev = score(predict(model, Sequences(data, "dev")), y_dev, args.metric)
-        its = model.training_log_.iterations if model.training_log_ is not None else []
-        run = dict(c1=c1, c2=c2, dev=dev, seconds=seconds, iterations=len(its),
-                   iteration_seconds=[float(it.get("time", 0.0)) for it in its])
-        grid.append(run)
-        print(f"  [crfsuite] c1={c1:g} c2={c2:g}: dev {args.metric} {dev * 100:.2f} ({len(its)} iterations, "
-              f"{seconds:.1f} s)", flush=True)
-        if best is None or dev > best[0]["dev"]:
-            best = (run, model)
-    run, model = best
-    t0 = time.perf_counter()
-    test_pred = predict(model, Sequences(data, "test"))
-    predict_seconds = time.perf_counter() - t0
+    points = [tuple(float(v) for v in item.split(",")) for item in args.grid]
+    calls = [(args.features, c1, c2, max_it, args.metric) for c1, c2 in points]
+    if args.jobs > 1:
+        with ProcessPoolExecutor(min(args.jobs, len(calls)), max_tasks_per_child=1) as pool:
+            fits = list(pool.map(fit_point, *zip(*calls)))
+    else:
+        fits = [fit_point(*call) for call in calls]
+    run, test_pred, predict_seconds, _ = max(fits, key=lambda fit: fit[0]["dev"])  # the first best on ties
     out = dict(chosen=dict(c1=run["c1"], c2=run["c2"]), dev=run["dev"], seconds=run["seconds"],
-               iterations=run["iterations"], iteration_seconds=run["iteration_seconds"], grid=grid,
+               iterations=run["iterations"], iteration_seconds=run["iteration_seconds"], grid=[f[0] for f in fits],
                metric=args.metric, test_predictions=test_pred, predict_seconds=predict_seconds,
-               test_tokens=int(data["test_starts"][-1]))
-    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # before the curve fit
+               test_tokens=int(data["test_starts"][-1]), jobs=args.jobs)
+    out["peak_rss_mb"] = max(f[3] for f in fits)  # the largest grid fit (before the curve fit)
     if args.curve:
         curve_model = sklearn_crfsuite.CRF(algorithm="lbfgs", c1=run["c1"], c2=run["c2"], max_iterations=max_it)
-        curve_model.fit(Sequences(data, "train"), y_train, Sequences(data, "dev"), y_dev)
+        curve_model.fit(Sequences(data, "train"), label_seqs(data, "train", labels), Sequences(data, "dev"),
+                        label_seqs(data, "dev", labels))
         out["dev_curve_item_accuracy"] = [float(it.get("item_accuracy_float", float("nan")))
                                           for it in curve_model.training_log_.iterations]
     with open(args.out, "w", encoding="utf8") as f:

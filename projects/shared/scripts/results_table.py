@@ -3,7 +3,8 @@
 
     python projects/shared/scripts/results_table.py [--readme README.md] [--projects ner_conll2003 ...]
 
-Reads projects/<name>/benchmark/results.json (side_by_side.py) and, for the paper tasks,
+Reads projects/<name>/benchmark/results.json and projects/<name>/benchmark/*/results.json (side_by_side.py, one
+file per benchmark command) and, for the paper tasks,
 projects/<name>/benchmark/paper_tasks.json (benchmarks/paper_tasks.py). Without --readme it prints the section.
 """
 import argparse
@@ -20,8 +21,8 @@ def fmt(v, spec):
     return "" if v is None else format(v, spec)
 
 
-def side_by_side(name, res):
-    rel = f"projects/{name}/benchmark"
+def side_by_side(res, rel):
+    name = res["task"]
     m = res["machine"]
     out = [f"**`{name}`** ({res.get('settings') or 'default settings'}; {m['cpu']}, {m['cpus']} CPUs, load average "
            f"{m['load_average_at_start'][0]:.1f} at start; {time.strftime('%Y-%m-%d', time.localtime(res['finished']))}"
@@ -80,8 +81,8 @@ def section(names):
     lines = [START, ""]
     for name in names:
         bench = ROOT / "projects" / name / "benchmark"
-        if (bench / "results.json").exists():
-            lines += side_by_side(name, json.loads((bench / "results.json").read_text()))
+        for path in sorted(bench.glob("results.json")) + sorted(bench.glob("*/results.json")):
+            lines += side_by_side(json.loads(path.read_text()), path.parent.relative_to(ROOT).as_posix())
         if (bench / "paper_tasks.json").exists():
             lines += paper(name, json.loads((bench / "paper_tasks.json").read_text()))
     return "\n".join(lines + [END])

@@ -251,6 +251,7 @@ def main(argv=None):
     p.add_argument("--crf-max-iterations", type=int, default=0)
     p.add_argument("--crf", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--crf-curve", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--crf-jobs", type=int, default=1, help="CRFsuite grid points fitted at once (one core each)")
     p.add_argument("--settings", default="", help="free text recorded with the results (e.g. the rounds used)")
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -290,7 +291,8 @@ def main(argv=None):
             finfo = json.loads(Path(str(feats) + ".json").read_text())
             crf_out = Path(tmp) / f"{label}_crfsuite.json"
             cmd = [sys.executable, str(HERE / "crfsuite_worker.py"), str(feats), str(crf_out), "--metric", metric,
-                   "--grid", *args.crf_grid, "--max-iterations", str(args.crf_max_iterations)]
+                   "--grid", *args.crf_grid, "--max-iterations", str(args.crf_max_iterations),
+                   "--jobs", str(args.crf_jobs)]
             if not args.crf_curve:
                 cmd.append("--no-curve")
             print("  $", " ".join(cmd[1:]), flush=True)
