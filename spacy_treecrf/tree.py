@@ -680,8 +680,8 @@ def step_leaf_values(D, is_start, allowed_k, kind, states, pbuf, pstart, plen, l
 
     newton: h = sum(|D| (1 - |D|)), one Newton step on the CRF loss with its diagonal Hessian (for a labelled
     cell |D| (1 - |D|) = P (1 - P); Friedman's TreeBoost step for the multinomial deviance). Otherwise h = the
-    leaf's positions: the Newton step under the bound P (1 - P) <= 1 on each position's curvature, which never
-    needs the clip for the CRF loss (|sum over a position's cells| <= 1). The clip keeps the paper's bound
+    leaf's positions: a Newton step that takes 1 for each position's curvature (at most 1/4, so the step is
+    conservative), which never needs the clip for the CRF loss (|sum over a position's cells| <= 1). The clip keeps the paper's bound
     |leaf value| <= 1, which the cache's float32 range relies on."""
     S = D.shape[1]
     mid = np.empty(S, np.int64)
