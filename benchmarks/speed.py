@@ -87,7 +87,7 @@ def train_treecrf(pipe, train, test_docs, test_gold, rounds: int, threads: int):
     """Rounds through the engine; returns per-round (cumulative training seconds, test F1) and peak RSS."""
     labels = list(pipe.labels)
     index = {label: k for k, label in enumerate(labels)}
-    indptr, indices, seq_starts = pipe.featurizer([eg.predicted for eg in train])
+    indptr, indices, seq_starts = pipe.featurizer([eg.predicted for eg in train], **pipe._own_labels(train))
     y = np.array([-1 if t is None else index[t] for tags in gold_tags(pipe, train) for t in tags], dtype=np.int32)
     params = dataclasses.replace(pipe.params, n_threads=threads)
     t0 = time.perf_counter()
@@ -108,16 +108,17 @@ def train_treecrf(pipe, train, test_docs, test_gold, rounds: int, threads: int):
     return curve, peak_rss_mb()
 
 
-def crfsuite_rows(pipe, docs):
+def crfsuite_rows(pipe, docs, own=None):
+    """Feature names per token; ``own``: the training docs' own labels (left out of a label dictionary)."""
     names = pipe.featurizer.feature_names()
-    indptr, indices, seq_starts = pipe.featurizer(docs)
+    indptr, indices, seq_starts = pipe.featurizer(docs, **(own or {}))
     return [[[names[f] for f in indices[indptr[t]:indptr[t + 1]]] for t in range(a, b)]
             for a, b in zip(seq_starts[:-1], seq_starts[1:])]
 
 
 def train_crfsuite(pipe, train, test_docs, test_gold, c1: float, c2: float, iterations: int):
     import sklearn_crfsuite
-    X = crfsuite_rows(pipe, [eg.predicted for eg in train])
+    X = crfsuite_rows(pipe, [eg.predicted for eg in train], pipe._own_labels(train))
     y = [["O" if t is None else t for t in tags] for tags in gold_tags(pipe, train)]
     model = sklearn_crfsuite.CRF(algorithm="lbfgs", c1=c1, c2=c2, max_iterations=iterations)
     t0 = time.perf_counter()

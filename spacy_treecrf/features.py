@@ -5,16 +5,27 @@ The featurizer works in two layers:
 1. *Atomic tests* of one token, e.g. ``w=Bank`` (word identity), ``lw=bank`` (lowercase), ``re=Aa+``
    (capitalisation / digit pattern), ``p3=Ban`` / ``s3=ank`` (prefix / suffix), ``sh=Xxxx`` (spaCy shape),
    ``f=is_title`` (lexical flag), ``a:tag_=NNP`` (an attribute set by the reader or an earlier component)
-   and ``lex=CITY`` (lexicon membership).
+   ``lex=CITY`` (lexicon membership) and ``ld=NOUN`` (label dictionary: the word was seen with this gold label
+   in the training docs).
 2. *Columns*: every atomic test shifted over the offsets ``-window..+window``. Column ``w=Bank@-1`` of
    token t is on when token t-1 has test ``w=Bank``. Where t + offset falls outside the doc, token t gets
    the padding column ``pad@-1`` (BOS side) / ``pad@+1`` (EOS side) instead; padding columns exist only
    for non-zero offsets.
 
-Tests that depend only on the token's text (word, lowercase, regexes, prefixes, suffixes, shape, flags and
-single-word lexicon entries) are *lexeme-level*: they are computed once per distinct ``orth`` and cached as
-a sorted ``np.int32`` array of atomic-test ids. Attributes and multi-word lexicon matches are token-level
-and computed per doc. Merging and windowing run in small numba kernels.
+Tests that depend only on the token's text (word, lowercase, regexes, prefixes, suffixes, shape, flags,
+single-word lexicon entries and the label dictionary) are *lexeme-level*: they are computed once per distinct
+``orth`` and cached as a sorted ``np.int32`` array of atomic-test ids. Attributes and multi-word lexicon matches
+are token-level and computed per doc (as is leaving a training doc's own labels out of the label dictionary). Merging and windowing run in small numba kernels.
+
+The label dictionary
+--------------------
+A tree fits a rare word's label only by splitting on that word's identity test, which a greedy split search over
+a few hundred frequent tests rarely picks; a linear CRF gives every word its own weight at once. The label
+dictionary (``label_dictionary``, Ratnaparkhi's tag dictionary / an ambiguity class) turns "this word was seen as
+NOUN" into one test shared by all such words. It is counted from the gold labels given to ``initialize``. Rows of
+a training doc leave that doc's own labels out (``own_labels``: a word seen only in this doc with a label does not
+get that label's test), so training sees the dictionary as unseen text does; without the leave-one-doc-out the
+test would be right on every training token and the trees would learn to trust it blindly.
 
 The 16 character-pattern tests
 ------------------------------
@@ -62,6 +73,7 @@ offset -window first, the padding column first in its block, then tests in atomi
 of every row come out sorted and unique without any sorting.
 """
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -314,6 +326,9 @@ class WindowFeaturizer:
       read by ``initialize`` and their entries kept in the featurizer's state, so a trained model does not
       need them.
     - ``lexicon_lowercase``: compare lexicon entries case-insensitively (``LOWER``) rather than on ``ORTH``.
+    - ``label_dictionary``: test ``ld=LABEL`` when the token's text carried gold label LABEL in the training docs
+      (``initialize(docs, labels)``); a training doc's rows leave its own labels out (``__call__(docs,
+      own_labels)``, see the module docstring).
     - ``missing_text``: tokens whose value is unknown. A token whose text equals this string (or with
       ``token._.treecrf_missing`` set True) produces no atomic tests at all (no lexeme tests, no attributes, no
       lexicon matches), and ``missing_rows`` reports every variable it feeds as missing. ``None`` disables the
@@ -329,11 +344,12 @@ class WindowFeaturizer:
     def __init__(self, window: int = 2, word: bool = True, lower: bool = True, min_freq: int = 1,
                  regexes: bool = True, prefix: int = 3, suffix: int = 3, shape: bool = True, flags: bool = True,
                  attrs: Sequence[str] = (), lexicons: Optional[Dict[str, str]] = None,
-                 lexicon_lowercase: bool = True, missing_text: Optional[str] = None):
+                 lexicon_lowercase: bool = True, missing_text: Optional[str] = None,
+                 label_dictionary: bool = False):
         self._configure(dict(window=window, word=word, lower=lower, min_freq=min_freq, regexes=regexes,
                              prefix=prefix, suffix=suffix, shape=shape, flags=flags, attrs=attrs,
                              lexicons={} if lexicons is None else lexicons, lexicon_lowercase=lexicon_lowercase,
-                             missing_text=missing_text))
+                             missing_text=missing_text, label_dictionary=label_dictionary))
         self._reset_state()
 
     # ---- configuration
@@ -355,6 +371,7 @@ class WindowFeaturizer:
         if missing is not None and not isinstance(missing, str):
             raise ValueError(f"window_features: 'missing_text' must be a string or null, not {missing!r}")
         self.missing_text = missing
+        self.label_dictionary = _check_bool("label_dictionary", cfg["label_dictionary"])
 
     @property
     def lexicons(self) -> Dict[str, str]:
@@ -370,7 +387,8 @@ class WindowFeaturizer:
         return {"window": self.window, "word": self.word, "lower": self.lower, "min_freq": self.min_freq,
                 "regexes": self.regexes, "prefix": self.prefix, "suffix": self.suffix, "shape": self.shape,
                 "flags": self.flags, "attrs": list(self.attrs), "lexicons": dict(self.lexicons),
-                "lexicon_lowercase": self.lexicon_lowercase, "missing_text": self.missing_text}
+                "lexicon_lowercase": self.lexicon_lowercase, "missing_text": self.missing_text,
+                "label_dictionary": self.label_dictionary}
 
     @property
     def offsets(self) -> List[int]:
@@ -386,6 +404,7 @@ class WindowFeaturizer:
         self._lexicon_entries: Dict[str, List[str]] = {}
         self._single_lex: List[Tuple[str, frozenset]] = []
         self._multi_lex: Dict[str, List[str]] = {}
+        self._label_counts: Dict[str, Dict[str, int]] = {}  # text -> gold label -> training tokens
         self._matchers: Dict[int, Tuple[Vocab, PhraseMatcher, Dict[int, str]]] = {}
         self._clear_caches()
         self._col_offset = np.zeros(0, np.int32)
@@ -477,6 +496,8 @@ class WindowFeaturizer:
         if self._single_lex:
             key = (lex.lower_ or text.lower()) if self.lexicon_lowercase else text
             names.extend("lex=" + name for name, entries in self._single_lex if key in entries)
+        if self.label_dictionary:
+            names.extend("ld=" + label for label in sorted(self._label_counts.get(text, ())))
         return names
 
     def _compute_lexeme(self, orth: int, vocab: Vocab) -> np.ndarray:
@@ -575,9 +596,10 @@ class WindowFeaturizer:
         np.cumsum(np.bincount(r, minlength=T), out=x_indptr[1:])
         return x_indptr, x_ids
 
-    def token_atoms(self, docs: List[Doc]):
+    def token_atoms(self, docs: List[Doc], own_labels: Optional[Sequence[Sequence[Optional[str]]]] = None):
         """Atomic tests of every token of ``docs`` (concatenated) as CSR: (indptr int64 (T+1), atom ids
-        int32, doc_starts int64 (n_docs+1)). Each token's ids are sorted and unique."""
+        int32, doc_starts int64 (n_docs+1)). Each token's ids are sorted and unique. ``own_labels`` (one label or
+        None per token of each doc) are left out of the label dictionary."""
         lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
         doc_starts = np.zeros(len(docs) + 1, np.int64)
         np.cumsum(lengths, out=doc_starts[1:])
@@ -607,7 +629,41 @@ class WindowFeaturizer:
         tok_lex[missing] = -1
         x_indptr, x_ids = self._token_level(docs, vocab, doc_starts, missing)
         a_indptr, a_ids = _merge_atoms(tok_lex, lex_indptr, lex_ids, x_indptr, x_ids)
+        if self.label_dictionary and own_labels is not None:
+            a_indptr, a_ids = self._leave_own_labels_out(docs, own_labels, doc_starts, a_indptr, a_ids)
         return a_indptr, a_ids, doc_starts
+
+    def _leave_own_labels_out(self, docs, own_labels, doc_starts, a_indptr, a_ids):
+        """Drop ``ld=LABEL`` from the tokens of a doc whose every (text, LABEL) occurrence in the training docs
+        is in that doc."""
+        if len(own_labels) != len(docs):
+            raise ValueError(f"WindowFeaturizer: {len(docs)} docs but {len(own_labels)} lists of own labels")
+        rows, atoms = [], []
+        for q, (doc, labels) in enumerate(zip(docs, own_labels)):
+            if len(labels) != len(doc):
+                raise ValueError(f"WindowFeaturizer: doc {q} ({doc.text[:40]!r}) has {len(doc)} tokens but "
+                                 f"{len(labels)} own labels")
+            words = [t.text for t in doc]
+            pairs = Counter((w, label) for w, label in zip(words, labels) if label is not None)
+            own_only: Dict[str, List[int]] = {}
+            for (word, label), n in pairs.items():
+                atom = self._atom_ids.get("ld=" + label)
+                if atom is not None and self._label_counts.get(word, {}).get(label, 0) <= n:
+                    own_only.setdefault(word, []).append(atom)
+            if own_only:
+                base = int(doc_starts[q])
+                for i, word in enumerate(words):
+                    for atom in own_only.get(word, ()):
+                        rows.append(base + i)
+                        atoms.append(atom)
+        if not rows:
+            return a_indptr, a_ids
+        n_atoms = max(len(self._atom_names), 1)
+        token = np.repeat(np.arange(len(a_indptr) - 1, dtype=np.int64), np.diff(a_indptr))
+        keep = ~np.isin(token * n_atoms + a_ids, np.asarray(rows, np.int64) * n_atoms + np.asarray(atoms))
+        indptr = np.zeros_like(a_indptr)
+        np.cumsum(np.bincount(token[keep], minlength=len(a_indptr) - 1), out=indptr[1:])
+        return indptr, a_ids[keep]
 
     def _missing_tokens(self, nonempty: List[Doc], orths: np.ndarray) -> np.ndarray:
         """Which tokens (of the concatenated non-empty docs) are missing: missing_text or the extension."""
@@ -629,7 +685,7 @@ class WindowFeaturizer:
         names += [f"p{k}=" for k in range(1, self.prefix + 1)] + [f"s{k}=" for k in range(1, self.suffix + 1)]
         names += (["sh="] if self.shape else []) + (["f="] if self.flags else [])
         names += [f"a:{attr}=" for attr in self.attrs] + (["lex="] if self.lexicons else [])
-        return names
+        return names + (["ld="] if self.label_dictionary else [])
 
     @property
     def n_variables(self) -> int:
@@ -694,17 +750,25 @@ class WindowFeaturizer:
 
     # ---- training-time vocabulary
 
-    def initialize(self, docs: Iterable[Doc]) -> None:
-        """Read the lexicons, count the atomic tests over ``docs`` and freeze the column index."""
+    def initialize(self, docs: Iterable[Doc], labels: Optional[Sequence[Sequence[Optional[str]]]] = None) -> None:
+        """Read the lexicons, count the label dictionary from ``labels`` (the gold label or None of every token
+        of every doc; needed with ``label_dictionary``), count the atomic tests over ``docs`` and freeze the
+        column index."""
         self._reset_state()
         self._set_lexicons({name: read_lexicon(path, self.lexicon_lowercase)
                             for name, path in self.lexicons.items()})
+        docs = list(docs)
+        if self.label_dictionary:
+            if labels is None:
+                raise ValueError("window_features: 'label_dictionary' needs the gold labels of the training docs "
+                                 "(initialize(docs, labels))")
+            self._label_counts = _count_labels(docs, labels)
         W = 2 * self.window + 1
         counts = np.zeros(0, np.int64)
         seen = np.zeros((0, W), bool)
         pad_seen = np.zeros(W, bool)
-        for chunk in _chunks(docs):
-            a_indptr, a_ids, doc_starts = self.token_atoms(chunk)
+        for chunk, own in _chunks_with_labels(docs, labels if self.label_dictionary else None):
+            a_indptr, a_ids, doc_starts = self.token_atoms(chunk, own)
             A = len(self._atom_names)
             if A > len(counts):
                 counts = np.concatenate([counts, np.zeros(A - len(counts), np.int64)])
@@ -753,8 +817,9 @@ class WindowFeaturizer:
 
     # ---- featurization
 
-    def __call__(self, docs: Sequence[Doc]):
-        """Feature rows for the concatenation of all tokens of ``docs``.
+    def __call__(self, docs: Sequence[Doc], own_labels: Optional[Sequence[Sequence[Optional[str]]]] = None):
+        """Feature rows for the concatenation of all tokens of ``docs``; ``own_labels`` (for training docs: each
+        token's gold label or None) are left out of the label dictionary.
 
         Returns ``(indptr int64 (T+1), indices int32, seq_starts int64 (n_docs+1))``; the indices of each row
         are sorted ascending and unique; an empty doc gives no rows (``seq_starts`` repeats).
@@ -765,8 +830,8 @@ class WindowFeaturizer:
         docs = list(docs)
         window = (self._colmap.shape[1] - 1) // 2  # the frozen window, whatever self.window says now
         parts = []
-        for chunk in _chunks(docs):
-            a_indptr, a_ids, doc_starts = self.token_atoms(chunk)
+        for chunk, own in _chunks_with_labels(docs, own_labels):
+            a_indptr, a_ids, doc_starts = self.token_atoms(chunk, own)
             indptr, indices = _window_rows(a_indptr, a_ids, doc_starts, window, self._colmap, self._padcol)
             parts.append((indptr, indices, doc_starts))
         return _concat(parts)
@@ -780,6 +845,7 @@ class WindowFeaturizer:
             "config": self.config(),
             "initialized": self.initialized,
             "lexicon_entries": {name: list(values) for name, values in self._lexicon_entries.items()},
+            "label_counts": {word: dict(counts) for word, counts in self._label_counts.items()},
             "atoms": list(self._atom_names),
             "column_offsets": self._col_offset.tolist(),
             "column_atoms": self._col_atom.tolist(),
@@ -801,6 +867,7 @@ class WindowFeaturizer:
         cfg = state["config"]
         if not isinstance(cfg, dict):
             raise ValueError(f"{where}: 'config' must be a dict")
+        cfg = {"label_dictionary": False, **cfg}  # states written before the label dictionary existed
         expected = set(self.config())
         if set(cfg) != expected:
             raise ValueError(f"{where}: 'config' keys {sorted(cfg)} differ from the expected {sorted(expected)}")
@@ -812,6 +879,13 @@ class WindowFeaturizer:
                 isinstance(k, str) and isinstance(v, list) and all(isinstance(e, str) for e in v)
                 for k, v in entries.items()):
             raise ValueError(f"{where}: 'lexicon_entries' must map lexicon names to lists of strings")
+        label_counts = state.get("label_counts", {})
+        if not isinstance(label_counts, dict) or not all(
+                isinstance(word, str) and isinstance(counts, dict) and all(
+                    isinstance(label, str) and isinstance(n, int) and not isinstance(n, bool) and n > 0
+                    for label, n in counts.items())
+                for word, counts in label_counts.items()):
+            raise ValueError(f"{where}: 'label_counts' must map words to {{label: positive count}}")
         atoms = state["atoms"]
         if not isinstance(atoms, list) or not all(isinstance(a, str) for a in atoms):
             raise ValueError(f"{where}: 'atoms' must be a list of strings")
@@ -852,6 +926,7 @@ class WindowFeaturizer:
         self._configure(cfg)
         self._reset_state()
         self._set_lexicons(entries)
+        self._label_counts = {word: dict(counts) for word, counts in label_counts.items()}
         self._atom_names = list(atoms)
         self._atom_ids = {name: i for i, name in enumerate(atoms)}
         self._set_columns(np.asarray(offs, np.int32), np.asarray(cols, np.int32))
@@ -892,6 +967,31 @@ def _concat(parts):
     return np.concatenate(indptrs), np.concatenate(indices_list), np.concatenate(starts)
 
 
+def _count_labels(docs: List[Doc], labels: Sequence[Sequence[Optional[str]]]) -> Dict[str, Dict[str, int]]:
+    """text -> gold label -> how many training tokens with that text carry it."""
+    if len(labels) != len(docs):
+        raise ValueError(f"window_features: {len(docs)} training docs but {len(labels)} lists of labels")
+    counts: Dict[str, Counter] = {}
+    for q, (doc, doc_labels) in enumerate(zip(docs, labels)):
+        if len(doc_labels) != len(doc):
+            raise ValueError(f"window_features: training doc {q} ({doc.text[:40]!r}) has {len(doc)} tokens but "
+                             f"{len(doc_labels)} labels")
+        for token, label in zip(doc, doc_labels):
+            if label is not None:
+                counts.setdefault(token.text, Counter())[label] += 1
+    return {word: dict(c) for word, c in counts.items()}
+
+
+def _chunks_with_labels(docs: List[Doc], labels: Optional[Sequence[Sequence[Optional[str]]]]):
+    """``_chunks`` of the docs, each with its slice of ``labels`` (None stays None)."""
+    if labels is not None and len(labels) != len(docs):
+        raise ValueError(f"WindowFeaturizer: {len(docs)} docs but {len(labels)} lists of own labels")
+    start = 0
+    for chunk in _chunks(docs):
+        yield chunk, (None if labels is None else labels[start:start + len(chunk)])
+        start += len(chunk)
+
+
 def _chunks(docs: Iterable[Doc], max_tokens: int = _CHUNK_TOKENS):
     """Group docs into lists of about ``max_tokens`` tokens (bounds the temporary memory)."""
     chunk: List[Doc] = []
@@ -910,9 +1010,10 @@ def _chunks(docs: Iterable[Doc], max_tokens: int = _CHUNK_TOKENS):
 def window_features(window: int = 2, word: bool = True, lower: bool = True, min_freq: int = 1,
                     regexes: bool = True, prefix: int = 3, suffix: int = 3, shape: bool = True,
                     flags: bool = True, attrs: List[str] = [], lexicons: Dict[str, str] = {},
-                    lexicon_lowercase: bool = True, missing_text: Optional[str] = None) -> WindowFeaturizer:
+                    lexicon_lowercase: bool = True, missing_text: Optional[str] = None,
+                    label_dictionary: bool = False) -> WindowFeaturizer:
     """Config entry point for :class:`WindowFeaturizer` (see its docstring for the options)."""
     return WindowFeaturizer(window=window, word=word, lower=lower, min_freq=min_freq, regexes=regexes,
                             prefix=prefix, suffix=suffix, shape=shape, flags=flags, attrs=attrs,
                             lexicons=lexicons, lexicon_lowercase=lexicon_lowercase,
-                            missing_text=missing_text)
+                            missing_text=missing_text, label_dictionary=label_dictionary)

@@ -255,11 +255,12 @@ class TreeCRFComponent(TrainablePipe):
         self.cfg["rounds"] = 0
         if lexicons:
             self.featurizer.lexicons = {**self.featurizer.lexicons, **lexicons}
-        self.featurizer.initialize([eg.predicted for eg in examples])
+        docs = [eg.predicted for eg in examples]
+        own = self._own_labels(examples)
+        self.featurizer.initialize(docs, **({"labels": own["own_labels"]} if own else {}))
         self.impute = np.full(self.featurizer.n_variables, -1, dtype=np.int32)
         if self.params.missing == "imputation":
-            docs = [eg.predicted for eg in examples]
-            self.impute = missing.most_common_columns(*self.featurizer(docs)[:2], self._missing_rows(docs))
+            self.impute = missing.most_common_columns(*self.featurizer(docs, **own)[:2], self._missing_rows(docs))
         K = len(labels)
         self.allowed = (bio_allowed(labels) if self.target in BIO_TARGETS and self.cfg["constrain_bio"]
                         else np.ones((K + 1, K), dtype=np.bool_))
@@ -277,10 +278,17 @@ class TreeCRFComponent(TrainablePipe):
         indptr, indices, known = self.featurizer.missing_rows(docs)
         return MissingRows(indptr, indices, self.featurizer.feature_variables(), self.featurizer.n_variables, known)
 
-    def _rows(self, docs: List[Doc]):
+    def _own_labels(self, examples: List[Example]) -> Dict[str, List[List[Optional[str]]]]:
+        """The featurizer's keyword for training docs: their gold labels, which a label dictionary leaves out of
+        their own rows (empty for a featurizer without one)."""
+        if not getattr(self.featurizer, "label_dictionary", False):
+            return {}
+        return {"own_labels": [self._gold(eg) for eg in examples]}
+
+    def _rows(self, docs: List[Doc], own: Optional[Dict[str, List[List[Optional[str]]]]] = None):
         """Feature rows, doc offsets and the missing variables for the engine (None once the strategy has put
-        imputed or indicator columns in their place)."""
-        indptr, indices, seq_starts = self.featurizer(docs)
+        imputed or indicator columns in their place); ``own``: ``_own_labels`` of training docs."""
+        indptr, indices, seq_starts = self.featurizer(docs, **(own or {}))
         missing_rows = self._missing_rows(docs)
         strategy = self.params.missing
         if strategy in ENGINE_STRATEGIES:
@@ -362,7 +370,8 @@ class TreeCRFComponent(TrainablePipe):
         index = {label: k for k, label in enumerate(self.cfg["labels"])}
         y = np.array([index.get(label, -1) if label is not None else -1
                       for eg in examples for label in self._gold(eg)], dtype=np.int32)
-        indptr, indices, seq_starts, missing_rows = self._rows([eg.predicted for eg in examples])
+        indptr, indices, seq_starts, missing_rows = self._rows([eg.predicted for eg in examples],
+                                                               self._own_labels(examples))
         initial = None
         if self.ensemble.n_trees:
             initial = boost.potentials_to_scaled(self.ensemble.potentials(indptr, indices, self.params.threads,

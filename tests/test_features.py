@@ -271,6 +271,53 @@ def test_chunked_call_equals_single_call(vocab, monkeypatch):
         assert np.array_equal(a, b)
 
 
+LD_WORDS = ["the dog runs".split(), "the cat runs fast".split(), ["dog"]]
+LD_LABELS = [["DET", "NOUN", "VERB"], ["DET", "NOUN", "VERB", "ADV"], ["VERB"]]
+
+
+def ld_names(feat, rows, t):
+    return sorted(name for name in row_names(feat, rows[0], rows[1], t) if name.startswith("ld="))
+
+
+def test_label_dictionary_leaves_each_docs_own_labels_out(vocab):
+    docs = make_docs(vocab, LD_WORDS)
+    f = WindowFeaturizer(window=1, label_dictionary=True)
+    f.initialize(docs, LD_LABELS)
+    unseen = f(docs)  # as text outside the training docs sees the dictionary
+    own = f(docs, own_labels=LD_LABELS)
+    # "dog": NOUN in doc 0, VERB in doc 2; "cat": NOUN in doc 1 only; "the": DET twice; "fast": doc 1 only
+    assert ld_names(f, unseen, 1) == ["ld=DET@-1", "ld=NOUN@0", "ld=VERB@+1", "ld=VERB@0"]
+    assert ld_names(f, own, 1) == ["ld=DET@-1", "ld=VERB@+1", "ld=VERB@0"]
+    assert ld_names(f, own, 4) == ["ld=DET@-1", "ld=VERB@+1"]  # cat: its only NOUN is its own
+    assert ld_names(f, own, 0) == ld_names(f, unseen, 0) == ["ld=DET@0", "ld=VERB@+1"]
+    assert ld_names(f, own, 7) == ["ld=NOUN@0"] and ld_names(f, unseen, 7) == ["ld=NOUN@0", "ld=VERB@0"]
+    # columns come from the training rows: a (label, offset) seen only through a doc's own label gets none
+    assert "ld=NOUN@-1" not in f.feature_names() and "ld=ADV@0" not in f.feature_names()
+    # unlabelled tokens (None) neither count nor leave anything out
+    g = WindowFeaturizer(window=0, label_dictionary=True)
+    g.initialize(docs, [["DET", None, "VERB"], ["DET", "NOUN", "VERB", None], [None]])
+    rows = g(docs, own_labels=[[None] * 3, [None] * 4, [None]])
+    for a, b in zip(rows, g(docs)):
+        assert np.array_equal(a, b)
+    assert ld_names(g, rows, 0) == ["ld=DET@0"] and ld_names(g, rows, 1) == []  # "dog" is never labelled
+    assert "ld=" in g.family_names() and "ld=" not in WindowFeaturizer().family_names()
+
+
+def test_label_dictionary_errors_name_the_problem(vocab):
+    docs = make_docs(vocab, LD_WORDS)
+    f = WindowFeaturizer(label_dictionary=True)
+    with pytest.raises(ValueError, match="needs the gold labels"):
+        f.initialize(docs)
+    with pytest.raises(ValueError, match="training doc 1 .*the cat runs fast.* 4 tokens but 3 labels"):
+        f.initialize(docs, [LD_LABELS[0], LD_LABELS[0], LD_LABELS[2]])
+    f.initialize(docs, LD_LABELS)
+    with pytest.raises(ValueError, match="3 docs but 2 lists of own labels"):
+        f(docs, own_labels=LD_LABELS[:2])
+    with pytest.raises(ValueError, match="doc 2 .*dog.* 1 tokens but 2 own labels"):
+        f(docs, own_labels=LD_LABELS[:2] + [["VERB", "VERB"]])
+    with pytest.raises(ValueError, match="label_dictionary"):
+        WindowFeaturizer(label_dictionary="yes")
+
 # ------------------------------------------------------------------------------------------ serialization
 
 def test_to_dict_from_dict_round_trip(vocab, tmp_path):
@@ -291,6 +338,23 @@ def test_to_dict_from_dict_round_trip(vocab, tmp_path):
     assert g.to_dict() == state
 
 
+def test_label_dictionary_round_trip_and_states_from_before_it(vocab):
+    docs = make_docs(vocab, LD_WORDS)
+    f = WindowFeaturizer(window=1, label_dictionary=True)
+    f.initialize(docs, LD_LABELS)
+    g = WindowFeaturizer().from_dict(srsly.msgpack_loads(srsly.msgpack_dumps(f.to_dict())))
+    new_docs = make_docs(vocab, [["a", "dog", "and", "a", "cat"]])
+    for a, b in zip(f(docs + new_docs), g(docs + new_docs)):
+        assert np.array_equal(a, b)
+    for a, b in zip(f(docs, own_labels=LD_LABELS), g(docs, own_labels=LD_LABELS)):
+        assert np.array_equal(a, b)
+    plain = WindowFeaturizer(window=1)
+    plain.initialize(docs)
+    old_state = plain.to_dict()
+    del old_state["label_counts"], old_state["config"]["label_dictionary"]
+    assert WindowFeaturizer().from_dict(old_state).to_dict() == plain.to_dict()
+
+
 @pytest.mark.parametrize("mutate, message", [
     (lambda s: s.pop("atoms"), "atoms"),
     (lambda s: s.update(version=99), "version"),
@@ -301,6 +365,8 @@ def test_to_dict_from_dict_round_trip(vocab, tmp_path):
     (lambda s: s["config"].update(bogus=1), "config"),
     (lambda s: s.update(lexicon_entries={"L": "abc"}), "lexicon_entries"),
     (lambda s: s["column_atoms"].reverse(), "ordered"),
+    (lambda s: s.update(label_counts={"dog": {"NOUN": 0}}), "label_counts"),
+    (lambda s: s.update(atoms=s["atoms"] + ["ld=NOUN"]), "no test family"),
 ])
 def test_from_dict_rejects_bad_input(vocab, mutate, message):
     f = WindowFeaturizer(window=1)

@@ -123,6 +123,26 @@ def test_pipe_with_two_processes_equals_one():
     assert one == two
 
 
+def test_label_dictionary_trains_on_rows_without_each_docs_own_labels(tmp_path):
+    nlp, examples = trained_ner(features={"@misc": "spacy_treecrf.window_features.v1", "label_dictionary": True})
+    crf = nlp.get_pipe("treecrf")
+    names = crf.featurizer.feature_names()
+    # "Carol" (B-PER) and "Rome" (B-LOC) occur once: their own labels are not in their training rows ...
+    carol = crf._rows([examples[3].predicted], crf._own_labels([examples[3]]))
+    assert "ld=B-PER@0" not in [names[c] for c in carol[1][carol[0][0]:carol[0][1]]]
+    # ... but the dictionary tells unseen text about them; "Alice" (twice) keeps B-PER in training rows too
+    unseen = crf._rows([nlp.make_doc("Carol and Alice")])
+    assert "ld=B-PER@0" in [names[c] for c in unseen[1][unseen[0][0]:unseen[0][1]]]
+    alice = crf._rows([examples[0].predicted], crf._own_labels([examples[0]]))
+    assert "ld=B-PER@0" in [names[c] for c in alice[1][alice[0][0]:alice[0][1]]]
+    assert nlp.evaluate(examples)["ents_f"] == 1.0
+    nlp.to_disk(tmp_path / "model")
+    texts = ["Carol flew to Rome .", "Alice met Bob"]
+    loaded = spacy.load(tmp_path / "model")
+    assert [[(e.start, e.label_) for e in d.ents] for d in loaded.pipe(texts)] == \
+        [[(e.start, e.label_) for e in d.ents] for d in nlp.pipe(texts)]
+
+
 @pytest.mark.parametrize("target,attr", [("tag", "tag_"), ("pos", "pos_")])
 def test_token_targets(target, attr):
     nlp = spacy.blank("en")

@@ -133,7 +133,9 @@ def child_features(args):
         t0 = time.perf_counter()
         for _, proc in before:
             docs = list(proc.pipe(docs))
-        indptr, indices, starts = pipe.featurizer(docs)
+        # training rows leave each doc's own labels out of a label dictionary, as in training
+        own = pipe._own_labels(examples) if split == "train" else {}
+        indptr, indices, starts = pipe.featurizer(docs, **own)
         seconds = time.perf_counter() - t0
         gold = [label for eg in examples for label in pipe._gold(eg)]
         y = np.array([index.get(label, -1) if label is not None else -1 for label in gold], dtype=np.int32)
