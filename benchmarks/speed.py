@@ -172,10 +172,18 @@ def main(args):
         component[store] = throughput(lambda docs: list(pipe.pipe(fresh(docs), batch_size=1000)), test_docs,
                                       args.repeats)
 
+    stage_seconds = {"featurize": [], "potentials": [], "decode": []}
+
     def engine(docs):
+        t0 = time.perf_counter()
         indptr, indices, seq_starts = pipe.featurizer(docs)
+        t1 = time.perf_counter()
         phi = pipe.ensemble.potentials(indptr, indices, 1)
-        return booster.decode(phi, pipe.allowed, seq_starts, "viterbi", 1)
+        t2 = time.perf_counter()
+        out = booster.decode(phi, pipe.allowed, seq_starts, "viterbi", 1)
+        for stage, seconds in zip(stage_seconds, (t1 - t0, t2 - t1, time.perf_counter() - t2)):
+            stage_seconds[stage].append(seconds)
+        return out
 
     def crfsuite(docs):
         return model.predict(crfsuite_rows(pipe, docs))
@@ -194,6 +202,8 @@ def main(args):
         "round_reaching_crfsuite_f1": reached[0] if reached else None,
         "tokens_per_s": {"component_store_scores": component[True], "component_no_scores": component[False],
                          "engine": engine_tps, "crfsuite_featurize_tag": crf_tps},
+        "engine_stage_seconds": {stage: statistics.median(times[1:])  # after the warm-up pass
+                                 for stage, times in stage_seconds.items()},
         "curve": curve,
     }
     print()
@@ -213,6 +223,9 @@ def main(args):
     for label, value in (("component, store_scores=true", component[True]),
                          ("component, store_scores=false", component[False]), ("engine alone", engine_tps)):
         print(f"| tagging tokens/s, {label} | {value:,.0f} | {crf_tps:,.0f} | {value / crf_tps:.2f} |")
+    stages = result["engine_stage_seconds"]
+    print("\nengine alone, median seconds per pass over the test set: " + ", ".join(
+        f"{stage} {seconds:.3f} ({seconds / sum(stages.values()):.0%})" for stage, seconds in stages.items()))
     if args.output:
         args.output.write_text(json.dumps(result, indent=1))
 
