@@ -278,12 +278,13 @@ class TreeCRFComponent(TrainablePipe):
         indptr, indices, known = self.featurizer.missing_rows(docs)
         return MissingRows(indptr, indices, self.featurizer.feature_variables(), self.featurizer.n_variables, known)
 
-    def _own_labels(self, examples: List[Example]) -> Dict[str, List[List[Optional[str]]]]:
-        """The featurizer's keyword for training docs: their gold labels, which a label dictionary leaves out of
-        their own rows (empty for a featurizer without one)."""
+    def _own_labels(self, examples: List[Example], gold: Optional[List[List[Optional[str]]]] = None
+                    ) -> Dict[str, List[List[Optional[str]]]]:
+        """The featurizer's keyword for training docs: their gold labels (``gold``, if the caller has them), which
+        a label dictionary leaves out of their own rows (empty for a featurizer without one)."""
         if not getattr(self.featurizer, "label_dictionary", False):
             return {}
-        return {"own_labels": [self._gold(eg) for eg in examples]}
+        return {"own_labels": gold if gold is not None else [self._gold(eg) for eg in examples]}
 
     def _rows(self, docs: List[Doc], own: Optional[Dict[str, List[List[Optional[str]]]]] = None):
         """Feature rows, doc offsets and the missing variables for the engine (None once the strategy has put
@@ -368,10 +369,11 @@ class TreeCRFComponent(TrainablePipe):
             return self._trainer
         examples = [examples[i] for _, i in keyed]
         index = {label: k for k, label in enumerate(self.cfg["labels"])}
-        y = np.array([index.get(label, -1) if label is not None else -1
-                      for eg in examples for label in self._gold(eg)], dtype=np.int32)
+        gold = [self._gold(eg) for eg in examples]
+        y = np.array([index.get(label, -1) if label is not None else -1 for labels in gold for label in labels],
+                     dtype=np.int32)
         indptr, indices, seq_starts, missing_rows = self._rows([eg.predicted for eg in examples],
-                                                               self._own_labels(examples))
+                                                               self._own_labels(examples, gold))
         initial = None
         if self.ensemble.n_trees:
             initial = boost.potentials_to_scaled(self.ensemble.potentials(indptr, indices, self.params.threads,
