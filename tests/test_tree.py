@@ -498,11 +498,16 @@ def walk_with_drops(tr, X, t, s, node=0):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_bitmask_potentials_on_large_trees_with_dropped_states(seed):
-    """Trees of up to 200 leaves (several 64-bit words of slots) and states dropped at state splits."""
+    """Trees of up to 200 leaves (several 64-bit words of slots) and states dropped at state splits; rows that
+    touch no tree, rows that touch every tree and rows between (both ways of summing the untouched defaults)."""
     rng = np.random.default_rng(800 + seed)
     F, K = 12, 3
     S = K + 1
     X = rng.random((60, F)) < 0.3
+    X[:3] = False
+    X[3:6] = True
+    X[6:9] = False
+    X[6:9, int(rng.integers(F))] = True
     trees = [random_tree(rng, int(rng.integers(1, 200)), F, S) for _ in range(5)]
     labels = rng.integers(K, size=len(trees)).astype(np.int64)
     ens = concat_trees(trees)
