@@ -185,7 +185,7 @@ class Ensemble:
         self._flush()
         if self._index is None:
             self._index = tree.bitmask_index(self.kind, self.feature, self.yes, self.no, self.states, self.value,
-                                             self.roots, self.labels, self.n_states, self.n_labels)
+                                             self.roots)
         rows = np.arange(len(indptr), dtype=np.int64)  # any split of rows will do: treat each row as a sequence
 
         def chunk(a, b, q0, q1):

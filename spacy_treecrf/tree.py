@@ -956,15 +956,15 @@ def _bitmask_tables(kind, feature, yes, no, states, value, roots, lo, hi, zero, 
     return defaults, feature_ptr, entry_tree, entry_mask, state_mask, slot_value
 
 
-def bitmask_index(kind, feature, yes, no, states, value, roots, labels, n_states, n_labels):
+def bitmask_index(kind, feature, yes, no, states, value, roots):
     """The ensemble as bit masks for bitmask_potentials (QuickScorer, Lucchese et al. 2015, for binary sparse
-    rows and previous-state splits): (base, defaults, feature_ptr, entry_tree, entry_mask, state_mask,
-    state_sensitive, slot_value).
+    rows and previous-state splits): (defaults, feature_ptr, entry_tree, entry_mask, state_mask, state_sensitive,
+    slot_value).
 
     A tree's walk ends at the lowest slot (see _leaf_slots) that no test on the way removes: a present feature
     removes its node's no-branch (entry_mask; the entries of feature f are feature_ptr[f]:feature_ptr[f + 1]),
     a state removes what its state splits send it away from (state_mask, per tree and state). A row with none
-    of a tree's features gets the tree's default (its all-absent output); base sums them per (state, label).
+    of a tree's features gets the tree's default (its all-absent output, per state).
     state_sensitive marks, per tree, the slots some state removes: where the features alone end the walk at
     any other slot, every state ends there too."""
     lo, hi, zero, n_slots = _leaf_slots(kind, yes, no, states, roots)
@@ -972,14 +972,12 @@ def bitmask_index(kind, feature, yes, no, states, value, roots, labels, n_states
     defaults, feature_ptr, entry_tree, entry_mask, state_mask, slot_value = _bitmask_tables(
         kind, feature, yes, no, states, value, roots, lo, hi, zero, n_words)
     state_sensitive = np.bitwise_or.reduce(~state_mask, axis=1) if len(state_mask) else state_mask[:, 0]
-    base = np.zeros((n_states, n_labels))
-    np.add.at(base.T, labels, defaults)
-    return base, defaults, feature_ptr, entry_tree, entry_mask, state_mask, state_sensitive, slot_value
+    return defaults, feature_ptr, entry_tree, entry_mask, state_mask, state_sensitive, slot_value
 
 
 @njit(cache=True, nogil=True)
-def bitmask_potentials(indptr, indices, n_labels, labels, base, defaults, feature_ptr, entry_tree, entry_mask,
-                       state_mask, state_sensitive, slot_value):
+def bitmask_potentials(indptr, indices, n_labels, labels, defaults, feature_ptr, entry_tree, entry_mask, state_mask,
+                       state_sensitive, slot_value):
     """phi (T x S x K) = sum of every tree: at each position only the trees testing one of its features move
     from their default, and a tree's leaf for every state comes from ANDing bit masks, not from walking it.
     Where the features alone end a tree's walk at a slot no state removes, one lookup serves every state.
@@ -992,39 +990,25 @@ def bitmask_potentials(indptr, indices, n_labels, labels, base, defaults, featur
     same = np.empty(n_labels)  # per label: the trees' values that are the same for every state
     stamp = np.zeros(n_trees, dtype=np.int64)
     feature_mask = np.empty((n_trees, n_words), dtype=np.uint64)
-    touched = np.empty(n_trees, dtype=np.int64)
     for t in range(T):
         same[:] = 0.0
-        n_touched = 0
+        phi[t] = 0.0
+        feature_mask[:] = ~np.uint64(0)
         for p in range(indptr[t], indptr[t + 1]):
             f = indices[p]
             if f >= n_tested:
                 continue
-            for e in range(feature_ptr[f], feature_ptr[f + 1]):
+            for e in range(feature_ptr[f], feature_ptr[f + 1]):  # no branch on a tree's first entry: unpredictable
                 i = entry_tree[e]
-                if stamp[i] != t + 1:
-                    stamp[i] = t + 1
-                    feature_mask[i] = entry_mask[e]
-                    touched[n_touched] = i
-                    n_touched += 1
-                else:
-                    for w in range(n_words):
-                        feature_mask[i, w] &= entry_mask[e, w]
-        most_touched = 2 * n_touched > n_trees
-        if most_touched:  # start from the untouched trees' defaults, not from all of them minus the touched ones
-            phi[t] = 0.0
-            for i in range(n_trees):
-                if stamp[i] != t + 1:
-                    for s in range(S):
-                        phi[t, s, labels[i]] += defaults[i, s]
-        else:
-            phi[t] = base
-        for j in range(n_touched):
-            i = touched[j]
+                stamp[i] = t + 1
+                for w in range(n_words):
+                    feature_mask[i, w] &= entry_mask[e, w]
+        for i in range(n_trees):  # a row of words typically touches nearly every tree: visit them all in order
             k = labels[i]
-            if not most_touched:
+            if stamp[i] != t + 1:
                 for s in range(S):
-                    phi[t, s, k] -= defaults[i, s]
+                    phi[t, s, k] += defaults[i, s]
+                continue
             slot = _exit_slot(feature_mask[i], feature_mask[i])
             if (state_sensitive[i, slot >> 6] >> np.uint64(slot & 63)) & np.uint64(1) == 0:
                 same[k] += slot_value[i, slot]

@@ -442,7 +442,7 @@ def test_ensemble_potentials_match_apply_leaves_and_routing(seed):
     ens = concat_trees(trees)
     arrays = (ens["kind"], ens["feature"], ens["yes"], ens["no"], ens["states"], ens["value"], ens["roots"])
     labels = np.array(labels, dtype=np.int64)
-    index = tree.bitmask_index(*arrays, labels, S, K)
+    index = tree.bitmask_index(*arrays)
     phi = tree.bitmask_potentials(indptr, indices, K, labels, *index)
     assert phi.shape == (T, S, K)
     ref = reference_potentials(trees, labels, X, S, K)
@@ -499,7 +499,7 @@ def walk_with_drops(tr, X, t, s, node=0):
 @pytest.mark.parametrize("seed", range(6))
 def test_bitmask_potentials_on_large_trees_with_dropped_states(seed):
     """Trees of up to 200 leaves (several 64-bit words of slots) and states dropped at state splits; rows that
-    touch no tree, rows that touch every tree and rows between (both ways of summing the untouched defaults)."""
+    touch no tree, rows that touch every tree and rows between."""
     rng = np.random.default_rng(800 + seed)
     F, K = 12, 3
     S = K + 1
@@ -513,7 +513,7 @@ def test_bitmask_potentials_on_large_trees_with_dropped_states(seed):
     ens = concat_trees(trees)
     arrays = (ens["kind"], ens["feature"], ens["yes"], ens["no"], ens["states"], ens["value"], ens["roots"])
     indptr, indices = csr(X)
-    phi = tree.bitmask_potentials(indptr, indices, K, labels, *tree.bitmask_index(*arrays, labels, S, K))
+    phi = tree.bitmask_potentials(indptr, indices, K, labels, *tree.bitmask_index(*arrays))
     ref = np.zeros((X.shape[0], S, K))
     for tr, k in zip(trees, labels):
         for t in range(X.shape[0]):
