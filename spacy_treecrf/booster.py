@@ -398,9 +398,8 @@ class Trainer:
                                               float(self.params.shrinkage), leaf_values == "newton")
             rest = skipped if len(pos) == len(positions) else np.setdiff1d(self.all_positions, pos,
                                                                             assume_unique=True)
-            # positions < 2**31 (tree.csc_index checks): int32 halves what the round holds until applied
             return ((kind, feature, yes, no, value, count, states) + ensemble.no_surrogates(len(kind)),
-                    (pbuf.astype(np.int32), pstart, plen), rest)
+                    (pbuf, pstart, plen), rest)
 
         threads = min(self.params.threads, K)
         if threads > 1:

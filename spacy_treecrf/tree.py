@@ -538,8 +538,8 @@ def fit_tree(indptr, indices, n_features, D, is_start, allowed_k, positions, max
     h_len = np.zeros(max_nodes, dtype=np.int64)
 
     n_pos = positions.shape[0]
-    # positions as int32 while growing (less to move), int64 in the result; grows by a copy of the node at
-    # each state split
+    # positions as int32 (T < 2**31, checked above): less to move while growing, and half the memory in the
+    # result, which the booster holds for every label of a round; grows by a copy of the node at each state split
     pbuf = np.empty(2 * n_pos + 16, dtype=np.int32)
     rbuf = np.empty(2 * n_pos + 16)
     ascending = True
@@ -668,7 +668,7 @@ def fit_tree(indptr, indices, n_features, D, is_start, allowed_k, positions, max
                                  h_n, h_len, gsum, count, rs_node, ns_node, states, lam, min_leaf, min_gain,
                                  ok_features, gains, left, cgain, ckind, cfeat, cstates)
     return (kind[:n_nodes].copy(), feature[:n_nodes].copy(), yes[:n_nodes].copy(), no[:n_nodes].copy(),
-            value[:n_nodes].copy(), count[:n_nodes].copy(), states[:n_nodes].copy(), pbuf[:used].astype(np.int64),
+            value[:n_nodes].copy(), count[:n_nodes].copy(), states[:n_nodes].copy(), pbuf[:used].copy(),
             pstart[:n_nodes].copy(), plen[:n_nodes].copy())
 
 
