@@ -247,18 +247,8 @@ def tree_depth(yes, no) -> int:
 
 def potentials_to_scaled(phi: np.ndarray, allowed: np.ndarray, seq_starts: np.ndarray):
     """(E, c) of crf.py from raw potentials: exp(phi - c) with forbidden and structurally invalid cells at 0."""
-    T = phi.shape[0]
-    is_start = crf.start_mask(seq_starts, T)
-    valid = np.empty(phi.shape, dtype=np.bool_)
-    valid[is_start] = False
-    valid[is_start, 0, :] = allowed[0]
-    valid[~is_start] = False
-    valid[~is_start, 1:, :] = allowed[1:]
-    masked = np.where(valid, phi, -np.inf)
-    c = masked.reshape(T, -1).max(axis=1) if T else np.zeros(0)
-    c = np.where(np.isfinite(c), c, 0.0)
-    E = np.exp(masked - c[:, None, None]).astype(np.float32)
-    return E, c
+    return crf.scaled_potentials(np.ascontiguousarray(phi, dtype=np.float64),
+                                 np.ascontiguousarray(allowed, dtype=np.bool_), crf.start_mask(seq_starts, phi.shape[0]))
 
 
 def logsumexp(values: np.ndarray) -> float:

@@ -205,6 +205,31 @@ def rescale(E, c):
             c[t] += np.log(top)
 
 
+@njit(**NOGIL)
+def scaled_potentials(phi, allowed, is_start):
+    """(E, c) from raw potentials phi (T x S x K, float64) in one pass, without T x S x K temporaries: c[t] the
+    largest phi over position t's valid cells (0 if none is finite), E = exp(phi - c) there and 0 elsewhere. Valid:
+    state 0 at a sequence's first position, states j + 1 elsewhere, each as ``allowed`` (S x K) permits."""
+    T, S, K = phi.shape
+    E = np.zeros((T, S, K), dtype=np.float32)
+    c = np.zeros(T)
+    for t in range(T):
+        s0, s1 = (0, 1) if is_start[t] else (1, S)
+        top = -np.inf
+        for s in range(s0, s1):
+            for k in range(K):
+                if allowed[s, k] and phi[t, s, k] > top:
+                    top = phi[t, s, k]
+        if not np.isfinite(top):
+            top = 0.0
+        c[t] = top
+        for s in range(s0, s1):
+            for k in range(K):
+                if allowed[s, k]:
+                    E[t, s, k] = np.exp(phi[t, s, k] - top)
+    return E, c
+
+
 def start_mask(seq_starts, T):
     """is_start[t]: position t opens a sequence (only the start state is valid there)."""
     is_start = np.zeros(T, dtype=np.bool_)

@@ -447,3 +447,31 @@ def test_initial_potentials_and_start_mask():
     *_, logz = crf.forward_backward(E, c, seq_starts, np.full(5, -1, dtype=np.int32), False)
     assert logz[0] == pytest.approx(np.log(3))  # 0,0,0  0,0,1  0,1,1
     assert logz[2] == pytest.approx(np.log(2))
+
+
+def test_scaled_potentials_keep_valid_cells_and_their_log_values():
+    """E = exp(phi - c) in float32 on exactly the valid cells (state 0 at a sequence's first position, states
+    j + 1 elsewhere, as allowed), c the largest valid phi, and a position with no finite valid cell gets c = 0
+    (its -inf cells give E = 0)."""
+    rng = np.random.default_rng(3)
+    seq_starts = np.array([0, 4, 4, 5, 9], dtype=np.int64)
+    T, K = 9, 3
+    allowed = rng.random((K + 1, K)) < 0.7
+    allowed[0, 0] = allowed[1, 1] = True
+    phi = rng.normal(scale=30.0, size=(T, K + 1, K))
+    phi[6] = -np.inf  # nothing allowed here
+    E, c = crf.scaled_potentials(phi, allowed, crf.start_mask(seq_starts, T))
+    assert E.dtype == np.float32 and c.dtype == np.float64
+    is_start = crf.start_mask(seq_starts, T)
+    for t in range(T):
+        valid = np.zeros((K + 1, K), dtype=bool)
+        if is_start[t]:
+            valid[0] = allowed[0]
+        else:
+            valid[1:] = allowed[1:]
+        assert np.all(E[t][~valid] == 0.0)
+        if t == 6:
+            assert c[t] == 0.0 and np.all(E[t] == 0.0)
+            continue
+        assert c[t] == phi[t][valid].max() and E[t][valid].max() == 1.0
+        assert np.allclose(E[t][valid], np.exp(phi[t][valid] - c[t]).astype(np.float32), rtol=1e-6, atol=0.0)
