@@ -66,3 +66,20 @@ def test_project_scripts_compile(tmp_path):
     assert scripts
     for i, script in enumerate(scripts):
         py_compile.compile(str(script), cfile=str(tmp_path / f"{i}.pyc"), doraise=True)
+
+
+def test_training_stats_take_the_last_of_tied_best_evaluations(tmp_path):
+    """spaCy saves model-best again at an evaluation that ties the best score, so the benchmark's training
+    seconds and round must be those of the last tie (the model it scores), not the first."""
+    import importlib.util
+    import json
+    spec = importlib.util.spec_from_file_location("side_by_side", ROOT / "projects/shared/scripts/side_by_side.py")
+    side_by_side = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(side_by_side)
+    log = [(0, 0.5, 10.0), (10, 0.8, 50.0), (20, 0.8, 90.0), (30, 0.7, 130.0)]
+    (tmp_path / "log.jsonl").write_text("".join(json.dumps(dict(step=s, epoch=s, score=v, wall_seconds=w,
+                                                                  scores={"speed": 100.0})) + "\n"
+                                                for s, v, w in log))
+    stats = side_by_side.training_stats(tmp_path, dev_tokens=100)
+    assert stats["best_step"] == 21 and stats["rounds"] == 21
+    assert stats["train_seconds"] == pytest.approx(90.0 - 3.0)  # three dev evaluations of 1 s each

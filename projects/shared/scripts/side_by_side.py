@@ -158,7 +158,8 @@ def run_child(*argv):
 
 def training_stats(run_dir: Path, dev_tokens: int, rounds=None):
     """Best evaluation of the JSONL log, training seconds up to it without the evaluations, and the curve.
-    spaCy evaluates after the update of step 0, so the curve counts updates (= boosting rounds): step + 1."""
+    spaCy evaluates after the update of step 0, so the curve counts updates (= boosting rounds): step + 1. Among
+    equal scores the last one is best: spaCy saves model-best again at every evaluation that ties the best."""
     log = [json.loads(line) for line in (run_dir / "log.jsonl").read_text().splitlines() if line.strip()]
     run = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").exists() else {}
     curve, eval_total = [], 0.0
@@ -167,7 +168,7 @@ def training_stats(run_dir: Path, dev_tokens: int, rounds=None):
         eval_total += dev_tokens / speed if speed else 0.0
         curve.append(dict(step=rec["step"] + 1, epoch=rec["epoch"], score=rec["score"],
                           train_seconds=max(0.0, rec["wall_seconds"] - eval_total)))
-    best = max(curve, key=lambda r: (r["score"], -r["step"])) if curve else None
+    best = max(curve, key=lambda r: (r["score"], r["step"])) if curve else None
     return dict(best_step=best["step"] if best else None, best_epoch=best["epoch"] if best else None,
                 rounds=rounds if rounds is not None else (best["step"] if best else None),
                 train_seconds=best["train_seconds"] if best else None, wall_seconds=run.get("wall_seconds"),
