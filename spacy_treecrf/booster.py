@@ -371,7 +371,7 @@ class Trainer:
             D = self.residuals(passes, k, np.empty((len(self.y), self.allowed.shape[0])))
             pos = positions
             if self.params.trim > 0:
-                pos = trimmed_positions(D, positions, self.params.trim)
+                pos = tree.influential_positions(D, positions, self.params.trim)
             allowed_k = np.ascontiguousarray(self.allowed[:, k])
             settings = (self.params.max_leaves, float(self.params.shrinkage), float(self.params.min_samples_leaf),
                         float(self.params.min_gain))
@@ -506,12 +506,6 @@ class Trainer:
             return self.all_positions
         n = max(1, int(round(self.params.subsample * len(self.y))))
         return np.sort(self.rng.choice(len(self.y), size=n, replace=False)).astype(np.int64)
-
-
-def trimmed_positions(D: np.ndarray, positions: np.ndarray, trim: float) -> np.ndarray:
-    """Influence trimming: drop positions whose residuals are all below ``trim`` in magnitude."""
-    keep = np.abs(D[positions]).max(axis=1) >= trim
-    return positions[keep] if keep.any() else positions
 
 
 def decode(phi: np.ndarray, allowed: np.ndarray, seq_starts: np.ndarray, method: str, threads: int = 1):

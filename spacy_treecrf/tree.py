@@ -499,6 +499,22 @@ def new_nodes(max_nodes, S):
 
 
 @njit(cache=True, nogil=True)
+def influential_positions(D, positions, trim):
+    """Influence trimming: the positions with some residual of magnitude >= ``trim`` (all of them if none has),
+    without the T x S temporaries a numpy expression would make for every label of a round."""
+    keep = np.empty(positions.shape[0], dtype=positions.dtype)
+    n = 0
+    for i in range(positions.shape[0]):
+        t = positions[i]
+        for s in range(D.shape[1]):
+            if abs(D[t, s]) >= trim:
+                keep[n] = t
+                n += 1
+                break
+    return keep[:n].copy() if n > 0 else positions
+
+
+@njit(cache=True, nogil=True)
 def fit_tree(indptr, indices, n_features, D, is_start, allowed_k, positions, max_leaves, lam, min_leaf,
              min_gain, col_ptr=None, col_pos=None, feature_ok=None):
     """Grow one tree best-first to at most ``max_leaves`` leaves on residuals D (T x S).

@@ -567,3 +567,15 @@ def test_inverted_index(seed):
     assert col_ptr[0] == 0 and col_ptr[-1] == X.sum()
     for f in range(X.shape[1]):
         assert list(col_pos[col_ptr[f]:col_ptr[f + 1]]) == list(np.flatnonzero(X[:, f]))
+
+
+def test_influential_positions_keep_those_with_a_large_residual():
+    rng = np.random.default_rng(5)
+    D = rng.normal(scale=0.05, size=(40, 4))
+    D[7] = 0.0
+    positions = np.sort(rng.choice(40, 25, replace=False)).astype(np.int64)
+    for trim in (0.01, 0.05, 0.1):
+        expected = positions[np.abs(D[positions]).max(axis=1) >= trim]
+        assert np.array_equal(tree.influential_positions(D, positions, trim), expected)
+    # nothing reaches the threshold: every position stays (a tree needs positions to fit)
+    assert np.array_equal(tree.influential_positions(D, positions, 10.0), positions)
