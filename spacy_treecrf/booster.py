@@ -5,6 +5,8 @@ position, sequences concatenated), ``seq_starts`` (sequence offsets), ``y`` (int
 ``allowed`` (S x K bool: row 0 = labels allowed at a sequence start, row j + 1 = labels allowed after label j).
 """
 from concurrent.futures import ThreadPoolExecutor
+import ctypes
+import ctypes.util
 from dataclasses import dataclass
 import os
 from typing import List, NamedTuple, Optional
@@ -69,6 +71,24 @@ class BoostParams:
     @property
     def threads(self) -> int:
         return self.n_threads or min(os.cpu_count() or 1, 8)
+
+
+def _glibc_malloc_trim():
+    """glibc's malloc_trim (None on other C libraries)."""
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+MALLOC_TRIM = _glibc_malloc_trim()
+
+
+def release_freed_memory():
+    """Return freed heap pages to the system. A round's large buffers are made and freed in worker threads, i.e.
+    in glibc's per-thread arenas, which keep freed pages: the resident size grew with every round."""
+    if MALLOC_TRIM is not None:
+        MALLOC_TRIM(0)
 
 
 def in_chunks(seq_starts: np.ndarray, threads: int, call, min_positions: int = 20000) -> list:
@@ -404,6 +424,7 @@ class Trainer:
             if on_tree is not None:
                 on_tree(k, arrays)
         crf.rescale(self.E, self.c)
+        release_freed_memory()
         return passes.objective
 
     def _step(self, fitted, passes) -> float:
