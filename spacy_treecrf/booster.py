@@ -267,8 +267,9 @@ def tree_depth(yes, no) -> int:
 
 def potentials_to_scaled(phi: np.ndarray, allowed: np.ndarray, seq_starts: np.ndarray):
     """(E, c) of crf.py from raw potentials: exp(phi - c) with forbidden and structurally invalid cells at 0."""
+    is_start = crf.start_mask(seq_starts, phi.shape[0])
     return crf.scaled_potentials(np.ascontiguousarray(phi, dtype=np.float64),
-                                 np.ascontiguousarray(allowed, dtype=np.bool_), crf.start_mask(seq_starts, phi.shape[0]))
+                                 np.ascontiguousarray(allowed, dtype=np.bool_), is_start)
 
 
 def logsumexp(values: np.ndarray) -> float:
