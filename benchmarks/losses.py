@@ -94,7 +94,7 @@ def chunk_f1(pred, gold, starts, labels):
 def scores(task, ensemble, threads):
     """Per decoder: token accuracy, whole-sequence accuracy, and for BIO tasks chunk F1."""
     indptr, indices, starts = task.test
-    phi = ensemble.potentials(indptr, indices, threads)
+    phi = ensemble.potentials(indptr, indices, threads, valid=(task.allowed, starts))
     out = {}
     for method in ("viterbi", "marginal"):
         pred, _ = booster.decode(phi, task.allowed, starts, method, threads)

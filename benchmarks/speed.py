@@ -153,8 +153,8 @@ def main(args):
     if args.pipeline:  # tagging only: the test F1 of the given model, no training curve
         indptr, indices, seq_starts = pipe.featurizer(test_docs)
         threads = args.threads or os.cpu_count()
-        ids, _ = booster.decode(pipe.ensemble.potentials(indptr, indices, threads), pipe.allowed, seq_starts,
-                                "viterbi", threads)
+        phi = pipe.ensemble.potentials(indptr, indices, threads, valid=(pipe.allowed, seq_starts))
+        ids, _ = booster.decode(phi, pipe.allowed, seq_starts, "viterbi", threads)
         curve = [(pipe.cfg["rounds"], float("nan"), span_f1(split([pipe.labels[k] for k in ids], seq_starts),
                                                             test_gold))]
         tree_rss = float("nan")
@@ -178,7 +178,7 @@ def main(args):
         t0 = time.perf_counter()
         indptr, indices, seq_starts = pipe.featurizer(docs)
         t1 = time.perf_counter()
-        phi = pipe.ensemble.potentials(indptr, indices, 1)
+        phi = pipe.ensemble.potentials(indptr, indices, 1, valid=(pipe.allowed, seq_starts))
         t2 = time.perf_counter()
         out = booster.decode(phi, pipe.allowed, seq_starts, "viterbi", 1)
         for stage, seconds in zip(stage_seconds, (t1 - t0, t2 - t1, time.perf_counter() - t2)):

@@ -9,7 +9,7 @@ import ctypes
 import ctypes.util
 from dataclasses import dataclass
 import os
-from typing import List, NamedTuple, Optional
+from typing import List, NamedTuple, Optional, Tuple
 
 import numpy as np
 from numba import typed
@@ -150,7 +150,7 @@ class Ensemble:
         self.labels = np.zeros(0, dtype=np.int32)
         self.depths = np.zeros(0, dtype=np.int32)
         self._pending: List[tuple] = []
-        self._index = None  # tree.bitmask_index of the current trees, built when first needed
+        self._index = None  # tree.partition_index of the current trees, built when first needed
 
     @property
     def n_trees(self) -> int:
@@ -199,18 +199,33 @@ class Ensemble:
         self.labels = self.labels[:n_trees].copy()
         self.depths = self.depths[:n_trees].copy()
 
-    def potentials(self, indptr, indices, threads: int = 1, missing_rows: MissingRows = None) -> np.ndarray:
+    def potentials(self, indptr, indices, threads: int = 1, missing_rows: MissingRows = None,
+                   valid: Optional[Tuple[np.ndarray, np.ndarray]] = None) -> np.ndarray:
         """phi (T x S x K, float64) for new rows: the sum of every tree, before any transition mask. Rows with
-        missing variables (``missing_rows``) are evaluated again by the missing-value walk."""
+        missing variables (``missing_rows``) are evaluated again by the missing-value walk. ``valid``
+        (allowed, seq_starts): only the cells a decoder reads (see crf.scaled_potentials) are computed, the
+        others are 0 (trees fitted under a transition mask spend much of their size on forbidden states)."""
         self._flush()
         if self._index is None:
-            self._index = tree.bitmask_index(self.kind, self.feature, self.yes, self.no, self.states, self.value,
-                                             self.roots)
-        rows = np.arange(len(indptr), dtype=np.int64)  # any split of rows will do: treat each row as a sequence
+            self._index = tree.partition_index(self.kind, self.feature, self.yes, self.no, self.states, self.value,
+                                               self.roots)
+        T = len(indptr) - 1
+        if valid is None:
+            start_states = other_states = tree.label_state_words(np.ones((self.n_states, self.n_labels), dtype=bool))
+            is_start = np.zeros(T, dtype=np.bool_)
+        else:  # state 0 at a sequence's first position, the others elsewhere
+            allowed, seq_starts = valid
+            is_start = crf.start_mask(seq_starts, T)
+            first, other = np.zeros_like(allowed, dtype=bool), allowed.astype(bool)
+            first[0], other[0] = other[0], False
+            start_states, other_states = tree.label_state_words(first), tree.label_state_words(other)
+        rows = np.arange(T + 1, dtype=np.int64)  # any split of rows will do: treat each row as a sequence
 
         def chunk(a, b, q0, q1):
-            return tree.bitmask_potentials(indptr[a:b + 1] - indptr[a], indices[indptr[a]:indptr[b]], self.n_labels,
-                                           self.labels, *self._index)
+            return tree.partition_potentials(indptr[a:b + 1] - indptr[a], indices[indptr[a]:indptr[b]], self.labels,
+                                             self.kind, self.yes, self.no, self.roots, self.depths, *self._index,
+                                             is_start[a:b], start_states, other_states, self.n_states,
+                                             tree.block_rows(self.n_labels, self.n_states))
         phi = np.concatenate(in_chunks(rows, threads, chunk, min_positions=5000))
         if missing_rows is not None and missing_rows.any:
             at = missing_rows.rows()

@@ -287,7 +287,7 @@ class TreeCRF:
         self._check_fitted()
         indptr, indices, seq_starts, missing_rows = self._rows(X)
         threads = self.params.threads
-        phi = self.ensemble.potentials(indptr, indices, threads, missing_rows)
+        phi = self.ensemble.potentials(indptr, indices, threads, missing_rows, valid=(self.allowed, seq_starts))
         ids, gamma = boost.decode(phi, self.allowed, seq_starts, method, threads)
         return ids, gamma, seq_starts
 

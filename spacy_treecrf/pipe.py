@@ -376,9 +376,9 @@ class TreeCRFComponent(TrainablePipe):
                                                                self._own_labels(examples, gold))
         initial = None
         if self.ensemble.n_trees:
-            initial = boost.potentials_to_scaled(self.ensemble.potentials(indptr, indices, self.params.threads,
-                                                                          missing_rows),
-                                                 self.allowed, seq_starts)
+            phi = self.ensemble.potentials(indptr, indices, self.params.threads, missing_rows,
+                                           valid=(self.allowed, seq_starts))
+            initial = boost.potentials_to_scaled(phi, self.allowed, seq_starts)
         self._trainer = boost.Trainer(indptr, indices, self.n_features, y, seq_starts, self.allowed, self.params,
                                       initial=initial, missing_rows=missing_rows)
         self._trainer_key = key
@@ -394,7 +394,7 @@ class TreeCRFComponent(TrainablePipe):
         self._check_initialized()
         indptr, indices, seq_starts, missing_rows = self._rows(docs)
         threads = self.params.threads
-        phi = self.ensemble.potentials(indptr, indices, threads, missing_rows)
+        phi = self.ensemble.potentials(indptr, indices, threads, missing_rows, valid=(self.allowed, seq_starts))
         E, c = boost.potentials_to_scaled(phi, self.allowed, seq_starts)
         need_fb = self.cfg["decode"] == "marginal" or self.cfg["store_scores"]
         fb = None

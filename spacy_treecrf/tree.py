@@ -869,172 +869,306 @@ def _split_states(stack, masks, top, a, b, states):
     return top
 
 
-@njit(cache=True, nogil=True)
-def _leaf_slots(kind, yes, no, states, roots):
-    """Each tree's leaves numbered left to right, the no-branch (feature absent, state not in the yes-set) on the
-    left, plus a "zero slot" first in the subtree of every state split that some state reaches in neither child
-    (the walk drops such a state: it gets nothing from that tree). Returns (lo, hi, zero, n_slots): node n's
-    subtree holds the slots lo[n]:hi[n] (its zero slot, if any, is lo[n] = zero[n]) and tree i has n_slots[i]."""
-    n = kind.shape[0]
-    S = states.shape[1]
-    lo = np.zeros(n, dtype=np.int64)
-    hi = np.zeros(n, dtype=np.int64)
-    zero = np.full(n, -1, dtype=np.int64)
-    n_trees = roots.shape[0] - 1
-    n_slots = np.zeros(n_trees, dtype=np.int64)
-    stack = np.empty(n + 1, dtype=np.int64)
-    for i in range(n_trees):
-        root = roots[i]
-        top = 0
-        stack[0] = root
-        c = 0
-        while top >= 0:  # preorder, no-branch first: slots come out left to right
-            node = stack[top]
-            top -= 1
-            lo[node] = c
-            if kind[node] == LEAF:
-                c += 1
-                continue
-            if kind[node] == STATE:
-                a = root + yes[node]
-                b = root + no[node]
-                for s in range(S):
-                    if not states[a, s] and not states[b, s]:
-                        zero[node] = c
-                        c += 1
-                        break
-            stack[top + 1] = root + yes[node]
-            stack[top + 2] = root + no[node]
-            top += 2
-        n_slots[i] = c
-        for node in range(roots[i + 1] - 1, root - 1, -1):  # children follow their parent
-            hi[node] = lo[node] + 1 if kind[node] == LEAF else hi[root + yes[node]]
-    return lo, hi, zero, n_slots
-
-
-@njit(cache=True, nogil=True)
-def _clear_slots(mask, a, b):
-    for j in range(a, b):
-        mask[j >> 6] &= ~(np.uint64(1) << np.uint64(j & 63))
-
-
-@njit(cache=True, nogil=True)
-def _exit_slot(feature_mask, state_mask):
-    """The lowest slot left in both masks: where the walk ends (every tree keeps at least one)."""
-    for w in range(feature_mask.shape[0]):
-        m = feature_mask[w] & state_mask[w]
-        if m != 0:
-            return w * 64 + _count_trailing_zeros(m)
-    return -1
-
-
-@njit(cache=True, nogil=True)
-def _bitmask_tables(kind, feature, yes, no, states, value, roots, lo, hi, zero, n_words):
-    n_trees = roots.shape[0] - 1
-    S = states.shape[1]
-    full = ~np.uint64(0)
-    state_mask = np.full((n_trees, S, n_words), full, dtype=np.uint64)
-    slot_value = np.zeros((n_trees, 64 * n_words))
+def partition_index(kind, feature, yes, no, states, value, roots):
+    """The ensemble's tables for partition_potentials: (column_of, column, chain, state_words, chain_value).
+    The tested features are numbered 0.. as columns (column_of[f], -1 for a feature no tree tests; column[n]
+    the column node n tests); per node its chain (the node where the walk entered the run of no-branches it lies
+    on: the root or a yes-child), its state set as 64-bit words and the value of the leaf its chain ends in."""
     is_split = kind == FEATURE
-    tested = feature[is_split]
-    n_tested = tested.max() + 1 if tested.shape[0] else 0
-    feature_ptr = np.zeros(n_tested + 1, dtype=np.int64)
-    feature_ptr[1:] = np.cumsum(np.bincount(tested, minlength=n_tested))
-    fill = feature_ptr[:-1].copy()
-    entry_tree = np.empty(tested.shape[0], dtype=np.int32)
-    entry_mask = np.full((tested.shape[0], n_words), full, dtype=np.uint64)
-    for i in range(n_trees):
-        root = roots[i]
-        for node in range(root, roots[i + 1]):
-            if kind[node] == LEAF:
-                slot_value[i, lo[node]] = value[node]
-                continue
-            a = root + yes[node]
-            b = root + no[node]
-            if kind[node] == FEATURE:  # present: the walk leaves the no-branch
-                e = fill[feature[node]]
-                fill[feature[node]] += 1
-                entry_tree[e] = i
-                _clear_slots(entry_mask[e], lo[b], hi[b])
-                continue
-            for s in range(S):
-                if states[a, s]:  # the zero slot and the no-branch
-                    _clear_slots(state_mask[i, s], lo[node], hi[b])
-                elif states[b, s]:
-                    if zero[node] >= 0:
-                        _clear_slots(state_mask[i, s], zero[node], zero[node] + 1)
-                else:  # dropped here: both branches go, the zero slot stays
-                    _clear_slots(state_mask[i, s], lo[b], hi[a])
-    defaults = np.zeros((n_trees, S))
-    for i in range(n_trees):
-        for s in range(S):
-            defaults[i, s] = slot_value[i, _exit_slot(state_mask[i, s], state_mask[i, s])]
-    return defaults, feature_ptr, entry_tree, entry_mask, state_mask, slot_value
-
-
-def bitmask_index(kind, feature, yes, no, states, value, roots):
-    """The ensemble as bit masks for bitmask_potentials (QuickScorer, Lucchese et al. 2015, for binary sparse
-    rows and previous-state splits): (defaults, feature_ptr, entry_tree, entry_mask, state_mask, state_sensitive,
-    slot_value).
-
-    A tree's walk ends at the lowest slot (see _leaf_slots) that no test on the way removes: a present feature
-    removes its node's no-branch (entry_mask; the entries of feature f are feature_ptr[f]:feature_ptr[f + 1]),
-    a state removes what its state splits send it away from (state_mask, per tree and state). A row with none
-    of a tree's features gets the tree's default (its all-absent output, per state).
-    state_sensitive marks, per tree, the slots some state removes: where the features alone end the walk at
-    any other slot, every state ends there too."""
-    lo, hi, zero, n_slots = _leaf_slots(kind, yes, no, states, roots)
-    n_words = max(1, (int(n_slots.max()) + 63) // 64) if len(n_slots) else 1
-    defaults, feature_ptr, entry_tree, entry_mask, state_mask, slot_value = _bitmask_tables(
-        kind, feature, yes, no, states, value, roots, lo, hi, zero, n_words)
-    state_sensitive = np.bitwise_or.reduce(~state_mask, axis=1) if len(state_mask) else state_mask[:, 0]
-    return defaults, feature_ptr, entry_tree, entry_mask, state_mask, state_sensitive, slot_value
+    tested = np.unique(feature[is_split])
+    column_of = np.full(int(tested[-1]) + 1 if len(tested) else 0, -1, dtype=np.int32)
+    column_of[tested] = np.arange(len(tested), dtype=np.int32)
+    column = np.where(is_split, column_of[np.where(is_split, feature, 0)] if len(tested) else -1, -1).astype(np.int32)
+    return (column_of, column) + _partition_index(kind, yes, no, states, value, roots,
+                                                  max(1, (states.shape[1] + 63) // 64))
 
 
 @njit(cache=True, nogil=True)
-def bitmask_potentials(indptr, indices, n_labels, labels, defaults, feature_ptr, entry_tree, entry_mask, state_mask,
-                       state_sensitive, slot_value):
-    """phi (T x S x K) = sum of every tree: at each position only the trees testing one of its features move
-    from their default, and a tree's leaf for every state comes from ANDing bit masks, not from walking it.
-    Where the features alone end a tree's walk at a slot no state removes, one lookup serves every state.
+def _partition_index(kind, yes, no, states, value, roots, n_words):
+    n, S = states.shape
+    chain = np.arange(n, dtype=np.int32)
+    words = np.zeros((n, n_words), dtype=np.uint64)
+    for node in range(n):
+        for s in range(S):
+            if states[node, s]:
+                words[node, s >> 6] |= np.uint64(1) << np.uint64(s & 63)
+    chain_value = value.copy()  # the value of the leaf at the end of the node's run of no-branches
+    for i in range(roots.shape[0] - 1):
+        root = roots[i]
+        for node in range(root, roots[i + 1]):  # children follow their parent
+            if kind[node] != LEAF:
+                chain[root + no[node]] = chain[node]
+        for node in range(roots[i + 1] - 1, root - 1, -1):
+            if kind[node] != LEAF:
+                chain_value[node] = chain_value[root + no[node]]
+    return chain, words, chain_value
 
-    Rows may hold feature ids no tree tests."""
+
+def label_state_words(cells):
+    """(S x K) booleans -> per label k, its states s with cells[s, k] as 64-bit words (K x ceil(S / 64))."""
+    S, K = cells.shape
+    words = np.zeros((K, max(1, (S + 63) // 64)), dtype=np.uint64)
+    for s in range(S):
+        words[:, s // 64] |= np.where(cells[s], np.uint64(1) << np.uint64(s % 64), np.uint64(0))
+    return words
+
+
+@njit(cache=True, nogil=True)
+def _grown(buf, need):
+    if need <= buf.shape[0]:
+        return buf
+    out = np.empty((max(need, 2 * buf.shape[0]),) + buf.shape[1:], dtype=buf.dtype)
+    out[:buf.shape[0]] = buf
+    return out
+
+
+def block_rows(n_labels: int, n_states: int) -> int:
+    """Rows per call of _partition_block: every tree's nodes are visited once per block, so as many as keep its
+    accumulator (K x (S + 1) x rows floats) under 64 MB, and at least 4096."""
+    return max(4096, 8_000_000 // (n_labels * (n_states + 1)))
+
+
+
+@njit(cache=True, nogil=True)
+def partition_potentials(indptr, indices, labels, kind, yes, no, roots, depths, column_of, column, chain, state_words,
+                         chain_value, is_start, start_states, other_states, n_states, block_rows):
+    """phi (T x S x K) = sum of every tree, evaluated one tree at a time over ``block_rows`` rows at once, the
+    way fit_tree partitions positions: a node's rows are split by its test, so a row costs nothing at the tests
+    on the absent side of its path (see _partition_block).
+
+    Only the cells (t, s, k) with s in start_states[k] (rows with is_start) or other_states[k] (the other rows),
+    as 64-bit words, are computed; the rest are 0. Rows may hold feature ids no tree tests."""
     T = indptr.shape[0] - 1
-    n_trees, S, n_words = state_mask.shape
-    n_tested = feature_ptr.shape[0] - 1
-    phi = np.empty((T, S, n_labels))
-    same = np.empty(n_labels)  # per label: the trees' values that are the same for every state
-    stamp = np.zeros(n_trees, dtype=np.int64)
-    feature_mask = np.empty((n_trees, n_words), dtype=np.uint64)
+    S = n_states
+    n_labels = start_states.shape[0]
+    phi = np.zeros((T, S, n_labels))
+    max_depth = 0
+    for i in range(depths.shape[0]):
+        max_depth = max(max_depth, depths[i])
+    block = max(1, block_rows)
+    acc = np.empty((n_labels, S + 1, min(T, block)))  # per label: a row per state, then the part they all share
+    for r0 in range(0, T, block):
+        r1 = min(T, r0 + block)
+        rows = indptr[r0:r1 + 1] - indptr[r0]
+        acc[:] = 0.0
+        _partition_block(acc, rows, indices[indptr[r0]:indptr[r1]], labels, kind, yes, no, roots, column_of, column,
+                         chain, state_words, chain_value, is_start[r0:r1], start_states, other_states, max_depth)
+        for t in range(r1 - r0):
+            states = start_states if is_start[r0 + t] else other_states
+            for k in range(n_labels):
+                for s in range(S):
+                    if (states[k, s >> 6] >> np.uint64(s & 63)) & np.uint64(1):
+                        phi[r0 + t, s, k] = acc[k, s, t] + acc[k, S, t]
+    return phi
+
+
+@njit(cache=True, nogil=True)
+def _tested_columns(indptr, indices, column_of, n_cols):
+    """csc_index of the rows restricted to the tested features, by column (see partition_index)."""
+    T = indptr.shape[0] - 1
+    n_map = column_of.shape[0]
+    col_ptr = np.zeros(n_cols + 1, dtype=np.int64)
+    for p in range(indptr[T]):
+        f = indices[p]
+        if f < n_map and column_of[f] >= 0:
+            col_ptr[column_of[f] + 1] += 1
+    for j in range(n_cols):
+        col_ptr[j + 1] += col_ptr[j]
+    fill = col_ptr[:n_cols].copy()
+    col_pos = np.empty(col_ptr[n_cols], dtype=np.int32)
     for t in range(T):
-        same[:] = 0.0
-        phi[t] = 0.0
-        feature_mask[:] = ~np.uint64(0)
         for p in range(indptr[t], indptr[t + 1]):
             f = indices[p]
-            if f >= n_tested:
+            if f < n_map and column_of[f] >= 0:
+                col_pos[fill[column_of[f]]] = t
+                fill[column_of[f]] += 1
+    return col_ptr, col_pos
+
+
+@njit(cache=True, nogil=True)
+def _credit(acc, k, t, word, bits, delta):
+    """acc[k, s, t] += delta for the states s in ``bits``, the 64-bit word ``word`` of a state set."""
+    while bits != 0:
+        acc[k, 64 * word + _count_trailing_zeros(bits), t] += delta
+        bits &= bits - np.uint64(1)
+
+
+@njit(cache=True, nogil=True)
+def _partition_block(acc, indptr, indices, labels, kind, yes, no, roots, column_of, column, chain, state_words,
+                     chain_value, is_start, start_states, other_states, max_depth):
+    """acc[k, s, t] += the trees of label k at row t and state s (acc[k, S, t]: the part of every state).
+
+    An item is a row with the previous states that reach a node together; ``at`` is its current chain (see
+    partition_index). Entering a chain credits the item with the value of the leaf the chain ends in, so a
+    leaf costs nothing: only the moves do (the new chain's value minus the old one's). A feature split moves
+    the items that have the feature to the yes-child, found from whichever is shorter: the feature's posting
+    list or the node's item list (then tested on a bitmap of the feature). The rest stay where they are: a
+    node's list is its chain's and keeps stale entries of items that left. A state split moves states: an
+    item whose states go both ways leaves a new item with the yes-states."""
+    T = indptr.shape[0] - 1
+    S = acc.shape[1] - 1
+    n_words = state_words.shape[1]
+    n_cols = 0
+    for j in column_of:
+        n_cols = max(n_cols, j + 1)
+    col_ptr, col_pos = _tested_columns(indptr, indices, column_of, n_cols)
+    bitmap_of = np.full(n_cols, -1, dtype=np.int64)  # frequent columns get a bit per row
+    n_bitmaps = 0
+    for f in range(n_cols):
+        if (col_ptr[f + 1] - col_ptr[f]) * 64 >= T and T > 0:
+            bitmap_of[f] = n_bitmaps
+            n_bitmaps += 1
+    bitmaps = np.zeros((n_bitmaps, (T + 63) >> 6), dtype=np.uint64)
+    for f in range(n_cols):
+        if bitmap_of[f] >= 0:
+            for p in range(col_ptr[f], col_ptr[f + 1]):
+                t = col_pos[p]
+                bitmaps[bitmap_of[f], t >> 6] |= np.uint64(1) << np.uint64(t & 63)
+    # items: row, states (whole: all the row's states for this label, credited on acc[k, S]), chain (-1: no
+    # state left), the row's next item (a row's first item is the row itself)
+    cap = 2 * T + 16
+    pos = np.empty(cap, dtype=np.int32)
+    mask = np.empty((cap, n_words), dtype=np.uint64)
+    whole = np.empty(cap, dtype=np.bool_)
+    at = np.empty(cap, dtype=np.int32)
+    nxt = np.empty(cap, dtype=np.int32)
+    for t in range(T):
+        pos[t] = t
+    buf = np.empty(4 * T + 16, dtype=np.int32)  # the item lists of the nodes on the stack, nested
+    st_node = np.empty(max_depth + 2, dtype=np.int64)
+    st_lo = np.empty(max_depth + 2, dtype=np.int64)
+    st_hi = np.empty(max_depth + 2, dtype=np.int64)
+    st_live = np.empty(max_depth + 2, dtype=np.int64)
+    for i in range(roots.shape[0] - 1):
+        root = roots[i]
+        k = labels[i]
+        v0 = chain_value[root]
+        n_live = 0
+        for t in range(T):
+            states = start_states if is_start[t] else other_states
+            any_state = False
+            for w in range(n_words):
+                mask[t, w] = states[k, w]
+                any_state = any_state or mask[t, w] != 0
+            nxt[t] = -1
+            whole[t] = True
+            if any_state:
+                at[t] = root
+                buf[n_live] = t
+                n_live += 1
+                acc[k, S, t] += v0
+            else:
+                at[t] = -1
+        n_items = T
+        top = 0
+        st_node[0], st_lo[0], st_hi[0], st_live[0] = root, 0, n_live, n_live
+        while top >= 0:
+            node, lo, hi, live = st_node[top], st_lo[top], st_hi[top], st_live[top]
+            top -= 1
+            kd = kind[node]
+            if live == 0 or kd == LEAF:
                 continue
-            for e in range(feature_ptr[f], feature_ptr[f + 1]):  # no branch on a tree's first entry: unpredictable
-                i = entry_tree[e]
-                stamp[i] = t + 1
-                for w in range(n_words):
-                    feature_mask[i, w] &= entry_mask[e, w]
-        for i in range(n_trees):  # a row of words typically touches nearly every tree: visit them all in order
-            k = labels[i]
-            if stamp[i] != t + 1:
-                for s in range(S):
-                    phi[t, s, k] += defaults[i, s]
-                continue
-            slot = _exit_slot(feature_mask[i], feature_mask[i])
-            if (state_sensitive[i, slot >> 6] >> np.uint64(slot & 63)) & np.uint64(1) == 0:
-                same[k] += slot_value[i, slot]
-                continue
-            for s in range(S):
-                phi[t, s, k] += slot_value[i, _exit_slot(feature_mask[i], state_mask[i, s])]
-        for s in range(S):
-            for k in range(n_labels):
-                phi[t, s, k] += same[k]
-    return phi
+            c = chain[node]
+            a = root + yes[node]
+            b = root + no[node]
+            delta = chain_value[a] - chain_value[c]
+            end = hi  # the free part of buf starts after this node's list
+            buf = _grown(buf, end + hi - lo)
+            y = end
+            kept = lo
+            if kd == FEATURE:
+                f = column[node]
+                bm = bitmap_of[f]
+                scan = bm >= 0 and hi - lo < col_ptr[f + 1] - col_ptr[f]
+                if scan:  # test the node's items
+                    for q in range(lo, hi):
+                        it = buf[q]
+                        if at[it] != c:
+                            continue
+                        t = pos[it]
+                        if (bitmaps[bm, t >> 6] >> np.uint64(t & 63)) & np.uint64(1):
+                            buf[y] = it
+                            y += 1
+                        else:
+                            buf[kept] = it
+                            kept += 1
+                    hi = kept
+                    live_no = kept - lo
+                else:  # visit the feature's rows
+                    for p in range(col_ptr[f], col_ptr[f + 1]):
+                        it = col_pos[p]
+                        while it >= 0:
+                            if at[it] == c:
+                                buf[y] = it
+                                y += 1
+                            it = nxt[it]
+                    live_no = live - (y - end)
+                for q in range(end, y):
+                    it = buf[q]
+                    at[it] = a
+                    if whole[it]:
+                        acc[k, S, pos[it]] += delta
+                    else:
+                        for w in range(n_words):
+                            _credit(acc, k, pos[it], w, mask[it, w], delta)
+            else:
+                for q in range(lo, hi):
+                    it = buf[q]
+                    if at[it] != c:
+                        continue
+                    t = pos[it]
+                    any_a = False
+                    any_b = False
+                    for w in range(n_words):
+                        m = mask[it, w]
+                        ma = m & state_words[a, w]
+                        mb = m & state_words[b, w] & ~ma
+                        _credit(acc, k, t, w, ma, delta)
+                        _credit(acc, k, t, w, m & ~(ma | mb), -chain_value[c])  # states no child takes
+                        any_a = any_a or ma != 0
+                        any_b = any_b or mb != 0
+                    if any_a and any_b:  # a new item takes the yes-states
+                        if n_items == pos.shape[0]:
+                            pos = _grown(pos, n_items + 1)
+                            mask = _grown(mask, n_items + 1)
+                            whole = _grown(whole, n_items + 1)
+                            at = _grown(at, n_items + 1)
+                            nxt = _grown(nxt, n_items + 1)
+                        j = n_items
+                        n_items += 1
+                        pos[j] = t
+                        whole[j] = False
+                        at[j] = a
+                        nxt[j] = nxt[it]
+                        nxt[it] = j
+                        for w in range(n_words):
+                            mask[j, w] = mask[it, w] & state_words[a, w]
+                            mask[it, w] &= state_words[b, w] & ~state_words[a, w]
+                        whole[it] = False
+                        buf[y] = j
+                        y += 1
+                        buf[kept] = it
+                        kept += 1
+                        continue
+                    for w in range(n_words):  # the item goes one way, losing the states no child takes
+                        mask[it, w] &= state_words[a, w] if any_a else state_words[b, w] & ~state_words[a, w]
+                    whole[it] = False
+                    if any_a:
+                        at[it] = a
+                        buf[y] = it
+                        y += 1
+                    elif any_b:
+                        buf[kept] = it
+                        kept += 1
+                    else:
+                        at[it] = -1
+                hi = kept
+                live_no = kept - lo
+            # the no-branch continues this chain on the list left here; the yes-branch's list is above it
+            top += 1
+            st_node[top], st_lo[top], st_hi[top], st_live[top] = b, lo, hi, live_no
+            top += 1
+            st_node[top], st_lo[top], st_hi[top], st_live[top] = a, end, y, y - end
 
 
 @njit(cache=True, nogil=True)

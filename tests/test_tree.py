@@ -440,10 +440,8 @@ def test_ensemble_potentials_match_apply_leaves_and_routing(seed):
         trees.append(tr)
         labels.append(k)
     ens = concat_trees(trees)
-    arrays = (ens["kind"], ens["feature"], ens["yes"], ens["no"], ens["states"], ens["value"], ens["roots"])
     labels = np.array(labels, dtype=np.int64)
-    index = tree.bitmask_index(*arrays)
-    phi = tree.bitmask_potentials(indptr, indices, K, labels, *index)
+    phi = partition_potentials(ens, labels, indptr, indices, K, S)
     assert phi.shape == (T, S, K)
     ref = reference_potentials(trees, labels, X, S, K)
     assert np.allclose(phi, ref, rtol=1e-12, atol=1e-12)
@@ -496,14 +494,40 @@ def walk_with_drops(tr, X, t, s, node=0):
     return 0.0
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_bitmask_potentials_on_large_trees_with_dropped_states(seed):
-    """Trees of up to 200 leaves (several 64-bit words of slots) and states dropped at state splits; rows that
-    touch no tree, rows that touch every tree and rows between."""
+def partition_potentials(ens, labels, indptr, indices, K, S, is_start=None, start_states=None, other_states=None,
+                         block_rows=4096):
+    """tree.partition_potentials of concatenated trees; every cell unless the valid states are given."""
+    T = len(indptr) - 1
+    every = tree.label_state_words(np.ones((S, K), dtype=bool))
+    index = tree.partition_index(ens["kind"], ens["feature"], ens["yes"], ens["no"], ens["states"], ens["value"],
+                                 ens["roots"])
+    depths = np.array([depth(dict(kind=ens["kind"][a:b], yes=ens["yes"][a:b], no=ens["no"][a:b]))
+                       for a, b in zip(ens["roots"][:-1], ens["roots"][1:])], dtype=np.int32)
+    return tree.partition_potentials(
+        indptr, indices, labels, ens["kind"], ens["yes"], ens["no"], ens["roots"], depths, *index,
+        np.zeros(T, dtype=bool) if is_start is None else is_start,
+        every if start_states is None else tree.label_state_words(start_states),
+        every if other_states is None else tree.label_state_words(other_states), S, block_rows)
+
+
+def walked_potentials(trees, labels, X, S, K):
+    ref = np.zeros((X.shape[0], S, K))
+    for tr, k in zip(trees, labels):
+        for t in range(X.shape[0]):
+            for s in range(S):
+                ref[t, s, k] += walk_with_drops(tr, X, t, s)
+    return ref
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_partition_potentials_on_large_trees_with_dropped_states(seed):
+    """Trees of up to 200 leaves whose state splits drop states; rows that touch no tree, rows that touch every
+    tree and rows between, columns no tree tests; more than 64 states (several words per state set) on some
+    seeds; rows of a feature found both from its posting list and by testing the node's rows on a bitmap."""
     rng = np.random.default_rng(800 + seed)
     F, K = 12, 3
-    S = K + 1
-    X = rng.random((60, F)) < 0.3
+    S = 70 if seed % 4 == 3 else K + 1
+    X = rng.random((int(rng.integers(60, 300)), F + 3)) < rng.uniform(0.05, 0.6)
     X[:3] = False
     X[3:6] = True
     X[6:9] = False
@@ -511,15 +535,17 @@ def test_bitmask_potentials_on_large_trees_with_dropped_states(seed):
     trees = [random_tree(rng, int(rng.integers(1, 200)), F, S) for _ in range(5)]
     labels = rng.integers(K, size=len(trees)).astype(np.int64)
     ens = concat_trees(trees)
-    arrays = (ens["kind"], ens["feature"], ens["yes"], ens["no"], ens["states"], ens["value"], ens["roots"])
     indptr, indices = csr(X)
-    phi = tree.bitmask_potentials(indptr, indices, K, labels, *tree.bitmask_index(*arrays))
-    ref = np.zeros((X.shape[0], S, K))
-    for tr, k in zip(trees, labels):
-        for t in range(X.shape[0]):
-            for s in range(S):
-                ref[t, s, k] += walk_with_drops(tr, X, t, s)
+    phi = partition_potentials(ens, labels, indptr, indices, K, S)
+    ref = walked_potentials(trees, labels, X, S, K)
     assert np.allclose(phi, ref, rtol=1e-12, atol=1e-12)
+    # only the valid cells: per label, one state set at sequence starts and another elsewhere
+    is_start = rng.random(X.shape[0]) < 0.2
+    start_states, other_states = rng.random((S, K)) < 0.3, rng.random((S, K)) < 0.7
+    phi = partition_potentials(ens, labels, indptr, indices, K, S, is_start, start_states, other_states,
+                               block_rows=int(rng.integers(1, 80)))  # several blocks
+    valid = np.where(is_start[:, None, None], start_states[None], other_states[None])
+    assert np.allclose(phi, np.where(valid, ref, 0.0), rtol=1e-12, atol=1e-12)
     # the walk used by multiply_tree agrees on the same trees
     for tr, k in zip(trees, labels):
         E = np.ones((X.shape[0], S, K), dtype=np.float32)
