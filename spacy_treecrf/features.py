@@ -522,8 +522,10 @@ class WindowFeaturizer:
                 raise ValueError(f"window_features: 'attrs' names {attr!r} but no Token extension "
                                  f"{attr[2:]!r} is registered (Token.set_extension)")
 
-    def _token_level(self, docs: List[Doc], vocab: Vocab, doc_starts: np.ndarray, missing: np.ndarray):
-        """Token-level atoms as sorted unique (token, atom) pairs -> CSR (x_indptr, x_ids)."""
+    def _token_level(self, docs: List[Doc], vocab: Vocab, doc_starts: np.ndarray, missing: np.ndarray,
+                     stored: List[Dict[str, Dict[int, Any]]]):
+        """Token-level atoms as sorted unique (token, atom) pairs -> CSR (x_indptr, x_ids); ``stored``: the
+        extension values kept on each non-empty doc (``stored_extension_values``)."""
         T = int(doc_starts[-1])
         rows: List[np.ndarray] = []
         atoms: List[np.ndarray] = []
@@ -548,25 +550,19 @@ class WindowFeaturizer:
                 keep = np.flatnonzero(tok_ids >= 0)
                 rows.append(keep.astype(np.int64))
                 atoms.append(tok_ids[keep])
-        if ext:
-            for attr in ext:
-                name = attr[2:]
-                r, a = [], []
-                t = 0
-                for doc in docs:
-                    for token in doc:
-                        value = token._.get(name)
-                        if value is not None and value is not False and value != "":
-                            key = (attr, str(value))
-                            atom = self._attr_cache.get(key)
-                            if atom is None:
-                                atom = self._attr_cache[key] = self._intern_one(f"a:{attr}={key[1]}")
-                            if atom >= 0:
-                                r.append(t)
-                                a.append(atom)
-                        t += 1
-                rows.append(np.asarray(r, dtype=np.int64))
-                atoms.append(np.asarray(a, dtype=np.int32))
+        for attr in ext:
+            r, a = [], []
+            for t, value in self._extension_values(docs, attr[2:], stored):
+                if value is not None and value is not False and value != "":
+                    key = (attr, str(value))
+                    atom = self._attr_cache.get(key)
+                    if atom is None:
+                        atom = self._attr_cache[key] = self._intern_one(f"a:{attr}={key[1]}")
+                    if atom >= 0:
+                        r.append(t)
+                        a.append(atom)
+            rows.append(np.asarray(r, dtype=np.int64))
+            atoms.append(np.asarray(a, dtype=np.int32))
         if self._multi_lex:
             matcher, match_names = self._matcher(vocab)
             r, a = [], []
@@ -625,9 +621,11 @@ class WindowFeaturizer:
         lex_indptr = np.zeros(len(arrays) + 1, np.int64)
         np.cumsum([len(a) for a in arrays], out=lex_indptr[1:])
         lex_ids = np.concatenate(arrays).astype(np.int32) if arrays else np.zeros(0, np.int32)
-        missing = self._missing_tokens(nonempty, orths)
+        names = tuple(a[2:] for a in self.attrs if a.startswith("_.")) + (MISSING_EXT,)
+        stored = [stored_extension_values(doc, names) for doc in nonempty]  # one pass over each doc's user_data
+        missing = self._missing_tokens(nonempty, orths, stored)
         tok_lex[missing] = -1
-        x_indptr, x_ids = self._token_level(docs, vocab, doc_starts, missing)
+        x_indptr, x_ids = self._token_level(docs, vocab, doc_starts, missing, stored)
         a_indptr, a_ids = _merge_atoms(tok_lex, lex_indptr, lex_ids, x_indptr, x_ids)
         if self.label_dictionary and own_labels is not None:
             a_indptr, a_ids = self._leave_own_labels_out(docs, own_labels, doc_starts, a_indptr, a_ids)
@@ -665,19 +663,44 @@ class WindowFeaturizer:
         np.cumsum(np.bincount(token[keep], minlength=len(a_indptr) - 1), out=indptr[1:])
         return indptr, a_ids[keep]
 
-    def _missing_tokens(self, nonempty: List[Doc], orths: np.ndarray) -> np.ndarray:
-        """Which tokens (of the concatenated non-empty docs) are missing: missing_text or the extension."""
+    def _missing_tokens(self, nonempty: List[Doc], orths: np.ndarray,
+                        stored: Optional[List[Dict[str, Dict[int, Any]]]] = None) -> np.ndarray:
+        """Which tokens (of the concatenated non-empty docs) are missing: missing_text or the extension (read
+        from ``stored``, see ``stored_extension_values``, when the caller has it)."""
         missing = np.zeros(len(orths), bool)
         if self.missing_text is not None:
             missing = orths == np.uint64(get_string_id(self.missing_text))
+        if stored is None:
+            stored = [stored_extension_values(doc, (MISSING_EXT,)) for doc in nonempty]
         start = 0
-        for doc in nonempty:
-            marked = marked_missing(doc)
+        for doc, values in zip(nonempty, stored):
+            marked = sorted(offset for offset, value in values.get(MISSING_EXT, {}).items() if value)
             if marked:
                 idx = doc.to_array(IDX).astype(np.int64)
                 missing[start + np.searchsorted(idx, np.array(marked, dtype=np.int64))] = True
             start += len(doc)
         return missing
+
+    @staticmethod
+    def _extension_values(docs: List[Doc], name: str, stored: List[Dict[str, Dict[int, Any]]]):
+        """(token position in the concatenated docs, value) of extension ``name`` for every token. An attribute
+        extension is read from ``stored`` (its default where a token has none); one with a getter or method
+        is called per token."""
+        default, method, getter, _ = Token.get_extension(name)
+        nonempty = [d for d in docs if len(d)]
+        start = 0
+        for doc, values in zip(nonempty, stored):
+            if getter is not None or method is not None:
+                for i, token in enumerate(doc):
+                    yield start + i, token._.get(name)
+            else:
+                kept = values.get(name, {})
+                for i, offset in enumerate(doc.to_array(IDX).tolist() if kept else ()):
+                    yield start + i, kept.get(offset, default)
+                if not kept and default is not None and default is not False and default != "":
+                    for i in range(len(doc)):
+                        yield start + i, default
+            start += len(doc)
 
     def family_names(self) -> List[str]:
         """The test families, in variable order (see the class docstring)."""
@@ -944,9 +967,12 @@ def stored_token_values(doc: Doc, names) -> List[Tuple[str, int, Any]]:
             and k[3] is None]
 
 
-def marked_missing(doc: Doc) -> List[int]:
-    """Character offsets of the tokens with ``token._.treecrf_missing`` set True."""
-    return sorted(offset for _, offset, value in stored_token_values(doc, (MISSING_EXT,)) if value)
+def stored_extension_values(doc: Doc, names) -> Dict[str, Dict[int, Any]]:
+    """stored_token_values as {name: {character offset: value}}."""
+    out: Dict[str, Dict[int, Any]] = {}
+    for name, offset, value in stored_token_values(doc, names):
+        out.setdefault(name, {})[offset] = value
+    return out
 
 
 def _concat(parts):

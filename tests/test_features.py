@@ -206,6 +206,28 @@ def test_attrs_pos_and_extension(vocab):
         g.initialize([doc])
 
 
+
+def test_extension_attrs_read_stored_values_defaults_and_getters(vocab):
+    """Attribute extensions are read from where spaCy keeps their values (default where a token has none),
+    getter extensions per token; across docs of several lengths, an empty one among them."""
+    Token.set_extension("treecrf_test_default", default="none", force=True)
+    Token.set_extension("treecrf_test_getter", getter=lambda t: "long" if len(t) > 3 else None, force=True)
+    docs = [Doc(vocab, words=["Kim", "runs"]), Doc(vocab, words=[]), Doc(vocab, words=["Sandy", "is", "here"]),
+            Doc(vocab, words=["ok"])]  # (the last doc keeps no value at all)
+    docs[0][1]._.treecrf_test_default = "VERB"
+    docs[2][0]._.treecrf_test_default = ""  # empty: no test, as for None and False
+    f = WindowFeaturizer(window=0, attrs=["_.treecrf_test_default", "_.treecrf_test_getter"], word=False,
+                         lower=False, regexes=False, prefix=0, suffix=0, shape=False, flags=False)
+    f.initialize(docs)
+    indptr, indices, _ = f(docs)
+    rows = [set(row_names(f, indptr, indices, t)) for t in range(len(indptr) - 1)]
+    assert rows == [{"a:_.treecrf_test_default=none@0"},
+                    {"a:_.treecrf_test_default=VERB@0", "a:_.treecrf_test_getter=long@0"},
+                    {"a:_.treecrf_test_getter=long@0"},
+                    {"a:_.treecrf_test_default=none@0"},
+                    {"a:_.treecrf_test_default=none@0", "a:_.treecrf_test_getter=long@0"},
+                    {"a:_.treecrf_test_default=none@0"}]
+
 def test_lexicons_single_and_phrase(vocab, tmp_path):
     city = tmp_path / "city.txt"
     city.write_text("Paris\nnew  york\nNew York City\n\nrio de janeiro\n", encoding="utf8")
