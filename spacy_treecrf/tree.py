@@ -923,10 +923,9 @@ def _grown(buf, need):
 
 
 def block_rows(n_labels: int, n_states: int) -> int:
-    """Rows per call of _partition_block: every tree's nodes are visited once per block, so as many as keep its
-    accumulator (K x (S + 1) x rows floats) under 64 MB, and at least 4096."""
-    return max(4096, 8_000_000 // (n_labels * (n_states + 1)))
-
+    """Rows per call of _partition_block: every tree's nodes are visited once per block; 16384 rows, fewer
+    where the block's accumulator (K x (S + 1) x rows floats) would pass 64 MB (at least 1024)."""
+    return int(min(16384, max(1024, 8_000_000 // (n_labels * (n_states + 1)))))
 
 
 @njit(cache=True, nogil=True)
