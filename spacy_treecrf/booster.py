@@ -91,6 +91,12 @@ def release_freed_memory():
         MALLOC_TRIM(0)
 
 
+# Rows from which Ensemble.potentials takes tree.partition_potentials over tree.bitmask_potentials: the partition
+# visits every node that a tree's rows pass, however few the rows, so a single sentence costs it several times
+# what the bit masks cost; on the CoNLL-2003 models the two break even at a few hundred rows.
+PARTITION_ROWS = 512
+
+
 def in_chunks(seq_starts: np.ndarray, threads: int, call, min_positions: int = 20000) -> list:
     """call(a, b, q0, q1) over balanced chunks of whole sequences (positions a:b, sequences q0:q1), run in
     threads since the kernels release the GIL; results in chunk order."""
@@ -150,7 +156,7 @@ class Ensemble:
         self.labels = np.zeros(0, dtype=np.int32)
         self.depths = np.zeros(0, dtype=np.int32)
         self._pending: List[tuple] = []
-        self._index = None  # tree.partition_index of the current trees, built when first needed
+        self._indexes = {}  # tree.partition_index / bitmask_index of the current trees, built when first needed
 
     @property
     def n_trees(self) -> int:
@@ -173,7 +179,7 @@ class Ensemble:
             return
         parts = self._pending
         self._pending = []
-        self._index = None
+        self._indexes = {}
         sizes = [len(p[1]) for p in parts]
         self.kind = np.concatenate([self.kind] + [p[1] for p in parts])
         self.feature = np.concatenate([self.feature] + [p[2] for p in parts])
@@ -191,7 +197,7 @@ class Ensemble:
     def truncate(self, n_trees: int):
         """Keep the first n_trees trees (early stopping keeps the best round)."""
         self._flush()
-        self._index = None
+        self._indexes = {}
         end = self.roots[n_trees]
         for name in ("kind", "feature", "yes", "no", "value", "count", "states", "surr_feature", "surr_same"):
             setattr(self, name, getattr(self, name)[:end].copy())
@@ -204,28 +210,35 @@ class Ensemble:
         """phi (T x S x K, float64) for new rows: the sum of every tree, before any transition mask. Rows with
         missing variables (``missing_rows``) are evaluated again by the missing-value walk. ``valid``
         (allowed, seq_starts): only the cells a decoder reads (see crf.scaled_potentials) are computed, the
-        others are 0 (trees fitted under a transition mask spend much of their size on forbidden states)."""
+        others are 0 (trees fitted under a transition mask spend much of their size on forbidden states).
+
+        PARTITION_ROWS rows or more go through tree.partition_potentials, fewer through tree.bitmask_potentials,
+        whose cost per row does not depend on how many rows come together."""
         self._flush()
-        if self._index is None:
-            self._index = tree.partition_index(self.kind, self.feature, self.yes, self.no, self.states, self.value,
-                                               self.roots)
         T = len(indptr) - 1
         if valid is None:
-            start_states = other_states = tree.label_state_words(np.ones((self.n_states, self.n_labels), dtype=bool))
+            start_states = other_states = np.ones((self.n_states, self.n_labels), dtype=bool)
             is_start = np.zeros(T, dtype=np.bool_)
         else:  # state 0 at a sequence's first position, the others elsewhere
             allowed, seq_starts = valid
             is_start = crf.start_mask(seq_starts, T)
-            first, other = np.zeros_like(allowed, dtype=bool), allowed.astype(bool)
-            first[0], other[0] = other[0], False
-            start_states, other_states = tree.label_state_words(first), tree.label_state_words(other)
+            start_states, other_states = np.zeros_like(allowed, dtype=bool), allowed.astype(bool)
+            start_states[0], other_states[0] = other_states[0], False
         rows = np.arange(T + 1, dtype=np.int64)  # any split of rows will do: treat each row as a sequence
+        kernel = "partition" if T >= PARTITION_ROWS else "bitmask"
+        index = self._index(kernel)
+        if kernel == "partition":
+            words = tree.label_state_words(start_states), tree.label_state_words(other_states)
+            block = tree.block_rows(self.n_labels, self.n_states)
 
         def chunk(a, b, q0, q1):
-            return tree.partition_potentials(indptr[a:b + 1] - indptr[a], indices[indptr[a]:indptr[b]], self.labels,
-                                             self.kind, self.yes, self.no, self.roots, self.depths, *self._index,
-                                             is_start[a:b], start_states, other_states, self.n_states,
-                                             tree.block_rows(self.n_labels, self.n_states))
+            rows_indptr, rows_indices = indptr[a:b + 1] - indptr[a], indices[indptr[a]:indptr[b]]
+            if kernel == "partition":
+                return tree.partition_potentials(rows_indptr, rows_indices, self.labels, self.kind, self.yes, self.no,
+                                                 self.roots, self.depths, *index, is_start[a:b], *words,
+                                                 self.n_states, block)
+            phi = tree.bitmask_potentials(rows_indptr, rows_indices, self.n_labels, self.labels, *index)
+            return phi * np.where(is_start[a:b, None, None], start_states, other_states)
         phi = np.concatenate(in_chunks(rows, threads, chunk, min_positions=5000))
         if missing_rows is not None and missing_rows.any:
             at = missing_rows.rows()
@@ -235,6 +248,13 @@ class Ensemble:
                 self.count, self.surr_feature, self.surr_same, self.n_surrogates == 0, self.roots, self.labels,
                 int(self.depths.max(initial=0)))
         return phi
+
+    def _index(self, kernel: str) -> tuple:
+        if kernel not in self._indexes:
+            build = tree.partition_index if kernel == "partition" else tree.bitmask_index
+            self._indexes[kernel] = build(self.kind, self.feature, self.yes, self.no, self.states, self.value,
+                                          self.roots)
+        return self._indexes[kernel]
 
     def arrays(self) -> dict:
         """The node arrays to save; the surrogate slots only when there are any (older files have none)."""

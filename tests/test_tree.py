@@ -555,6 +555,51 @@ def test_partition_potentials_on_large_trees_with_dropped_states(seed):
         assert np.allclose(np.log(E[:, :, k].astype(np.float64)), one, rtol=1e-5, atol=1e-5)
 
 
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bitmask_potentials_on_large_trees_with_dropped_states(seed):
+    """The kernel for a few rows: trees of up to 200 leaves (several 64-bit words of slots), states dropped at
+    state splits, rows that touch no tree, every tree and between."""
+    rng = np.random.default_rng(900 + seed)
+    F, K = 12, 3
+    S = K + 1
+    X = rng.random((60, F + 3)) < 0.3
+    X[:3] = False
+    X[3:6] = True
+    trees = [random_tree(rng, int(rng.integers(1, 200)), F, S) for _ in range(5)]
+    labels = rng.integers(K, size=len(trees)).astype(np.int64)
+    ens = concat_trees(trees)
+    arrays = (ens["kind"], ens["feature"], ens["yes"], ens["no"], ens["states"], ens["value"], ens["roots"])
+    indptr, indices = csr(X)
+    phi = tree.bitmask_potentials(indptr, indices, K, labels, *tree.bitmask_index(*arrays))
+    assert np.allclose(phi, walked_potentials(trees, labels, X, S, K), rtol=1e-12, atol=1e-12)
+
+
+def test_ensemble_potentials_agree_for_few_and_many_rows():
+    """Ensemble.potentials takes the bit masks below PARTITION_ROWS rows and the partition from there: the same
+    cells, the forbidden ones 0 either way."""
+    from spacy_treecrf import booster
+    rng = np.random.default_rng(77)
+    F, K = 12, 3
+    S = K + 1
+    T = booster.PARTITION_ROWS + 100
+    X = rng.random((T, F)) < 0.3
+    trees = [random_tree(rng, int(rng.integers(1, 150)), F, S) for _ in range(6)]
+    ens = booster.Ensemble(S, K)
+    for i, tr in enumerate(trees):
+        ens.add(i % K, tr["kind"], tr["feature"], tr["yes"], tr["no"], tr["value"], np.ones(len(tr["kind"])),
+                tr["states"])
+    indptr, indices = csr(X)
+    allowed = rng.random((S, K)) < 0.7
+    seq_starts = np.array([0, 5, 300, T], dtype=np.int64)
+    many = ens.potentials(indptr, indices, valid=(allowed, seq_starts))
+    few = ens.potentials(indptr[:301], indices[:indptr[300]], valid=(allowed, seq_starts[:3]))
+    assert np.allclose(many[:300], few[:300], rtol=1e-12, atol=1e-12)
+    ref = walked_potentials(trees, np.arange(len(trees)) % K, X, S, K)
+    is_start = np.isin(np.arange(T), seq_starts[:-1])
+    cells = np.where(is_start[:, None, None], np.arange(S)[None, :, None] == 0, np.arange(S)[None, :, None] > 0)
+    assert np.allclose(many, np.where(cells & allowed[None], ref, 0.0), rtol=1e-12, atol=1e-12)
+
 @pytest.mark.parametrize("seed", range(8))
 def test_multiply_tree_matches_apply_leaves(seed):
     rng = np.random.default_rng(700 + seed)
