@@ -1160,12 +1160,15 @@ def _credit(acc, k, t, word, bits, delta):
         bits &= bits - np.uint64(1)
 
 
+AT, POS, NXT, WHOLE = 0, 1, 2, 3  # the fields of _partition_block's item records
+
+
 @njit(cache=True, nogil=True)
 def _partition_block(acc, indptr, indices, labels, kind, yes, no, roots, column_of, column, chain, state_words,
                      chain_value, is_start, start_states, other_states, max_depth):
     """acc[k, s, t] += the trees of label k at row t and state s (acc[k, S, t]: the part of every state).
 
-    An item is a row with the previous states that reach a node together; ``at`` is its current chain (see
+    An item is a row with the previous states that reach a node together; AT is its current chain (see
     partition_index). Entering a chain credits the item with the value of the leaf the chain ends in, so a
     leaf costs nothing: only the moves do (the new chain's value minus the old one's). A feature split moves
     the items that have the feature to the yes-child, found from whichever is shorter: the feature's posting
@@ -1191,16 +1194,14 @@ def _partition_block(acc, indptr, indices, labels, kind, yes, no, roots, column_
             for p in range(col_ptr[f], col_ptr[f + 1]):
                 t = col_pos[p]
                 bitmaps[bitmap_of[f], t >> 6] |= np.uint64(1) << np.uint64(t & 63)
-    # items: row, states (whole: all the row's states for this label, credited on acc[k, S]), chain (-1: no
-    # state left), the row's next item (a row's first item is the row itself)
+    # items, one record each (an item's fields share a cache line): its chain (AT, -1: no state left), row (POS),
+    # the row's next item (NXT; a row's first item is the row itself) and whether it holds all the row's states
+    # for this label (WHOLE: credited on acc[k, S]); its states as words in ``mask``
     cap = 2 * T + 16
-    pos = np.empty(cap, dtype=np.int32)
+    item = np.empty((cap, 4), dtype=np.int32)
     mask = np.empty((cap, n_words), dtype=np.uint64)
-    whole = np.empty(cap, dtype=np.bool_)
-    at = np.empty(cap, dtype=np.int32)
-    nxt = np.empty(cap, dtype=np.int32)
     for t in range(T):
-        pos[t] = t
+        item[t, POS] = t
     buf = np.empty(4 * T + 16, dtype=np.int32)  # the item lists of the nodes on the stack, nested
     st_node = np.empty(max_depth + 2, dtype=np.int64)
     st_lo = np.empty(max_depth + 2, dtype=np.int64)
@@ -1217,15 +1218,15 @@ def _partition_block(acc, indptr, indices, labels, kind, yes, no, roots, column_
             for w in range(n_words):
                 mask[t, w] = states[k, w]
                 any_state = any_state or mask[t, w] != 0
-            nxt[t] = -1
-            whole[t] = True
+            item[t, NXT] = -1
+            item[t, WHOLE] = 1
             if any_state:
-                at[t] = root
+                item[t, AT] = root
                 buf[n_live] = t
                 n_live += 1
                 acc[k, S, t] += v0
             else:
-                at[t] = -1
+                item[t, AT] = -1
         n_items = T
         top = 0
         st_node[0], st_lo[0], st_hi[0], st_live[0] = root, 0, n_live, n_live
@@ -1251,9 +1252,9 @@ def _partition_block(acc, indptr, indices, labels, kind, yes, no, roots, column_
                 if scan:  # test the node's items
                     for q in range(lo, hi):
                         it = buf[q]
-                        if at[it] != c:
+                        if item[it, AT] != c:
                             continue
-                        t = pos[it]
+                        t = item[it, POS]
                         if (bitmaps[bm, t >> 6] >> np.uint64(t & 63)) & np.uint64(1):
                             buf[y] = it
                             y += 1
@@ -1266,25 +1267,25 @@ def _partition_block(acc, indptr, indices, labels, kind, yes, no, roots, column_
                     for p in range(col_ptr[f], col_ptr[f + 1]):
                         it = col_pos[p]
                         while it >= 0:
-                            if at[it] == c:
+                            if item[it, AT] == c:
                                 buf[y] = it
                                 y += 1
-                            it = nxt[it]
+                            it = item[it, NXT]
                     live_no = live - (y - end)
                 for q in range(end, y):
                     it = buf[q]
-                    at[it] = a
-                    if whole[it]:
-                        acc[k, S, pos[it]] += delta
+                    item[it, AT] = a
+                    if item[it, WHOLE]:
+                        acc[k, S, item[it, POS]] += delta
                     else:
                         for w in range(n_words):
-                            _credit(acc, k, pos[it], w, mask[it, w], delta)
+                            _credit(acc, k, item[it, POS], w, mask[it, w], delta)
             else:
                 for q in range(lo, hi):
                     it = buf[q]
-                    if at[it] != c:
+                    if item[it, AT] != c:
                         continue
-                    t = pos[it]
+                    t = item[it, POS]
                     any_a = False
                     any_b = False
                     for w in range(n_words):
@@ -1296,23 +1297,20 @@ def _partition_block(acc, indptr, indices, labels, kind, yes, no, roots, column_
                         any_a = any_a or ma != 0
                         any_b = any_b or mb != 0
                     if any_a and any_b:  # a new item takes the yes-states
-                        if n_items == pos.shape[0]:
-                            pos = _grown(pos, n_items + 1)
+                        if n_items == item.shape[0]:
+                            item = _grown(item, n_items + 1)
                             mask = _grown(mask, n_items + 1)
-                            whole = _grown(whole, n_items + 1)
-                            at = _grown(at, n_items + 1)
-                            nxt = _grown(nxt, n_items + 1)
                         j = n_items
                         n_items += 1
-                        pos[j] = t
-                        whole[j] = False
-                        at[j] = a
-                        nxt[j] = nxt[it]
-                        nxt[it] = j
+                        item[j, POS] = t
+                        item[j, WHOLE] = 0
+                        item[j, AT] = a
+                        item[j, NXT] = item[it, NXT]
+                        item[it, NXT] = j
                         for w in range(n_words):
                             mask[j, w] = mask[it, w] & state_words[a, w]
                             mask[it, w] &= state_words[b, w] & ~state_words[a, w]
-                        whole[it] = False
+                        item[it, WHOLE] = 0
                         buf[y] = j
                         y += 1
                         buf[kept] = it
@@ -1320,16 +1318,16 @@ def _partition_block(acc, indptr, indices, labels, kind, yes, no, roots, column_
                         continue
                     for w in range(n_words):  # the item goes one way, losing the states no child takes
                         mask[it, w] &= state_words[a, w] if any_a else state_words[b, w] & ~state_words[a, w]
-                    whole[it] = False
+                    item[it, WHOLE] = 0
                     if any_a:
-                        at[it] = a
+                        item[it, AT] = a
                         buf[y] = it
                         y += 1
                     elif any_b:
                         buf[kept] = it
                         kept += 1
                     else:
-                        at[it] = -1
+                        item[it, AT] = -1
                 hi = kept
                 live_no = kept - lo
             # the no-branch continues this chain on the list left here; the yes-branch's list is above it
