@@ -19,6 +19,10 @@ from .missing import MissingRows
 
 LOSSES = ("crf", "pseudo_likelihood", "hamming", "rank")
 LEAF_VALUES = ("mean", "newton", "position_mean")
+# "best": a leaf splits on the previous label where that gains more than its best feature split (the paper's
+# trees); "fallback": only where no feature split gains at all. Fewer label splits make tagging cheaper: a row
+# goes down both sides of a label split that its previous labels straddle.
+LABEL_SPLITS = ("best", "fallback")
 MAX_MOVE = 10.0  # a round changes no log potential by more than this: exp() stays finite in the float32 cache
 GOLDEN = (np.sqrt(5.0) - 1.0) / 2.0
 LINE_SEARCH_STEPS = 6  # golden-section steps of the rank loss's line search (step known to 0.618**7 of its range)
@@ -41,12 +45,16 @@ class BoostParams:
     loss: str = "crf"
     missing: str = "instance_weighting"
     leaf_values: str = "mean"
+    label_splits: str = "best"
 
     def __post_init__(self):
         if self.loss not in LOSSES:
             raise ValueError(f"TreeCRF setting 'loss' must be one of {LOSSES}, got {self.loss!r}")
         if self.leaf_values not in LEAF_VALUES:
             raise ValueError(f"TreeCRF setting 'leaf_values' must be one of {LEAF_VALUES}, got {self.leaf_values!r}")
+        if self.label_splits not in LABEL_SPLITS:
+            raise ValueError(f"TreeCRF setting 'label_splits' must be one of {LABEL_SPLITS}, got "
+                             f"{self.label_splits!r}")
         if self.leaf_values == "newton" and self.loss != "crf":
             raise ValueError(f"TreeCRF setting leaf_values='newton' needs loss='crf' (its Hessian), got "
                              f"loss={self.loss!r}")
@@ -431,13 +439,14 @@ class Trainer:
             allowed_k = np.ascontiguousarray(self.allowed[:, k])
             settings = (self.params.max_leaves, float(self.params.shrinkage), float(self.params.min_samples_leaf),
                         float(self.params.min_gain))
+            states_last = self.params.label_splits == "fallback"
             if with_missing:
                 out = missing.fit_tree_missing(self.indptr, self.indices, self.n_features, D, self.is_start,
                                                allowed_k, pos, *settings, mr.indptr, mr.indices, mr.feature_var,
-                                               mr.n_vars, n_surrogates, feature_masks[k])
+                                               mr.n_vars, n_surrogates, feature_masks[k], states_last=states_last)
                 return out, None, self.all_positions
             out = tree.fit_tree(self.indptr, self.indices, self.n_features, D, self.is_start, allowed_k, pos,
-                                *settings, self.col_ptr, self.col_pos, feature_masks[k])
+                                *settings, self.col_ptr, self.col_pos, feature_masks[k], states_last=states_last)
             kind, feature, yes, no, value, count, states, pbuf, pstart, plen = out
             if leaf_values != "mean":
                 value = tree.step_leaf_values(D, self.is_start, allowed_k, kind, states, pbuf, pstart, plen,

@@ -175,6 +175,8 @@ class TreeCRF:
     (sum(residual) / (lambda + sum of P(1 - P)), clipped to [-1, 1]: a Newton step, loss "crf" only) or
     "position_mean" (sum(residual) / (lambda + the leaf's positions): a leaf spanning all previous states moves a
     position's score by its gradient I(y = k) - P(y = k), not by that over the number of states).
+    ``label_splits``: "best" (a leaf splits on the previous label where that beats its best feature split, as in
+    the paper) or "fallback" (only where no feature split gains; cheaper to tag).
 
     Missing inputs: a dict value None marks that key (the variable: all features it can give) missing at that
     position. ``missing`` chooses how they are handled (paper Sec. 6, 7.4): "instance_weighting" (C4.5's
@@ -187,7 +189,7 @@ class TreeCRF:
                  subsample: float = 1.0, colsample: float = 1.0, trim: float = 0.0, decode: str = "viterbi",
                  allowed_transitions=None, patience: Optional[int] = None, random_state: int = 0,
                  n_threads: int = 0, loss: str = "crf", missing: str = "instance_weighting",
-                 leaf_values: str = "mean", verbose: bool = False):
+                 leaf_values: str = "mean", label_splits: str = "best", verbose: bool = False):
         if decode not in DECODERS:
             raise ValueError(f"TreeCRF setting 'decode' must be one of {DECODERS}, got {decode!r}")
         if int(n_rounds) < 0:
@@ -197,7 +199,7 @@ class TreeCRF:
         self.params = BoostParams(max_leaves=max_leaves, shrinkage=shrinkage, learning_rate=learning_rate,
                                   min_samples_leaf=min_samples_leaf, min_gain=min_gain, subsample=subsample,
                                   colsample=colsample, trim=trim, random_state=random_state, n_threads=n_threads,
-                                  loss=loss, missing=missing, leaf_values=leaf_values)
+                                  loss=loss, missing=missing, leaf_values=leaf_values, label_splits=label_splits)
         self.n_rounds = int(n_rounds)
         self.decode = decode
         self.allowed_transitions = allowed_transitions

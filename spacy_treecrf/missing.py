@@ -303,7 +303,7 @@ def _partition_known(pbuf, wbuf, lo, hi, out, tmp_p, tmp_w, fall_p, fall_w, node
 
 @njit(cache=True, nogil=True)
 def fit_tree_missing(indptr, indices, n_features, D, is_start, allowed_k, positions, max_leaves, lam, min_leaf,
-                     min_gain, mindptr, mindices, fvar, n_vars, n_surrogates, feature_ok=None):
+                     min_gain, mindptr, mindices, fvar, n_vars, n_surrogates, feature_ok=None, states_last=False):
     """tree.fit_tree for rows with missing values: instance weighting (n_surrogates = 0) or surrogate splits.
 
     Simpler than fit_tree: every position of a node carries a weight (the product of the shares of the splits
@@ -372,7 +372,7 @@ def fit_tree_missing(indptr, indices, n_features, D, is_start, allowed_k, positi
                 fg, ff, share = _best_feature_known(ids, hg, hn, h, g, n, fvar, mdense, lam, min_leaf,
                                                         ok_features, gains)
                 sg = _best_state(rs_node[node], ns_node[node], states[node], g, n, lam, min_leaf, left)
-                _record_candidate(node, fg, ff, sg, left, min_gain, cgain, ckind, cfeat, cstates)
+                _record_candidate(node, fg, ff, sg, left, min_gain, cgain, ckind, cfeat, cstates, states_last)
                 cshare[node] = share
             _clear(dense, touched, nt)
             _clear(mdense, mtouched, nmt)

@@ -95,6 +95,7 @@ DEFAULT_CONFIG = {
     "loss": "crf",
     "missing": "instance_weighting",
     "leaf_values": "mean",
+    "label_splits": "best",
     "decode": "viterbi",
     "constrain_bio": True,
     "store_scores": True,
@@ -110,7 +111,8 @@ def make_treecrf(nlp: Language, name: str, model: Model, features, target: str, 
                  token_attr: str, max_leaves: int, shrinkage: float, learning_rate: float,
                  min_samples_leaf: float, min_gain: float, subsample: float, colsample: float, trim: float,
                  random_state: int,
-                 n_threads: int, loss: str, missing: str, leaf_values: str, decode: str, constrain_bio: bool,
+                 n_threads: int, loss: str, missing: str, leaf_values: str, label_splits: str, decode: str,
+                 constrain_bio: bool,
                  store_scores: bool,
                  overwrite: bool, scorer: Optional[Callable]) -> "TreeCRFComponent":
     """A sequence labeller trained by gradient tree boosting. Score weights default to NER's; set
@@ -118,7 +120,7 @@ def make_treecrf(nlp: Language, name: str, model: Model, features, target: str, 
     params = BoostParams(max_leaves=max_leaves, shrinkage=shrinkage, learning_rate=learning_rate,
                          min_samples_leaf=min_samples_leaf, min_gain=min_gain, subsample=subsample,
                          colsample=colsample, trim=trim, random_state=random_state, n_threads=n_threads, loss=loss,
-                         missing=missing, leaf_values=leaf_values)
+                         missing=missing, leaf_values=leaf_values, label_splits=label_splits)
     return TreeCRFComponent(nlp.vocab, model, name, features=features, target=target, spans_key=spans_key,
                             token_attr=token_attr, params=params, decode=decode, constrain_bio=constrain_bio,
                             store_scores=store_scores, overwrite=overwrite, scorer=scorer)

@@ -418,15 +418,17 @@ def _set_leaf(node, g, n, lam, gsum, count, value):
 
 
 @njit(cache=True, nogil=True)
-def _candidate(node, ids, hg, hn, h, h_ids, h_g, h_n, h_len, gsum, count, rs_node, ns_node, states, lam, min_leaf,
-               min_gain, feature_ok, gains, left, cgain, ckind, cfeat, cstates):
+def _candidate(node, ids, hg, hn, h, h_ids, h_g, h_n, h_len, gsum, count, rs_node, ns_node, states, rule, feature_ok,
+               gains, left, cgain, ckind, cfeat, cstates):
     """A new leaf's best split (the feature split on near-ties); a leaf that may ever be split keeps its compact
-    histogram (ids, hg, hn, h) in h_ids / h_g / h_n / h_len until it is."""
+    histogram (ids, hg, hn, h) in h_ids / h_g / h_n / h_len until it is. ``rule``: (lam, min_leaf, min_gain,
+    states_last) of fit_tree."""
+    lam, min_leaf, min_gain, states_last = rule
     g = gsum[node]
     n = count[node]
     fg, ff = _best_feature(ids, hg, hn, h, g, n, lam, min_leaf, feature_ok, gains)
     sg = _best_state(rs_node[node], ns_node[node], states[node], g, n, lam, min_leaf, left)
-    if _record_candidate(node, fg, ff, sg, left, min_gain, cgain, ckind, cfeat, cstates):
+    if _record_candidate(node, fg, ff, sg, left, min_gain, cgain, ckind, cfeat, cstates, states_last):
         h_ids[node] = ids
         h_g[node] = hg
         h_n[node] = hn
@@ -434,10 +436,10 @@ def _candidate(node, ids, hg, hn, h, h_ids, h_g, h_n, h_len, gsum, count, rs_nod
 
 
 @njit(cache=True, nogil=True)
-def _record_candidate(node, fg, ff, sg, left, min_gain, cgain, ckind, cfeat, cstates):
+def _record_candidate(node, fg, ff, sg, left, min_gain, cgain, ckind, cfeat, cstates, states_last):
     """Keep the better of a leaf's best feature split (fg, ff) and state split (sg, left), the feature split on
-    near-ties; True if the leaf may ever be split."""
-    if ff >= 0 and fg >= sg * (1.0 - TIE):
+    near-ties (``states_last``: the feature split whenever there is one); True if the leaf may ever be split."""
+    if ff >= 0 and (states_last or fg >= sg * (1.0 - TIE)):
         cgain[node] = fg
         ckind[node] = FEATURE
         cfeat[node] = ff
@@ -452,8 +454,8 @@ def _record_candidate(node, fg, ff, sg, left, min_gain, cgain, ckind, cfeat, cst
 
 @njit(cache=True, nogil=True)
 def _children_candidates(scanned, other, do_scanned, do_other, dense, touched, nt, p_ids, p_g, p_n, p_len, h_ids,
-                         h_g, h_n, h_len, gsum, count, rs_node, ns_node, states, lam, min_leaf, min_gain, feature_ok,
-                         gains, left, cgain, ckind, cfeat, cstates):
+                         h_g, h_n, h_len, gsum, count, rs_node, ns_node, states, rule, feature_ok, gains, left, cgain,
+                         ckind, cfeat, cstates):
     """Best splits of two new children: the scanned child's from its fresh histogram (dense / touched), the
     other's from the parent's histogram minus it."""
     if do_scanned:
@@ -461,12 +463,12 @@ def _children_candidates(scanned, other, do_scanned, do_other, dense, touched, n
         hg = np.empty(nt)
         hn = np.empty(nt)
         h = _compact(dense, touched, nt, ids, hg, hn)
-        _candidate(scanned, ids, hg, hn, h, h_ids, h_g, h_n, h_len, gsum, count, rs_node, ns_node, states, lam,
-                   min_leaf, min_gain, feature_ok, gains, left, cgain, ckind, cfeat, cstates)
+        _candidate(scanned, ids, hg, hn, h, h_ids, h_g, h_n, h_len, gsum, count, rs_node, ns_node, states, rule,
+                   feature_ok, gains, left, cgain, ckind, cfeat, cstates)
     if do_other:
         h = _subtract(p_ids, p_g, p_n, p_len, dense)
-        _candidate(other, p_ids, p_g, p_n, h, h_ids, h_g, h_n, h_len, gsum, count, rs_node, ns_node, states, lam,
-                   min_leaf, min_gain, feature_ok, gains, left, cgain, ckind, cfeat, cstates)
+        _candidate(other, p_ids, p_g, p_n, h, h_ids, h_g, h_n, h_len, gsum, count, rs_node, ns_node, states, rule,
+                   feature_ok, gains, left, cgain, ckind, cfeat, cstates)
     _clear(dense, touched, nt)
 
 
@@ -516,13 +518,15 @@ def influential_positions(D, positions, trim):
 
 @njit(cache=True, nogil=True)
 def fit_tree(indptr, indices, n_features, D, is_start, allowed_k, positions, max_leaves, lam, min_leaf,
-             min_gain, col_ptr=None, col_pos=None, feature_ok=None):
+             min_gain, col_ptr=None, col_pos=None, feature_ok=None, states_last=False):
     """Grow one tree best-first to at most ``max_leaves`` leaves on residuals D (T x S).
 
     Returns the node arrays plus, for each node, the segment of ``pbuf`` holding its positions (the booster
     uses the leaves' segments to update its cached potentials without re-evaluating the tree). Segments are
     ascending. ``col_ptr``, ``col_pos``: the rows' inverted index from ``csc_index`` (built here if not given).
     ``feature_ok`` (bool per feature, default all): the features this tree may split on (column subsampling).
+    ``states_last``: a leaf splits on the previous state only where no feature split gains (label_splits
+    "fallback" in booster.BoostParams).
 
     A node's positions sit in a segment of ``pbuf`` with their r_t alongside in ``rbuf``. A feature split
     partitions the segment in place (stable), moving r_t along and summing both children's G and N on the way;
@@ -576,6 +580,7 @@ def fit_tree(indptr, indices, n_features, D, is_start, allowed_k, positions, max
     mid_b = np.empty(S, dtype=np.int64)
     left = np.zeros(S, dtype=np.bool_)
 
+    rule = (lam, min_leaf, min_gain, states_last)  # how _candidate picks a leaf's split
     # root: r_t, G, N, per-state sums and the feature histogram in one pass
     states[0, :] = True
     w_start, m_mid = _valid_states(states[0], allowed_k, mid)
@@ -592,8 +597,8 @@ def fit_tree(indptr, indices, n_features, D, is_start, allowed_k, positions, max
         hn = np.empty(nt)
         h = _compact(dense, touched, nt, ids, hg, hn)
         _clear(dense, touched, nt)
-        _candidate(0, ids, hg, hn, h, h_ids, h_g, h_n, h_len, gsum, count, rs_node, ns_node, states, lam, min_leaf,
-                   min_gain, ok_features, gains, left, cgain, ckind, cfeat, cstates)
+        _candidate(0, ids, hg, hn, h, h_ids, h_g, h_n, h_len, gsum, count, rs_node, ns_node, states, rule,
+                   ok_features, gains, left, cgain, ckind, cfeat, cstates)
 
     while n_leaves < max_leaves:
         # expand the leaf with the largest gain (the lowest node id among near-ties)
@@ -652,8 +657,8 @@ def fit_tree(indptr, indices, n_features, D, is_start, allowed_k, positions, max
                     rs_node[large, s] = rs_node[best, s] - rs_node[small, s]
                     ns_node[large, s] = ns_node[best, s] - ns_node[small, s]
             _children_candidates(small, large, split_small, split_large, dense, touched, nt, p_ids, p_g, p_n, p_len, h_ids, h_g,
-                                 h_n, h_len, gsum, count, rs_node, ns_node, states, lam, min_leaf, min_gain,
-                                 ok_features, gains, left, cgain, ckind, cfeat, cstates)
+                                 h_n, h_len, gsum, count, rs_node, ns_node, states, rule, ok_features, gains,
+                                 left, cgain, ckind, cfeat, cstates)
         else:
             for s in range(S):
                 states[a, s] = states[best, s] and cstates[best, s]
@@ -681,8 +686,8 @@ def fit_tree(indptr, indices, n_features, D, is_start, allowed_k, positions, max
             if last:
                 break
             _children_candidates(a, b, wa >= 2.0 * min_leaf and wa > 0.0, wb >= 2.0 * min_leaf and wb > 0.0, dense, touched, nt, p_ids, p_g, p_n, p_len, h_ids, h_g,
-                                 h_n, h_len, gsum, count, rs_node, ns_node, states, lam, min_leaf, min_gain,
-                                 ok_features, gains, left, cgain, ckind, cfeat, cstates)
+                                 h_n, h_len, gsum, count, rs_node, ns_node, states, rule, ok_features, gains,
+                                 left, cgain, ckind, cfeat, cstates)
     return (kind[:n_nodes].copy(), feature[:n_nodes].copy(), yes[:n_nodes].copy(), no[:n_nodes].copy(),
             value[:n_nodes].copy(), count[:n_nodes].copy(), states[:n_nodes].copy(), pbuf[:used].copy(),
             pstart[:n_nodes].copy(), plen[:n_nodes].copy())

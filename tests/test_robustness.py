@@ -378,6 +378,7 @@ WINDOW = {"@misc": "spacy_treecrf.window_features.v1"}
     ({"subsample": 1.5}, "subsample"),
     ({"colsample": 0.0}, "colsample"),
     ({"trim": -1.0}, "trim"),
+    ({"label_splits": "sometimes"}, "label_splits"),
     ({"n_threads": -1}, "n_threads"),
     ({"min_samples_leaf": -1.0}, "min_samples_leaf"),
     ({"target": "lemma"}, "target 'lemma'"),

@@ -37,14 +37,15 @@ def valid_examples(is_start, allowed_k, positions):
 
 
 def fit(X, D, is_start, allowed_k, positions=None, max_leaves=4, lam=0.0, min_leaf=1.0, min_gain=0.0,
-        feature_ok=None):
+        feature_ok=None, states_last=False):
     indptr, indices = csr(X)
     col_ptr, col_pos = tree.csc_index(indptr, indices, X.shape[1])
     T = X.shape[0]
     positions = np.arange(T, dtype=np.int64) if positions is None else np.asarray(positions, dtype=np.int64)
     out = tree.fit_tree(indptr, indices, X.shape[1], np.ascontiguousarray(D, dtype=np.float64),
                         np.asarray(is_start, dtype=np.bool_), np.asarray(allowed_k, dtype=np.bool_), positions,
-                        max_leaves, float(lam), float(min_leaf), float(min_gain), col_ptr, col_pos, feature_ok)
+                        max_leaves, float(lam), float(min_leaf), float(min_gain), col_ptr, col_pos, feature_ok,
+                        states_last=states_last)
     names = ["kind", "feature", "yes", "no", "value", "count", "states", "pbuf", "pstart", "plen"]
     return dict(zip(names, out))
 
@@ -397,6 +398,29 @@ def test_best_first_expands_the_leaf_with_the_largest_gain(seed):
         assert leaf_gains[expanded] == pytest.approx(max(leaf_gains.values()), rel=1e-9)
         prev = tr
 
+
+
+def test_states_last_splits_on_a_state_only_where_no_feature_split_gains():
+    """label_splits "fallback": residuals driven by the previous state with a weaker feature effect; the paper's
+    rule splits the root on the state, states_last on the feature, and a state split still comes where the
+    positions left have no feature to split on."""
+    rng = np.random.default_rng(5)
+    T, S = 400, 3
+    X = np.zeros((T, 2), dtype=bool)
+    X[: T // 2, 0] = True  # feature 0 on the first half; feature 1 nowhere
+    D = np.zeros((T, S))
+    D[:, 1] = 1.0  # previous state 1 pushes up everywhere...
+    D[:, 2] = -1.0
+    D[: T // 2] += 0.3  # ...the feature a little
+    D += rng.normal(scale=0.01, size=D.shape)
+    is_start = np.zeros(T, dtype=bool)
+    allowed = np.ones(S, dtype=bool)
+    best = fit(X, D, is_start, allowed, max_leaves=3)
+    assert best["kind"][0] == STATE
+    last = fit(X, D, is_start, allowed, max_leaves=3, states_last=True)
+    assert last["kind"][0] == FEATURE and last["feature"][0] == 0
+    assert STATE in last["kind"][1:]  # each half has no feature left: the states split it
+    assert (STATE == last["kind"]).sum() <= 2
 
 # ---------------------------------------------------------------- evaluation
 
