@@ -416,18 +416,21 @@ class TreeCRFComponent(TrainablePipe):
         labels = self.cfg["labels"]
         starts = scores["seq_starts"]
         ids = scores["ids"]
-        doc_tags = [[labels[k] for k in ids[starts[q]:starts[q + 1]]] for q in range(len(docs))]
-        offsets = [bio_spans(tags) for tags in doc_tags] if self.target in BIO_TARGETS else None
+        offsets = doc_tags = None
+        if self.target in BIO_TARGETS:
+            offsets = sequence_bio_spans(ids, np.asarray(starts, dtype=np.int64), labels)
+        else:
+            doc_tags = [[labels[k] for k in ids[starts[q]:starts[q + 1]]] for q in range(len(docs))]
         span_p = self._span_probabilities(offsets, scores) if offsets is not None and scores["fb"] else None
         for q, doc in enumerate(docs):
             if self.cfg["store_scores"] and scores["gamma"] is not None:
                 store = doc.user_data.setdefault(("treecrf", "marginals"), {})
                 store[self.name] = (labels, scores["gamma"][starts[q]:starts[q + 1]].astype(np.float32))
-            self._write(doc, doc_tags[q], None if offsets is None else offsets[q],
+            self._write(doc, None if doc_tags is None else doc_tags[q], None if offsets is None else offsets[q],
                         None if span_p is None else span_p[q])
 
-    def _write(self, doc: Doc, tags: List[str], offsets, probs: Optional[List[float]]):
-        """Write tags (or, for BIO targets, the spans at ``offsets``, from bio_spans) onto the doc."""
+    def _write(self, doc: Doc, tags: Optional[List[str]], offsets, probs: Optional[List[float]]):
+        """Write tags (or, for BIO targets, the spans at ``offsets``, from sequence_bio_spans) onto the doc."""
         target = self.target
         overwrite = self.cfg["overwrite"]
         if target in BIO_TARGETS:
@@ -572,16 +575,34 @@ def _check_loaded_cfg(cfg: dict) -> None:
 
 def bio_spans(tags: Sequence[str]) -> List[Tuple[int, int, str]]:
     """(start, end, type) of BIO tags; an I-X that does not continue an X span opens one (as CoNLL's eval)."""
-    spans = []
-    start, kind = -1, None
-    for i, tag in enumerate(list(tags) + ["O"]):
-        prefix, _, label = tag.partition("-")
-        if kind is not None and (prefix != "I" or label != kind):
-            spans.append((start, i, kind))
-            kind = None
-        if prefix == "B" or (prefix == "I" and kind is None):
-            start, kind = i, label
-    return spans
+    labels = list(dict.fromkeys(tags))
+    index = {label: k for k, label in enumerate(labels)}
+    ids = np.array([index[tag] for tag in tags], dtype=np.int64)
+    return sequence_bio_spans(ids, np.array([0, len(ids)], dtype=np.int64), labels)[0]
+
+
+def sequence_bio_spans(ids: np.ndarray, seq_starts: np.ndarray, labels: Sequence[str]
+                       ) -> List[List[Tuple[int, int, str]]]:
+    """bio_spans of every sequence of label ids at once (offsets within each sequence), in array operations
+    over all tokens rather than string operations per token."""
+    parts = [label.partition("-") for label in labels]
+    kinds = sorted({kind for _, _, kind in parts})
+    kind_id = {kind: i for i, kind in enumerate(kinds)}
+    prefix = np.array([{"B": 1, "I": 2}.get(pre, 0) for pre, _, _ in parts] + [0], dtype=np.int8)[ids]
+    kind = np.array([kind_id[k] for _, _, k in parts] + [0], dtype=np.int64)[ids]
+    T = len(ids)
+    first = np.zeros(T, dtype=bool)
+    first[seq_starts[:-1][seq_starts[:-1] < seq_starts[1:]]] = True
+    cont = np.zeros(T, dtype=bool)  # an I-X right after a B-X or I-X of the same sequence
+    cont[1:] = (prefix[1:] == 2) & ~first[1:] & (prefix[:-1] > 0) & (kind[1:] == kind[:-1])
+    begins = np.flatnonzero((prefix > 0) & ~cont)
+    breaks = np.append(np.flatnonzero(~cont), T)
+    ends = breaks[np.searchsorted(breaks, begins, side="right")]
+    owners = np.searchsorted(seq_starts, begins, side="right") - 1
+    out: List[List[Tuple[int, int, str]]] = [[] for _ in range(len(seq_starts) - 1)]
+    for q, s, e, k in zip(owners.tolist(), begins.tolist(), ends.tolist(), kind[begins].tolist()):
+        out[q].append((s - int(seq_starts[q]), e - int(seq_starts[q]), kinds[k]))
+    return out
 
 
 def filter_new(new: List[Span], old: List[Span]) -> List[Span]:

@@ -275,3 +275,31 @@ def test_cached_potentials_follow_the_extension_values_the_featurizer_reads(comp
     examples[2].predicted[0]._.treecrf_missing = True
     nlp.update(examples)
     assert crf._trainer is not trainer
+
+
+def _bio_spans_loop(tags):
+    """The tag-by-tag reading of BIO (the reference for sequence_bio_spans)."""
+    spans, start, kind = [], -1, None
+    for i, tag in enumerate(list(tags) + ["O"]):
+        prefix, _, label = tag.partition("-")
+        if kind is not None and (prefix != "I" or label != kind):
+            spans.append((start, i, kind))
+            kind = None
+        if prefix == "B" or (prefix == "I" and kind is None):
+            start, kind = i, label
+    return spans
+
+
+def test_sequence_bio_spans_match_the_tag_by_tag_reading():
+    """Random BIO-ish tags (stray I-, bare B / I, other labels) cut into sequences, some empty: no span runs
+    across a sequence boundary, an I-X continues only an X span."""
+    from spacy_treecrf.pipe import sequence_bio_spans
+    rng = np.random.default_rng(3)
+    labels = ["O", "B-X", "I-X", "B-Y", "I-Y", "B", "I", "X", "I-", "B-X-Z", "I-X-Z"]
+    for _ in range(200):
+        lengths = rng.integers(0, 7, size=int(rng.integers(1, 6)))
+        ids = rng.integers(len(labels), size=int(lengths.sum()))
+        seq_starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        got = sequence_bio_spans(ids, seq_starts, labels)
+        want = [_bio_spans_loop([labels[k] for k in ids[a:b]]) for a, b in zip(seq_starts[:-1], seq_starts[1:])]
+        assert got == want
