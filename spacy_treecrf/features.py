@@ -552,15 +552,16 @@ class WindowFeaturizer:
                 atoms.append(tok_ids[keep])
         for attr in ext:
             r, a = [], []
-            for t, value in self._extension_values(docs, attr[2:], stored):
-                if value is not None and value is not False and value != "":
-                    key = (attr, str(value))
-                    atom = self._attr_cache.get(key)
-                    if atom is None:
-                        atom = self._attr_cache[key] = self._intern_one(f"a:{attr}={key[1]}")
-                    if atom >= 0:
-                        r.append(t)
-                        a.append(atom)
+            for t, value in enumerate(self._extension_values(docs, attr[2:], stored)):
+                if value is None or value is False or value == "":
+                    continue
+                key = (attr, str(value))
+                atom = self._attr_cache.get(key)
+                if atom is None:
+                    atom = self._attr_cache[key] = self._intern_one(f"a:{attr}={key[1]}")
+                if atom >= 0:
+                    r.append(t)
+                    a.append(atom)
             rows.append(np.asarray(r, dtype=np.int64))
             atoms.append(np.asarray(a, dtype=np.int32))
         if self._multi_lex:
@@ -682,25 +683,21 @@ class WindowFeaturizer:
         return missing
 
     @staticmethod
-    def _extension_values(docs: List[Doc], name: str, stored: List[Dict[str, Dict[int, Any]]]):
-        """(token position in the concatenated docs, value) of extension ``name`` for every token. An attribute
-        extension is read from ``stored`` (its default where a token has none); one with a getter or method
-        is called per token."""
+    def _extension_values(docs: List[Doc], name: str, stored: List[Dict[str, Dict[int, Any]]]) -> List[Any]:
+        """The value of extension ``name`` for every token of the concatenated docs. An attribute extension is
+        read from ``stored`` (its default where a token has none); one with a getter or method is called per
+        token."""
         default, method, getter, _ = Token.get_extension(name)
-        nonempty = [d for d in docs if len(d)]
-        start = 0
-        for doc, values in zip(nonempty, stored):
+        values: List[Any] = []
+        for doc, kept in zip([d for d in docs if len(d)], stored):
             if getter is not None or method is not None:
-                for i, token in enumerate(doc):
-                    yield start + i, token._.get(name)
+                values.extend(token._.get(name) for token in doc)
+            elif name in kept:
+                kept_values = kept[name]
+                values.extend([kept_values.get(offset, default) for offset in doc.to_array(IDX).tolist()])
             else:
-                kept = values.get(name, {})
-                for i, offset in enumerate(doc.to_array(IDX).tolist() if kept else ()):
-                    yield start + i, kept.get(offset, default)
-                if not kept and default is not None and default is not False and default != "":
-                    for i in range(len(doc)):
-                        yield start + i, default
-            start += len(doc)
+                values.extend([default] * len(doc))
+        return values
 
     def family_names(self) -> List[str]:
         """The test families, in variable order (see the class docstring)."""
@@ -752,15 +749,18 @@ class WindowFeaturizer:
             T = int(doc_starts[-1])
             rows, ids = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
             if nonempty:
-                orths = np.concatenate([d.to_array(ORTH).reshape(-1) for d in nonempty])
+                orths = (np.concatenate([d.to_array(ORTH).reshape(-1) for d in nonempty])
+                         if self.missing_text is not None else np.zeros(T, np.uint64))  # (only missing_text reads them)
                 whole = np.flatnonzero(self._missing_tokens(nonempty, orths))
                 rows.append(np.repeat(whole, F))
                 ids.append(np.tile(np.arange(F), len(whole)))
-                for attr, f in attr_fam:
-                    code = ENT_IOB if attr == "ent_type_" else ATTRS[attr]
-                    absent = np.flatnonzero(np.concatenate([d.to_array(code).reshape(-1) for d in nonempty]) == 0)
-                    rows.append(absent)
-                    ids.append(np.full(len(absent), f))
+                if attr_fam:
+                    codes = [ENT_IOB if attr == "ent_type_" else ATTRS[attr] for attr, _ in attr_fam]
+                    values = np.concatenate([d.to_array(codes).reshape(len(d), len(codes)) for d in nonempty])
+                    for j, (_, f) in enumerate(attr_fam):
+                        absent = np.flatnonzero(values[:, j] == 0)
+                        rows.append(absent)
+                        ids.append(np.full(len(absent), f))
             keys = np.unique(np.concatenate(rows) * max(F, 1) + np.concatenate(ids))
             f_indptr = np.zeros(T + 1, np.int64)
             np.cumsum(np.bincount(keys // max(F, 1), minlength=T), out=f_indptr[1:])
