@@ -222,6 +222,27 @@ class Ensemble:
 
         PARTITION_ROWS rows or more go through tree.partition_potentials, fewer through tree.bitmask_potentials,
         whose cost per row does not depend on how many rows come together."""
+        phi = self._evaluate(indptr, indices, threads, valid, scaled=False)
+        if missing_rows is not None and missing_rows.any:
+            at = missing_rows.rows()
+            phi[at] = missing.potentials_missing(
+                at, indptr, indices, missing_rows.indptr, missing_rows.indices, missing_rows.feature_var,
+                self.n_states, self.n_labels, self.kind, self.feature, self.yes, self.no, self.states, self.value,
+                self.count, self.surr_feature, self.surr_same, self.n_surrogates == 0, self.roots, self.labels,
+                int(self.depths.max(initial=0)))
+        return phi
+
+    def scaled_potentials(self, indptr, indices, allowed: np.ndarray, seq_starts: np.ndarray, threads: int = 1,
+                          missing_rows: MissingRows = None):
+        """potentials_to_scaled(potentials(..., valid=(allowed, seq_starts))): (E, c) for decoding, made block by
+        block when the partition kernel runs and no row has missing values (no T x S x K float64 array)."""
+        if len(indptr) - 1 < PARTITION_ROWS or (missing_rows is not None and missing_rows.any):
+            phi = self.potentials(indptr, indices, threads, missing_rows, valid=(allowed, seq_starts))
+            return potentials_to_scaled(phi, allowed, seq_starts)
+        return self._evaluate(indptr, indices, threads, (allowed, seq_starts), scaled=True)
+
+    def _evaluate(self, indptr, indices, threads: int, valid, scaled: bool):
+        """The kernels' potentials (see ``potentials``), or with ``scaled`` (partition kernel only) their (E, c)."""
         self._flush()
         T = len(indptr) - 1
         if valid is None:
@@ -242,20 +263,16 @@ class Ensemble:
         def chunk(a, b, q0, q1):
             rows_indptr, rows_indices = indptr[a:b + 1] - indptr[a], indices[indptr[a]:indptr[b]]
             if kernel == "partition":
-                return tree.partition_potentials(rows_indptr, rows_indices, self.labels, self.kind, self.yes, self.no,
-                                                 self.roots, self.depths, *index, is_start[a:b], *words,
-                                                 self.n_states, block)
+                phi, E, c = tree.partition_potentials(rows_indptr, rows_indices, self.labels, self.kind, self.yes,
+                                                      self.no, self.roots, self.depths, *index, is_start[a:b],
+                                                      *words, self.n_states, block, scaled)
+                return (E, c) if scaled else phi
             phi = tree.bitmask_potentials(rows_indptr, rows_indices, self.n_labels, self.labels, *index)
             return phi * np.where(is_start[a:b, None, None], start_states, other_states)
-        phi = np.concatenate(in_chunks(rows, threads, chunk, min_positions=5000))
-        if missing_rows is not None and missing_rows.any:
-            at = missing_rows.rows()
-            phi[at] = missing.potentials_missing(
-                at, indptr, indices, missing_rows.indptr, missing_rows.indices, missing_rows.feature_var,
-                self.n_states, self.n_labels, self.kind, self.feature, self.yes, self.no, self.states, self.value,
-                self.count, self.surr_feature, self.surr_same, self.n_surrogates == 0, self.roots, self.labels,
-                int(self.depths.max(initial=0)))
-        return phi
+        parts = in_chunks(rows, threads, chunk, min_positions=5000)
+        if scaled:
+            return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+        return np.concatenate(parts)
 
     def _index(self, kernel: str) -> tuple:
         if kernel not in self._indexes:

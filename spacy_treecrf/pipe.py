@@ -396,8 +396,7 @@ class TreeCRFComponent(TrainablePipe):
         self._check_initialized()
         indptr, indices, seq_starts, missing_rows = self._rows(docs)
         threads = self.params.threads
-        phi = self.ensemble.potentials(indptr, indices, threads, missing_rows, valid=(self.allowed, seq_starts))
-        E, c = boost.potentials_to_scaled(phi, self.allowed, seq_starts)
+        E, c = self.ensemble.scaled_potentials(indptr, indices, self.allowed, seq_starts, threads, missing_rows)
         need_fb = self.cfg["decode"] == "marginal" or self.cfg["store_scores"]
         fb = None
         if need_fb:

@@ -1103,17 +1103,21 @@ def block_rows(n_labels: int, n_states: int) -> int:
 
 @njit(cache=True, nogil=True)
 def partition_potentials(indptr, indices, labels, kind, yes, no, roots, depths, column_of, column, chain, state_words,
-                         chain_value, is_start, start_states, other_states, n_states, block_rows):
+                         chain_value, is_start, start_states, other_states, n_states, block_rows, scaled):
     """phi (T x S x K) = sum of every tree, evaluated one tree at a time over ``block_rows`` rows at once, the
     way fit_tree partitions positions: a node's rows are split by its test, so a row costs nothing at the tests
     on the absent side of its path (see _partition_block).
 
     Only the cells (t, s, k) with s in start_states[k] (rows with is_start) or other_states[k] (the other rows),
-    as 64-bit words, are computed; the rest are 0. Rows may hold feature ids no tree tests."""
+    as 64-bit words, are computed; the rest are 0. Rows may hold feature ids no tree tests.
+    Returns (phi, E, c): with ``scaled``, phi is empty and (E, c) are crf.scaled_potentials of phi over those
+    cells, made block by block (no T x S x K float64 array); without, E and c are empty."""
     T = indptr.shape[0] - 1
     S = n_states
     n_labels = start_states.shape[0]
-    phi = np.zeros((T, S, n_labels))
+    phi = np.zeros((0 if scaled else T, S, n_labels))
+    E = np.zeros((T if scaled else 0, S, n_labels), dtype=np.float32)
+    c = np.zeros(T if scaled else 0)
     max_depth = 0
     for i in range(depths.shape[0]):
         max_depth = max(max_depth, depths[i])
@@ -1127,11 +1131,25 @@ def partition_potentials(indptr, indices, labels, kind, yes, no, roots, depths, 
                          chain, state_words, chain_value, is_start[r0:r1], start_states, other_states, max_depth)
         for t in range(r1 - r0):
             states = start_states if is_start[r0 + t] else other_states
+            top = -np.inf
             for k in range(n_labels):
                 for s in range(S):
                     if (states[k, s >> 6] >> np.uint64(s & 63)) & np.uint64(1):
-                        phi[r0 + t, s, k] = acc[k, s, t] + acc[k, S, t]
-    return phi
+                        v = acc[k, s, t] + acc[k, S, t]
+                        if scaled:
+                            acc[k, s, t] = v
+                            top = max(top, v)
+                        else:
+                            phi[r0 + t, s, k] = v
+            if scaled:
+                if not np.isfinite(top):
+                    top = 0.0
+                c[r0 + t] = top
+                for k in range(n_labels):
+                    for s in range(S):
+                        if (states[k, s >> 6] >> np.uint64(s & 63)) & np.uint64(1):
+                            E[r0 + t, s, k] = np.exp(acc[k, s, t] - top)
+    return phi, E, c
 
 
 @njit(cache=True, nogil=True)

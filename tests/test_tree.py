@@ -527,11 +527,13 @@ def partition_potentials(ens, labels, indptr, indices, K, S, is_start=None, star
                                  ens["roots"])
     depths = np.array([depth(dict(kind=ens["kind"][a:b], yes=ens["yes"][a:b], no=ens["no"][a:b]))
                        for a, b in zip(ens["roots"][:-1], ens["roots"][1:])], dtype=np.int32)
-    return tree.partition_potentials(
+    phi, E, c = tree.partition_potentials(
         indptr, indices, labels, ens["kind"], ens["yes"], ens["no"], ens["roots"], depths, *index,
         np.zeros(T, dtype=bool) if is_start is None else is_start,
         every if start_states is None else tree.label_state_words(start_states),
-        every if other_states is None else tree.label_state_words(other_states), S, block_rows)
+        every if other_states is None else tree.label_state_words(other_states), S, block_rows, False)
+    assert E.shape[0] == 0 and c.shape[0] == 0
+    return phi
 
 
 def walked_potentials(trees, labels, X, S, K):
@@ -619,6 +621,13 @@ def test_ensemble_potentials_agree_for_few_and_many_rows():
     many = ens.potentials(indptr, indices, valid=(allowed, seq_starts))
     few = ens.potentials(indptr[:301], indices[:indptr[300]], valid=(allowed, seq_starts[:3]))
     assert np.allclose(many[:300], few[:300], rtol=1e-12, atol=1e-12)
+    # decoding's (E, c) straight from the partition kernel, block by block: those of the potentials
+    E, c = ens.scaled_potentials(indptr, indices, allowed, seq_starts)
+    E_ref, c_ref = booster.potentials_to_scaled(many, allowed, seq_starts)
+    assert np.array_equal(E, E_ref) and np.array_equal(c, c_ref)
+    E, c = ens.scaled_potentials(indptr[:301], indices[:indptr[300]], allowed, seq_starts[:3])  # bit masks:
+    # the same sums in another order
+    assert np.allclose(E, E_ref[:300], rtol=1e-6, atol=1e-7) and np.allclose(c, c_ref[:300], rtol=1e-12, atol=1e-12)
     ref = walked_potentials(trees, np.arange(len(trees)) % K, X, S, K)
     is_start = np.isin(np.arange(T), seq_starts[:-1])
     cells = np.where(is_start[:, None, None], np.arange(S)[None, :, None] == 0, np.arange(S)[None, :, None] > 0)
