@@ -593,10 +593,12 @@ class WindowFeaturizer:
         np.cumsum(np.bincount(r, minlength=T), out=x_indptr[1:])
         return x_indptr, x_ids
 
-    def token_atoms(self, docs: List[Doc], own_labels: Optional[Sequence[Sequence[Optional[str]]]] = None):
+    def token_atoms(self, docs: List[Doc], own_labels: Optional[Sequence[Sequence[Optional[str]]]] = None,
+                    read: Optional[Dict[str, np.ndarray]] = None):
         """Atomic tests of every token of ``docs`` (concatenated) as CSR: (indptr int64 (T+1), atom ids
         int32, doc_starts int64 (n_docs+1)). Each token's ids are sorted and unique. ``own_labels`` (one label or
-        None per token of each doc) are left out of the label dictionary."""
+        None per token of each doc) are left out of the label dictionary. ``read`` (a dict) receives what was
+        read on the way that missing_rows needs: "missing_tokens"."""
         lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
         doc_starts = np.zeros(len(docs) + 1, np.int64)
         np.cumsum(lengths, out=doc_starts[1:])
@@ -625,6 +627,8 @@ class WindowFeaturizer:
         names = tuple(a[2:] for a in self.attrs if a.startswith("_.")) + (MISSING_EXT,)
         stored = [stored_extension_values(doc, names) for doc in nonempty]  # one pass over each doc's user_data
         missing = self._missing_tokens(nonempty, orths, stored)
+        if read is not None:
+            read["missing_tokens"] = missing
         tok_lex[missing] = -1
         x_indptr, x_ids = self._token_level(docs, vocab, doc_starts, missing, stored)
         a_indptr, a_ids = _merge_atoms(tok_lex, lex_indptr, lex_ids, x_indptr, x_ids)
@@ -732,42 +736,53 @@ class WindowFeaturizer:
     def missing_rows(self, docs: Sequence[Doc]):
         """The missing variables of every token of ``docs`` (concatenated, as ``__call__``'s rows): CSR
         (indptr int64, sorted variable ids int32) and, per variable, at how many positions it has a value."""
-        docs = list(docs)
+        return self._missing_result([self._missing_chunk(chunk) for chunk in _chunks(list(docs))])
+
+    def _missing_chunk(self, chunk: List[Doc], missing_tokens: Optional[np.ndarray] = None):
+        """missing_rows of one chunk of docs: (indptr, indices, doc_starts, how many tokens each offset sees);
+        ``missing_tokens``: the chunk's missing tokens if the caller has read them already."""
         fams = self.family_names()
         F = len(fams)
         W = 2 * self.window + 1
         # variable of (family f, offset slot j): _window_rows maps a token's "atoms" (here: missing families)
         colmap = (np.arange(W, dtype=np.int32)[None, :] * F + np.arange(F, dtype=np.int32)[:, None]).astype(np.int32)
         attr_fam = [(a, fams.index(f"a:{a}=")) for a in self.attrs if a in ATTRS]
-        parts = []
-        applies = np.zeros(W, np.int64)
-        for chunk in _chunks(docs):
-            lengths = np.array([len(d) for d in chunk], dtype=np.int64)
-            doc_starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-            applies += np.array([np.maximum(lengths - abs(j - self.window), 0).sum() for j in range(W)])
-            nonempty = [d for d in chunk if len(d)]
-            T = int(doc_starts[-1])
-            rows, ids = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
-            if nonempty:
+        lengths = np.array([len(d) for d in chunk], dtype=np.int64)
+        doc_starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        applies = np.array([np.maximum(lengths - abs(j - self.window), 0).sum() for j in range(W)])
+        nonempty = [d for d in chunk if len(d)]
+        T = int(doc_starts[-1])
+        rows, ids = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+        if nonempty:
+            if missing_tokens is None:
                 orths = (np.concatenate([d.to_array(ORTH).reshape(-1) for d in nonempty])
                          if self.missing_text is not None else np.zeros(T, np.uint64))  # (only missing_text reads them)
-                whole = np.flatnonzero(self._missing_tokens(nonempty, orths))
-                rows.append(np.repeat(whole, F))
-                ids.append(np.tile(np.arange(F), len(whole)))
-                if attr_fam:
-                    codes = [ENT_IOB if attr == "ent_type_" else ATTRS[attr] for attr, _ in attr_fam]
-                    values = np.concatenate([d.to_array(codes).reshape(len(d), len(codes)) for d in nonempty])
-                    for j, (_, f) in enumerate(attr_fam):
-                        absent = np.flatnonzero(values[:, j] == 0)
-                        rows.append(absent)
-                        ids.append(np.full(len(absent), f))
-            keys = np.unique(np.concatenate(rows) * max(F, 1) + np.concatenate(ids))
-            f_indptr = np.zeros(T + 1, np.int64)
-            np.cumsum(np.bincount(keys // max(F, 1), minlength=T), out=f_indptr[1:])
-            f_ids = (keys % max(F, 1)).astype(np.int32)
-            indptr, indices = _window_rows(f_indptr, f_ids, doc_starts, self.window, colmap, np.full(W, -1, np.int32))
-            parts.append((indptr, indices, doc_starts))
-        indptr, indices, _ = _concat(parts)
+                missing_tokens = self._missing_tokens(nonempty, orths)
+            whole = np.flatnonzero(missing_tokens)
+            rows.append(np.repeat(whole, F))
+            ids.append(np.tile(np.arange(F), len(whole)))
+            if attr_fam:
+                codes = [ENT_IOB if attr == "ent_type_" else ATTRS[attr] for attr, _ in attr_fam]
+                values = np.concatenate([d.to_array(codes).reshape(len(d), len(codes)) for d in nonempty])
+                for j, (_, f) in enumerate(attr_fam):
+                    absent = np.flatnonzero(values[:, j] == 0)
+                    rows.append(absent)
+                    ids.append(np.full(len(absent), f))
+        keys = np.unique(np.concatenate(rows) * max(F, 1) + np.concatenate(ids))
+        f_indptr = np.zeros(T + 1, np.int64)
+        np.cumsum(np.bincount(keys // max(F, 1), minlength=T), out=f_indptr[1:])
+        f_ids = (keys % max(F, 1)).astype(np.int32)
+        indptr, indices = _window_rows(f_indptr, f_ids, doc_starts, self.window, colmap, np.full(W, -1, np.int32))
+        return indptr, indices, doc_starts, applies
+
+    def _missing_result(self, parts):
+        """missing_rows' result from its chunks' (see _missing_chunk)."""
+        F = len(self.family_names())
+        W = 2 * self.window + 1
+        applies = np.zeros(W, np.int64)
+        for part in parts:
+            applies += part[3]
+        indptr, indices, _ = _concat([part[:3] for part in parts])
         missing = np.bincount(indices, minlength=W * F)
         return indptr, indices, np.repeat(applies, F) - missing
 
@@ -840,24 +855,30 @@ class WindowFeaturizer:
 
     # ---- featurization
 
-    def __call__(self, docs: Sequence[Doc], own_labels: Optional[Sequence[Sequence[Optional[str]]]] = None):
+    def __call__(self, docs: Sequence[Doc], own_labels: Optional[Sequence[Sequence[Optional[str]]]] = None,
+                 with_missing: bool = False):
         """Feature rows for the concatenation of all tokens of ``docs``; ``own_labels`` (for training docs: each
         token's gold label or None) are left out of the label dictionary.
 
         Returns ``(indptr int64 (T+1), indices int32, seq_starts int64 (n_docs+1))``; the indices of each row
-        are sorted ascending and unique; an empty doc gives no rows (``seq_starts`` repeats).
+        are sorted ascending and unique; an empty doc gives no rows (``seq_starts`` repeats). ``with_missing``:
+        also ``missing_rows(docs)``, as a fourth item, from the same pass over the docs.
         """
         if not self.initialized:
             raise RuntimeError("WindowFeaturizer is not initialized: call initialize(docs) or from_dict(state) "
                                "first")
         docs = list(docs)
         window = (self._colmap.shape[1] - 1) // 2  # the frozen window, whatever self.window says now
-        parts = []
+        parts, missing_parts = [], []
         for chunk, own in _chunks_with_labels(docs, own_labels):
-            a_indptr, a_ids, doc_starts = self.token_atoms(chunk, own)
+            read: Dict[str, np.ndarray] = {}
+            a_indptr, a_ids, doc_starts = self.token_atoms(chunk, own, read)
             indptr, indices = _window_rows(a_indptr, a_ids, doc_starts, window, self._colmap, self._padcol)
             parts.append((indptr, indices, doc_starts))
-        return _concat(parts)
+            if with_missing:
+                missing_parts.append(self._missing_chunk(chunk, read.get("missing_tokens")))
+        rows = _concat(parts)
+        return rows + (self._missing_result(missing_parts),) if with_missing else rows
 
     # ---- serialization
 

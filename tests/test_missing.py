@@ -317,7 +317,11 @@ def window_featurizer(**options):
 
 
 def missing_names(featurizer, docs):
-    indptr, indices, _ = featurizer.missing_rows(docs)
+    indptr, indices, known = featurizer.missing_rows(docs)
+    # the featurizer's own call finds the same from its single pass over the docs
+    *_, (indptr2, indices2, known2) = featurizer(docs, with_missing=True)
+    assert indptr.tolist() == indptr2.tolist() and indices.tolist() == indices2.tolist()
+    assert known.tolist() == known2.tolist()
     names = featurizer.variable_names()
     return [sorted(names[v] for v in indices[a:b]) for a, b in zip(indptr[:-1], indptr[1:])]
 
