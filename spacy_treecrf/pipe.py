@@ -383,9 +383,8 @@ class TreeCRFComponent(TrainablePipe):
                                                                self._own_labels(examples, gold))
         initial = None
         if self.ensemble.n_trees:
-            phi = self.ensemble.potentials(indptr, indices, self.params.threads, missing_rows,
-                                           valid=(self.allowed, seq_starts))
-            initial = boost.potentials_to_scaled(phi, self.allowed, seq_starts)
+            initial = self.ensemble.scaled_potentials(indptr, indices, self.allowed, seq_starts, self.params.threads,
+                                                      missing_rows)
         self._trainer = boost.Trainer(indptr, indices, self.n_features, y, seq_starts, self.allowed, self.params,
                                       initial=initial, missing_rows=missing_rows)
         self._trainer_key = key
