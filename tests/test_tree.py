@@ -432,16 +432,6 @@ def concat_trees(trees):
     return out
 
 
-def reference_potentials(trees, labels, X, S, K):
-    T = X.shape[0]
-    phi = np.zeros((T, S, K))
-    for tr, k in zip(trees, labels):
-        for t in range(T):
-            for s in range(S):
-                phi[t, s, k] += tr["value"][route(tr, X, t, s)]
-    return phi
-
-
 @pytest.mark.parametrize("seed", range(12))
 def test_ensemble_potentials_match_apply_leaves_and_routing(seed):
     rng = np.random.default_rng(600 + seed)
@@ -467,7 +457,7 @@ def test_ensemble_potentials_match_apply_leaves_and_routing(seed):
     labels = np.array(labels, dtype=np.int64)
     phi = partition_potentials(ens, labels, indptr, indices, K, S)
     assert phi.shape == (T, S, K)
-    ref = reference_potentials(trees, labels, X, S, K)
+    ref = walked_potentials(trees, labels, X, S, K)
     assert np.allclose(phi, ref, rtol=1e-12, atol=1e-12)
     # the cached potentials updated leaf by leaf agree with evaluating the trees everywhere
     assert np.allclose(np.log(E.astype(np.float64) / E0), lr * phi, rtol=1e-5, atol=1e-5)
