@@ -74,8 +74,9 @@ of every row come out sorted and unique without any sorting.
 """
 import re
 from collections import Counter
+from itertools import chain, repeat
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import spacy
@@ -193,6 +194,42 @@ def _merge_atoms(tok_lex, lex_indptr, lex_ids, x_indptr, x_ids):
 
 
 @njit(cache=True, nogil=True)
+def _pairs_to_rows(rows, ids, n_rows):
+    """(row, id) pairs in any order -> CSR (indptr, ids) with each row's ids sorted and unique. A row holds a few
+    ids (one per attribute, lexicon match or missing family), so a counting sort by row and an insertion sort
+    within it beat sorting all pairs."""
+    start = np.zeros(n_rows + 1, np.int64)
+    for p in range(rows.shape[0]):
+        start[rows[p] + 1] += 1
+    for r in range(n_rows):
+        start[r + 1] += start[r]
+    fill = start[:-1].copy()
+    out = np.empty(ids.shape[0], np.int32)
+    for p in range(rows.shape[0]):
+        out[fill[rows[p]]] = ids[p]
+        fill[rows[p]] += 1
+    indptr = np.zeros(n_rows + 1, np.int64)
+    w = 0
+    for r in range(n_rows):
+        s = start[r]
+        for i in range(s + 1, start[r + 1]):
+            v = out[i]
+            j = i - 1
+            while j >= s and out[j] > v:
+                out[j + 1] = out[j]
+                j -= 1
+            out[j + 1] = v
+        last = -1
+        for i in range(s, start[r + 1]):
+            if out[i] != last:
+                last = out[i]
+                out[w] = last
+                w += 1
+        indptr[r + 1] = w
+    return indptr, out[:w].copy()
+
+
+@njit(cache=True, nogil=True)
 def _mark_seen(a_indptr, a_ids, doc_starts, window, seen, pad_seen):
     """seen[a, j] = True if some token has atom a at offset j - window; pad_seen[j] likewise for padding."""
     W = 2 * window + 1
@@ -305,6 +342,17 @@ def read_lexicon(path: str, lowercase: bool) -> List[str]:
 
 
 # ---------------------------------------------------------------------------------------- featurizer
+
+class TokenTable(NamedTuple):
+    """What featurization reads from the non-empty docs of one call (``WindowFeaturizer._read_tokens``)."""
+    codes: List[int]  # the spaCy attribute ids of the columns
+    columns: np.ndarray  # (tokens, len(codes)) uint64, from Doc.to_array
+    extensions: Dict[str, List[Any]]  # name -> the value of that extension (one in ``attrs``) per token
+    missing: np.ndarray  # bool per token: its text is missing_text or it is marked missing (MISSING_EXT)
+
+    def column(self, code: int) -> np.ndarray:
+        return self.columns[:, self.codes.index(code)]
+
 
 class WindowFeaturizer:
     """Docs -> sparse binary rows over windowed atomic tests (see the module docstring).
@@ -522,48 +570,34 @@ class WindowFeaturizer:
                 raise ValueError(f"window_features: 'attrs' names {attr!r} but no Token extension "
                                  f"{attr[2:]!r} is registered (Token.set_extension)")
 
-    def _token_level(self, docs: List[Doc], vocab: Vocab, doc_starts: np.ndarray, missing: np.ndarray,
-                     stored: List[Dict[str, Dict[int, Any]]]):
-        """Token-level atoms as sorted unique (token, atom) pairs -> CSR (x_indptr, x_ids); ``stored``: the
-        extension values kept on each non-empty doc (``stored_extension_values``)."""
+    def _attr_atom(self, key: Tuple[str, Any], name: str) -> int:
+        """The atom of attribute value ``key`` = (attr, value), named ``name`` when new (-1 once frozen)."""
+        atom = self._attr_cache.get(key)
+        if atom is None:
+            atom = self._attr_cache[key] = self._intern_one(name)
+        return atom
+
+    def _token_level(self, docs: List[Doc], vocab: Vocab, doc_starts: np.ndarray, table: "TokenTable"):
+        """Token-level atoms of the tokens in ``table`` (read from the non-empty ``docs``) as CSR (x_indptr,
+        x_ids), each token's ids sorted and unique; missing tokens get none."""
         T = int(doc_starts[-1])
         rows: List[np.ndarray] = []
         atoms: List[np.ndarray] = []
-        std = [a for a in self.attrs if a in ATTRS]
-        ext = [a for a in self.attrs if a.startswith("_.")]
-        nonempty = [d for d in docs if len(d)]
-        if std and nonempty:
-            values = np.concatenate([d.to_array([ATTRS[a] for a in std]).reshape(len(d), len(std))
-                                     for d in nonempty])
-            for j, attr in enumerate(std):
-                uniq, inv = np.unique(values[:, j], return_inverse=True)
-                ids = np.full(len(uniq), -1, np.int32)
-                for u, value in enumerate(uniq.tolist()):
-                    if value == 0:
-                        continue
-                    key = (attr, value)
-                    atom = self._attr_cache.get(key)
-                    if atom is None:
-                        atom = self._attr_cache[key] = self._intern_one(f"a:{attr}={vocab.strings[value]}")
-                    ids[u] = atom
+        for attr in self.attrs:
+            if attr in ATTRS:
+                uniq, inv = np.unique(table.column(ATTRS[attr]), return_inverse=True)
+                ids = np.array([-1 if value == 0 else self._attr_atom((attr, value), f"a:{attr}={vocab.strings[value]}")
+                                for value in uniq.tolist()], dtype=np.int32)
                 tok_ids = ids[inv.reshape(-1)]
-                keep = np.flatnonzero(tok_ids >= 0)
-                rows.append(keep.astype(np.int64))
-                atoms.append(tok_ids[keep])
-        for attr in ext:
-            r, a = [], []
-            for t, value in enumerate(self._extension_values(docs, attr[2:], stored)):
-                if value is None or value is False or value == "":
-                    continue
-                key = (attr, str(value))
-                atom = self._attr_cache.get(key)
-                if atom is None:
-                    atom = self._attr_cache[key] = self._intern_one(f"a:{attr}={key[1]}")
-                if atom >= 0:
-                    r.append(t)
-                    a.append(atom)
-            rows.append(np.asarray(r, dtype=np.int64))
-            atoms.append(np.asarray(a, dtype=np.int32))
+            else:
+                texts = [None if v is None or v is False or v == "" else str(v) for v in table.extensions[attr[2:]]]
+                atom_of = {text: self._attr_atom((attr, text), f"a:{attr}={text}")
+                           for text in dict.fromkeys(texts) if text is not None}
+                atom_of[None] = -1
+                tok_ids = np.fromiter(map(atom_of.__getitem__, texts), np.int32, count=len(texts))
+            keep = np.flatnonzero(tok_ids >= 0)
+            rows.append(keep)
+            atoms.append(tok_ids[keep])
         if self._multi_lex:
             matcher, match_names = self._matcher(vocab)
             r, a = [], []
@@ -581,24 +615,16 @@ class WindowFeaturizer:
         if not rows:
             return np.zeros(T + 1, np.int64), np.zeros(0, np.int32)
         r = np.concatenate(rows)
-        a = np.concatenate(atoms).astype(np.int64)
-        if missing.any():
-            keep = ~missing[r]
-            r, a = r[keep], a[keep]
-        n_atoms = max(len(self._atom_names), 1)
-        keys = np.unique(r * n_atoms + a)
-        r = keys // n_atoms
-        x_ids = (keys % n_atoms).astype(np.int32)
-        x_indptr = np.zeros(T + 1, np.int64)
-        np.cumsum(np.bincount(r, minlength=T), out=x_indptr[1:])
-        return x_indptr, x_ids
+        a = np.concatenate(atoms)
+        keep = ~table.missing[r]
+        return _pairs_to_rows(r[keep], a[keep], T)
 
     def token_atoms(self, docs: List[Doc], own_labels: Optional[Sequence[Sequence[Optional[str]]]] = None,
-                    read: Optional[Dict[str, np.ndarray]] = None):
+                    read: Optional[Dict[str, "TokenTable"]] = None):
         """Atomic tests of every token of ``docs`` (concatenated) as CSR: (indptr int64 (T+1), atom ids
         int32, doc_starts int64 (n_docs+1)). Each token's ids are sorted and unique. ``own_labels`` (one label or
-        None per token of each doc) are left out of the label dictionary. ``read`` (a dict) receives what was
-        read on the way that missing_rows needs: "missing_tokens"."""
+        None per token of each doc) are left out of the label dictionary. ``read`` (a dict) receives the docs'
+        TokenTable as "table" (missing_rows needs it)."""
         lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
         doc_starts = np.zeros(len(docs) + 1, np.int64)
         np.cumsum(lengths, out=doc_starts[1:])
@@ -611,8 +637,10 @@ class WindowFeaturizer:
             if d.vocab is not vocab:
                 raise ValueError("WindowFeaturizer: all docs of one call must share the same Vocab")
         self._check_extensions()
-        orths = np.concatenate([d.to_array(ORTH).reshape(-1) for d in nonempty])
-        uniq, tok_lex = np.unique(orths, return_inverse=True)
+        table = self._read_tokens(nonempty)
+        if read is not None:
+            read["table"] = table
+        uniq, tok_lex = np.unique(table.column(ORTH), return_inverse=True)
         tok_lex = tok_lex.reshape(-1).astype(np.int64)
         cache = self._lexeme_cache
         arrays = []
@@ -624,13 +652,8 @@ class WindowFeaturizer:
         lex_indptr = np.zeros(len(arrays) + 1, np.int64)
         np.cumsum([len(a) for a in arrays], out=lex_indptr[1:])
         lex_ids = np.concatenate(arrays).astype(np.int32) if arrays else np.zeros(0, np.int32)
-        names = tuple(a[2:] for a in self.attrs if a.startswith("_.")) + (MISSING_EXT,)
-        stored = [stored_extension_values(doc, names) for doc in nonempty]  # one pass over each doc's user_data
-        missing = self._missing_tokens(nonempty, orths, stored)
-        if read is not None:
-            read["missing_tokens"] = missing
-        tok_lex[missing] = -1
-        x_indptr, x_ids = self._token_level(docs, vocab, doc_starts, missing, stored)
+        tok_lex[table.missing] = -1
+        x_indptr, x_ids = self._token_level(docs, vocab, doc_starts, table)
         a_indptr, a_ids = _merge_atoms(tok_lex, lex_indptr, lex_ids, x_indptr, x_ids)
         if self.label_dictionary and own_labels is not None:
             a_indptr, a_ids = self._leave_own_labels_out(docs, own_labels, doc_starts, a_indptr, a_ids)
@@ -668,40 +691,39 @@ class WindowFeaturizer:
         np.cumsum(np.bincount(token[keep], minlength=len(a_indptr) - 1), out=indptr[1:])
         return indptr, a_ids[keep]
 
-    def _missing_tokens(self, nonempty: List[Doc], orths: np.ndarray,
-                        stored: Optional[List[Dict[str, Dict[int, Any]]]] = None) -> np.ndarray:
-        """Which tokens (of the concatenated non-empty docs) are missing: missing_text or the extension (read
-        from ``stored``, see ``stored_extension_values``, when the caller has it)."""
-        missing = np.zeros(len(orths), bool)
-        if self.missing_text is not None:
-            missing = orths == np.uint64(get_string_id(self.missing_text))
-        if stored is None:
-            stored = [stored_extension_values(doc, (MISSING_EXT,)) for doc in nonempty]
-        start = 0
-        for doc, values in zip(nonempty, stored):
-            marked = sorted(offset for offset, value in values.get(MISSING_EXT, {}).items() if value)
-            if marked:
-                idx = doc.to_array(IDX).astype(np.int64)
-                missing[start + np.searchsorted(idx, np.array(marked, dtype=np.int64))] = True
-            start += len(doc)
-        return missing
+    def _read_tokens(self, nonempty: List[Doc]) -> "TokenTable":
+        """Everything featurization and missing_rows read from the docs, in one Doc.to_array per doc and one
+        lookup per token and extension in the docs' user_data (where Token._.set keeps a value, under
+        ("._.", name, token.idx, None)), rather than a Token and its Underscore per token."""
+        codes = [ORTH, IDX] + [ATTRS[a] for a in self.attrs if a in ATTRS]
+        if "ent_type_" in self.attrs:
+            codes.append(ENT_IOB)  # an unset entity type is ENT_IOB 0 (ENT_TYPE is 0 outside entities too)
+        codes = list(dict.fromkeys(codes))
+        columns = np.concatenate([d.to_array(codes).reshape(len(d), len(codes)) for d in nonempty])
+        idx = columns[:, 1].tolist()
+        lengths = [len(d) for d in nonempty]
+        user_data = [d.user_data for d in nonempty]
 
-    @staticmethod
-    def _extension_values(docs: List[Doc], name: str, stored: List[Dict[str, Dict[int, Any]]]) -> List[Any]:
-        """The value of extension ``name`` for every token of the concatenated docs. An attribute extension is
-        read from ``stored`` (its default where a token has none); one with a getter or method is called per
-        token."""
-        default, method, getter, _ = Token.get_extension(name)
-        values: List[Any] = []
-        for doc, kept in zip([d for d in docs if len(d)], stored):
-            if getter is not None or method is not None:
-                values.extend(token._.get(name) for token in doc)
-            elif name in kept:
-                kept_values = kept[name]
-                values.extend([kept_values.get(offset, default) for offset in doc.to_array(IDX).tolist()])
-            else:
-                values.extend([default] * len(doc))
-        return values
+        def stored(name: str, default: Any):
+            keys = zip(repeat("._."), repeat(name), idx, repeat(None))
+            return map(dict.get, chain.from_iterable(map(repeat, user_data, lengths)), keys, repeat(default))
+
+        extensions: Dict[str, List[Any]] = {}
+        for attr in self.attrs:
+            if attr.startswith("_."):
+                name = attr[2:]
+                default, method, getter, _ = Token.get_extension(name)
+                if getter is not None or method is not None:
+                    extensions[name] = [token._.get(name) for doc in nonempty for token in doc]
+                else:
+                    extensions[name] = list(stored(name, default))
+        if self.missing_text is not None:
+            missing = columns[:, 0] == np.uint64(get_string_id(self.missing_text))
+        else:
+            missing = np.zeros(len(columns), bool)
+        if any(stored(MISSING_EXT, False)):
+            missing |= np.fromiter(map(bool, stored(MISSING_EXT, False)), bool, count=len(columns))
+        return TokenTable(codes, columns, extensions, missing)
 
     def family_names(self) -> List[str]:
         """The test families, in variable order (see the class docstring)."""
@@ -738,40 +760,32 @@ class WindowFeaturizer:
         (indptr int64, sorted variable ids int32) and, per variable, at how many positions it has a value."""
         return self._missing_result([self._missing_chunk(chunk) for chunk in _chunks(list(docs))])
 
-    def _missing_chunk(self, chunk: List[Doc], missing_tokens: Optional[np.ndarray] = None):
+    def _missing_chunk(self, chunk: List[Doc], table: Optional["TokenTable"] = None):
         """missing_rows of one chunk of docs: (indptr, indices, doc_starts, how many tokens each offset sees);
-        ``missing_tokens``: the chunk's missing tokens if the caller has read them already."""
+        ``table``: the chunk's TokenTable if the caller has read it already."""
         fams = self.family_names()
         F = len(fams)
         W = 2 * self.window + 1
         # variable of (family f, offset slot j): _window_rows maps a token's "atoms" (here: missing families)
         colmap = (np.arange(W, dtype=np.int32)[None, :] * F + np.arange(F, dtype=np.int32)[:, None]).astype(np.int32)
-        attr_fam = [(a, fams.index(f"a:{a}=")) for a in self.attrs if a in ATTRS]
         lengths = np.array([len(d) for d in chunk], dtype=np.int64)
         doc_starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         applies = np.array([np.maximum(lengths - abs(j - self.window), 0).sum() for j in range(W)])
         nonempty = [d for d in chunk if len(d)]
         T = int(doc_starts[-1])
-        rows, ids = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+        rows, ids = [np.zeros(0, np.int64)], [np.zeros(0, np.int32)]
         if nonempty:
-            if missing_tokens is None:
-                orths = (np.concatenate([d.to_array(ORTH).reshape(-1) for d in nonempty])
-                         if self.missing_text is not None else np.zeros(T, np.uint64))  # (only missing_text reads them)
-                missing_tokens = self._missing_tokens(nonempty, orths)
-            whole = np.flatnonzero(missing_tokens)
+            if table is None:
+                table = self._read_tokens(nonempty)
+            whole = np.flatnonzero(table.missing)
             rows.append(np.repeat(whole, F))
-            ids.append(np.tile(np.arange(F), len(whole)))
-            if attr_fam:
-                codes = [ENT_IOB if attr == "ent_type_" else ATTRS[attr] for attr, _ in attr_fam]
-                values = np.concatenate([d.to_array(codes).reshape(len(d), len(codes)) for d in nonempty])
-                for j, (_, f) in enumerate(attr_fam):
-                    absent = np.flatnonzero(values[:, j] == 0)
+            ids.append(np.tile(np.arange(F, dtype=np.int32), len(whole)))
+            for attr in self.attrs:
+                if attr in ATTRS:
+                    absent = np.flatnonzero(table.column(ENT_IOB if attr == "ent_type_" else ATTRS[attr]) == 0)
                     rows.append(absent)
-                    ids.append(np.full(len(absent), f))
-        keys = np.unique(np.concatenate(rows) * max(F, 1) + np.concatenate(ids))
-        f_indptr = np.zeros(T + 1, np.int64)
-        np.cumsum(np.bincount(keys // max(F, 1), minlength=T), out=f_indptr[1:])
-        f_ids = (keys % max(F, 1)).astype(np.int32)
+                    ids.append(np.full(len(absent), fams.index(f"a:{attr}="), np.int32))
+        f_indptr, f_ids = _pairs_to_rows(np.concatenate(rows), np.concatenate(ids), T)
         indptr, indices = _window_rows(f_indptr, f_ids, doc_starts, self.window, colmap, np.full(W, -1, np.int32))
         return indptr, indices, doc_starts, applies
 
@@ -871,12 +885,12 @@ class WindowFeaturizer:
         window = (self._colmap.shape[1] - 1) // 2  # the frozen window, whatever self.window says now
         parts, missing_parts = [], []
         for chunk, own in _chunks_with_labels(docs, own_labels):
-            read: Dict[str, np.ndarray] = {}
+            read: Dict[str, TokenTable] = {}
             a_indptr, a_ids, doc_starts = self.token_atoms(chunk, own, read)
             indptr, indices = _window_rows(a_indptr, a_ids, doc_starts, window, self._colmap, self._padcol)
             parts.append((indptr, indices, doc_starts))
             if with_missing:
-                missing_parts.append(self._missing_chunk(chunk, read.get("missing_tokens")))
+                missing_parts.append(self._missing_chunk(chunk, read.get("table")))
         rows = _concat(parts)
         return rows + (self._missing_result(missing_parts),) if with_missing else rows
 
@@ -986,14 +1000,6 @@ def stored_token_values(doc: Doc, names) -> List[Tuple[str, int, Any]]:
     return [(k[1], k[2], v) for k, v in doc.user_data.items()
             if type(k) is tuple and len(k) == 4 and k[0] == "._." and k[1] in names and k[2] is not None
             and k[3] is None]
-
-
-def stored_extension_values(doc: Doc, names) -> Dict[str, Dict[int, Any]]:
-    """stored_token_values as {name: {character offset: value}}."""
-    out: Dict[str, Dict[int, Any]] = {}
-    for name, offset, value in stored_token_values(doc, names):
-        out.setdefault(name, {})[offset] = value
-    return out
 
 
 def _concat(parts):

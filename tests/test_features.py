@@ -11,7 +11,7 @@ from spacy.lang.en import English
 from spacy.tokens import Doc, Token
 from spacy.vocab import create_vocab
 
-from spacy_treecrf.features import REGEXES, WindowFeaturizer, regex_tests, window_features
+from spacy_treecrf.features import REGEXES, WindowFeaturizer, _pairs_to_rows, regex_tests, window_features
 
 WORDS = [
     "The Bank of England said on Monday that U.S. rates rose 3.5 % .".split(),
@@ -227,6 +227,18 @@ def test_extension_attrs_read_stored_values_defaults_and_getters(vocab):
                     {"a:_.treecrf_test_default=none@0"},
                     {"a:_.treecrf_test_default=none@0", "a:_.treecrf_test_getter=long@0"},
                     {"a:_.treecrf_test_default=none@0"}]
+
+def test_pairs_to_rows_sorts_and_dedups_each_row():
+    """Token-level atoms arrive in any order, with repeats (overlapping lexicon matches); rows may be empty."""
+    rng = np.random.default_rng(0)
+    for n_rows, n_pairs in ((1, 0), (3, 1), (5, 40), (50, 300)):
+        rows = rng.integers(0, n_rows, n_pairs)
+        ids = rng.integers(0, 12, n_pairs).astype(np.int32)
+        indptr, out = _pairs_to_rows(rows, ids, n_rows)
+        assert len(indptr) == n_rows + 1
+        for r in range(n_rows):
+            assert out[indptr[r]:indptr[r + 1]].tolist() == sorted(set(ids[rows == r].tolist()))
+
 
 def test_lexicons_single_and_phrase(vocab, tmp_path):
     city = tmp_path / "city.txt"
