@@ -1122,7 +1122,10 @@ def partition_potentials(indptr, indices, labels, kind, yes, no, roots, depths, 
     for i in range(depths.shape[0]):
         max_depth = max(max_depth, depths[i])
     block = max(1, block_rows)
-    acc = np.empty((n_labels, S + 1, min(T, block)))  # per label: a row per state, then the part they all share
+    n = min(T, block)
+    # per label: a row per state, then the part they all share; rows an odd number of cache lines apart, or the
+    # 99 rows a position's cells read fall into one cache set when n is a multiple of 512 (16384 is)
+    acc = np.empty((n_labels, S + 1, 8 * ((n + 7) // 8 | 1)))[:, :, :n]
     for r0 in range(0, T, block):
         r1 = min(T, r0 + block)
         rows = indptr[r0:r1 + 1] - indptr[r0]
