@@ -1157,24 +1157,29 @@ def partition_potentials(indptr, indices, labels, kind, yes, no, roots, depths, 
 
 @njit(cache=True, nogil=True)
 def _tested_columns(indptr, indices, column_of, n_cols):
-    """csc_index of the rows restricted to the tested features, by column (see partition_index)."""
+    """csc_index of the rows restricted to the tested features, by column (see partition_index); each entry's
+    column is looked up once (the lookups into column_of, one per feature of the model, are what this costs)."""
     T = indptr.shape[0] - 1
     n_map = column_of.shape[0]
     col_ptr = np.zeros(n_cols + 1, dtype=np.int64)
-    for p in range(indptr[T]):
+    nnz = indptr[T]
+    cols = np.empty(nnz, dtype=np.int32)
+    for p in range(nnz):
         f = indices[p]
-        if f < n_map and column_of[f] >= 0:
-            col_ptr[column_of[f] + 1] += 1
+        j = column_of[f] if f < n_map else -1
+        cols[p] = j
+        if j >= 0:
+            col_ptr[j + 1] += 1
     for j in range(n_cols):
         col_ptr[j + 1] += col_ptr[j]
     fill = col_ptr[:n_cols].copy()
     col_pos = np.empty(col_ptr[n_cols], dtype=np.int32)
     for t in range(T):
         for p in range(indptr[t], indptr[t + 1]):
-            f = indices[p]
-            if f < n_map and column_of[f] >= 0:
-                col_pos[fill[column_of[f]]] = t
-                fill[column_of[f]] += 1
+            j = cols[p]
+            if j >= 0:
+                col_pos[fill[j]] = t
+                fill[j] += 1
     return col_ptr, col_pos
 
 
