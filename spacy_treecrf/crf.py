@@ -150,41 +150,86 @@ def residual_slice(E, seq_starts, y, partial, alpha, beta, scale, calpha, cbeta,
 
 @njit(**NOGIL)
 def viterbi(E, seq_starts):
-    """Most probable label sequence per sequence (log space; forbidden cells are -inf)."""
+    """Most probable label sequence per sequence (forbidden cells are 0 in E). Path scores are products of E,
+    renormalised at each position: a log per cell cost several times the rest of decoding. A sequence whose
+    products all vanish (every path left is forbidden or more than ~700 nats below the best at some position) is
+    decoded again in log space, where only forbidden paths are lost."""
     T, S, K = E.shape
-    n_seq = seq_starts.shape[0] - 1
     best = np.zeros(T, dtype=np.int32)
-    for q in range(n_seq):
+    for q in range(seq_starts.shape[0] - 1):
         a = seq_starts[q]
         b = seq_starts[q + 1]
-        if b <= a:
-            continue
-        n = b - a
-        delta = np.empty((n, K))
-        back = np.zeros((n, K), dtype=np.int32)
-        for k in range(K):
-            delta[0, k] = np.log(np.float64(E[a, 0, k]))
-        for i in range(1, n):
-            t = a + i
-            for k in range(K):
-                top = -np.inf
-                arg = 0
-                for j in range(K):
-                    v = delta[i - 1, j] + np.log(np.float64(E[t, j + 1, k]))
-                    if v > top:
-                        top = v
-                        arg = j
-                delta[i, k] = top
-                back[i, k] = arg
-        last = 0
-        for k in range(1, K):
-            if delta[n - 1, k] > delta[n - 1, last]:
-                last = k
-        best[b - 1] = last
-        for i in range(n - 1, 0, -1):
-            last = back[i, last]
-            best[a + i - 1] = last
+        if b > a:
+            back = np.zeros((b - a, K), dtype=np.int32)
+            if not _viterbi_products(E, a, b, back, best):
+                _viterbi_logs(E, a, b, back, best)
     return best
+
+
+@njit(**NOGIL)
+def _backtrack(delta_last, back, a, b, best):
+    K = delta_last.shape[0]
+    last = 0
+    for k in range(1, K):
+        if delta_last[k] > delta_last[last]:
+            last = k
+    best[b - 1] = last
+    for i in range(b - a - 1, 0, -1):
+        last = back[i, last]
+        best[a + i - 1] = last
+
+
+@njit(**NOGIL)
+def _viterbi_products(E, a, b, back, best):
+    """viterbi of positions a:b with products; False (best untouched) if at some position every product is 0."""
+    K = E.shape[2]
+    prev = np.empty(K)
+    cur = np.empty(K)
+    for k in range(K):
+        cur[k] = np.float64(E[a, 0, k])
+    for t in range(a + 1, b):
+        prev, cur = cur, prev
+        norm = 0.0
+        for k in range(K):
+            top = -1.0
+            arg = 0
+            for j in range(K):
+                v = prev[j] * np.float64(E[t, j + 1, k])
+                if v > top:
+                    top = v
+                    arg = j
+            cur[k] = top
+            back[t - a, k] = arg
+            norm = max(norm, top)
+        if norm == 0.0:
+            return False
+        for k in range(K):
+            cur[k] /= norm
+    _backtrack(cur, back, a, b, best)
+    return True
+
+
+@njit(**NOGIL)
+def _viterbi_logs(E, a, b, back, best):
+    """viterbi of positions a:b in log space (forbidden cells are -inf)."""
+    K = E.shape[2]
+    prev = np.empty(K)
+    cur = np.empty(K)
+    for k in range(K):
+        cur[k] = np.log(np.float64(E[a, 0, k]))
+    for t in range(a + 1, b):
+        prev, cur = cur, prev
+        for k in range(K):
+            top = -np.inf
+            arg = 0
+            for j in range(K):
+                v = prev[j] + np.log(np.float64(E[t, j + 1, k]))
+                if v > top:
+                    top = v
+                    arg = j
+            cur[k] = top
+            back[t - a, k] = arg
+    _backtrack(cur, back, a, b, best)
 
 
 @njit(**NOGIL)

@@ -266,6 +266,25 @@ def test_viterbi_is_brute_force_argmax(p_forbid, spread):
     assert checked > len(SEEDS)
 
 
+def test_viterbi_keeps_a_path_whose_products_underflow():
+    """Label 1 starts 69 nats behind and loses 69 more at each of 11 positions (its product with the leader
+    underflows to 0), then only paths through it stay allowed: decoding must still find it."""
+    K, n = 2, 14
+    seq_starts = np.array([0, n], dtype=np.int64)
+    phi = np.zeros((n, K + 1, K))
+    phi[0, 0, 1] = -69.0
+    phi[1:12, 2, 1] = -69.0  # 1 -> 1
+    allowed = np.ones((K + 1, K), dtype=bool)
+    allowed[1, 1] = allowed[2, 0] = False  # no crossing between the labels ...
+    E, c, phi_eff = potentials_from_phi(phi, seq_starts, allowed)
+    E[12, 1, :] = 0.0  # ... and at position 12 nothing follows label 0
+    phi_eff[12, 1, :] = -np.inf
+    assert (E[1:12, 2, 1] > 0).all()
+    path = crf.viterbi(E, seq_starts)
+    assert list(path) == [1] * n
+    assert list(best_path(phi_eff, 0, n)[0]) == [1] * n
+
+
 def test_viterbi_respects_mask_against_strong_potentials():
     # the best unconstrained path would be all 1s, but 1 -> 1 is forbidden
     K = 2
