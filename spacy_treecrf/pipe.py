@@ -417,18 +417,25 @@ class TreeCRFComponent(TrainablePipe):
     def set_annotations(self, docs: Iterable[Doc], scores) -> None:
         docs = list(docs)
         labels = self.cfg["labels"]
-        starts = scores["seq_starts"]
+        starts = np.asarray(scores["seq_starts"], dtype=np.int64)
+        bounds = starts.tolist()
         ids = scores["ids"]
-        offsets = doc_tags = None
+        offsets = doc_tags = span_p = None
         if self.target in BIO_TARGETS:
-            offsets = sequence_bio_spans(ids, np.asarray(starts, dtype=np.int64), labels)
+            spans = bio_span_arrays(ids, starts, labels)
+            offsets = spans_per_sequence(spans, starts)
+            if scores["fb"]:
+                span_p = per_sequence(spans[0], self._span_probabilities(spans, scores).tolist(), len(docs))
         else:
-            doc_tags = [[labels[k] for k in ids[starts[q]:starts[q + 1]]] for q in range(len(docs))]
-        span_p = self._span_probabilities(offsets, scores) if offsets is not None and scores["fb"] else None
+            names = [labels[k] for k in ids.tolist()]
+            doc_tags = [names[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+        gamma = None
+        if self.cfg["store_scores"] and scores["gamma"] is not None:
+            gamma = scores["gamma"].astype(np.float32)
         for q, doc in enumerate(docs):
-            if self.cfg["store_scores"] and scores["gamma"] is not None:
+            if gamma is not None:
                 store = doc.user_data.setdefault(("treecrf", "marginals"), {})
-                store[self.name] = (labels, scores["gamma"][starts[q]:starts[q + 1]].astype(np.float32))
+                store[self.name] = (labels, gamma[bounds[q]:bounds[q + 1]].copy())
             self._write(doc, None if doc_tags is None else doc_tags[q], None if offsets is None else offsets[q],
                         None if span_p is None else span_p[q])
 
@@ -463,30 +470,19 @@ class TreeCRFComponent(TrainablePipe):
                 if overwrite or token._.get(name) in (None, ""):
                     token._.set(name, tag)
 
-    def _span_probabilities(self, offsets, scores) -> List[List[float]]:
-        """Each predicted span's probability of being labelled exactly so under the CRF (offsets: per doc,
-        the bio_spans of its predicted tags)."""
+    def _span_probabilities(self, spans, scores) -> np.ndarray:
+        """Each predicted span's probability of being labelled exactly so under the CRF (``spans``: the
+        bio_span_arrays of the predicted tags)."""
+        owner, start, end, kind, kinds = spans
+        if not len(start):
+            return np.zeros(0)
         index = {lab: k for k, lab in enumerate(self.cfg["labels"])}
-        starts, ends, first, inside, seq_ends, owner = [], [], [], [], [], []
-        for q, doc_offsets in enumerate(offsets):
-            a, b = scores["seq_starts"][q], scores["seq_starts"][q + 1]
-            for s, e, lab in doc_offsets:
-                starts.append(a + s)
-                ends.append(a + e)
-                first.append(index.get("B-" + lab, index.get("I-" + lab, 0)))
-                inside.append(index.get("I-" + lab, -1))
-                seq_ends.append(b)
-                owner.append(q)
-        out: List[List[float]] = [[] for _ in offsets]
-        if not starts:
-            return out
+        first = np.array([index.get("B-" + lab, index.get("I-" + lab, 0)) for lab in kinds], dtype=np.int64)
+        inside = np.array([index.get("I-" + lab, -1) for lab in kinds], dtype=np.int64)
+        seq_starts = np.asarray(scores["seq_starts"], dtype=np.int64)
         alpha, beta, scale, _ = scores["fb"]
-        probs = crf.span_probs(scores["E"], alpha, beta, scale, np.array(seq_ends, dtype=np.int64),
-                               np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64),
-                               np.array(first, dtype=np.int64), np.array(inside, dtype=np.int64))
-        for q, p in zip(owner, probs):
-            out[q].append(float(p))
-        return out
+        return crf.span_probs(scores["E"], alpha, beta, scale, seq_starts[owner + 1], start, end, first[kind],
+                              inside[kind])
 
     # ---- inspection ------------------------------------------------------------------------------------------
     def rules(self, top: int = 10):
@@ -584,10 +580,10 @@ def bio_spans(tags: Sequence[str]) -> List[Tuple[int, int, str]]:
     return sequence_bio_spans(ids, np.array([0, len(ids)], dtype=np.int64), labels)[0]
 
 
-def sequence_bio_spans(ids: np.ndarray, seq_starts: np.ndarray, labels: Sequence[str]
-                       ) -> List[List[Tuple[int, int, str]]]:
-    """bio_spans of every sequence of label ids at once (offsets within each sequence), in array operations
-    over all tokens rather than string operations per token."""
+def bio_span_arrays(ids: np.ndarray, seq_starts: np.ndarray, labels: Sequence[str]):
+    """The BIO spans of every sequence of label ids at once, in array operations over all tokens: (owner, start,
+    end, kind, kinds), span i covering positions start[i]:end[i] of the batch in sequence owner[i] with type
+    kinds[kind[i]], in order of position."""
     parts = [label.partition("-") for label in labels]
     kinds = sorted({kind for _, _, kind in parts})
     kind_id = {kind: i for i, kind in enumerate(kinds)}
@@ -602,10 +598,27 @@ def sequence_bio_spans(ids: np.ndarray, seq_starts: np.ndarray, labels: Sequence
     breaks = np.append(np.flatnonzero(~cont), T)
     ends = breaks[np.searchsorted(breaks, begins, side="right")]
     owners = np.searchsorted(seq_starts, begins, side="right") - 1
-    out: List[List[Tuple[int, int, str]]] = [[] for _ in range(len(seq_starts) - 1)]
-    for q, s, e, k in zip(owners.tolist(), begins.tolist(), ends.tolist(), kind[begins].tolist()):
-        out[q].append((s - int(seq_starts[q]), e - int(seq_starts[q]), kinds[k]))
-    return out
+    return owners, begins, ends, kind[begins], kinds
+
+
+def per_sequence(owner: np.ndarray, values: list, n_sequences: int) -> List[list]:
+    """``values`` (one per span, in order of position) grouped by the sequence that owns each."""
+    bounds = np.searchsorted(owner, np.arange(n_sequences + 1)).tolist()
+    return [values[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def spans_per_sequence(spans, seq_starts: np.ndarray) -> List[List[Tuple[int, int, str]]]:
+    """bio_span_arrays as (start, end, type) lists per sequence, offsets within the sequence."""
+    owner, start, end, kind, kinds = spans
+    base = seq_starts[owner]
+    names = [kinds[k] for k in kind.tolist()]
+    return per_sequence(owner, list(zip((start - base).tolist(), (end - base).tolist(), names)), len(seq_starts) - 1)
+
+
+def sequence_bio_spans(ids: np.ndarray, seq_starts: np.ndarray, labels: Sequence[str]
+                       ) -> List[List[Tuple[int, int, str]]]:
+    """bio_spans of every sequence of label ids at once (offsets within each sequence)."""
+    return spans_per_sequence(bio_span_arrays(ids, seq_starts, labels), seq_starts)
 
 
 def filter_new(new: List[Span], old: List[Span]) -> List[Span]:
