@@ -1233,29 +1233,35 @@ def _partition_block(acc, indptr, indices, labels, kind, yes, no, roots, column_
     mask = np.empty((cap, n_words), dtype=np.uint64)
     for t in range(T):
         item[t, POS] = t
+        item[t, NXT] = -1
+        item[t, WHOLE] = 1
+    touched = np.empty(T, dtype=np.int32)  # the rows whose item a state split changed (NXT, WHOLE): reset them
+    n_touched = 0
     buf = np.empty(4 * T + 16, dtype=np.int32)  # the item lists of the nodes on the stack, nested
     st_node = np.empty(max_depth + 2, dtype=np.int64)
     st_lo = np.empty(max_depth + 2, dtype=np.int64)
     st_hi = np.empty(max_depth + 2, dtype=np.int64)
     st_live = np.empty(max_depth + 2, dtype=np.int64)
+    base = np.zeros(acc.shape[0])  # per label: the trees' root chain values, credited to every row at the end
     for i in range(roots.shape[0] - 1):
         root = roots[i]
         k = labels[i]
-        v0 = chain_value[root]
+        base[k] += chain_value[root]
+        for q in range(n_touched):
+            item[touched[q], NXT] = -1
+            item[touched[q], WHOLE] = 1
+        n_touched = 0
+        live_start = False
+        live_other = False
+        for w in range(n_words):
+            live_start = live_start or start_states[k, w] != 0
+            live_other = live_other or other_states[k, w] != 0
         n_live = 0
-        for t in range(T):
-            states = start_states if is_start[t] else other_states
-            any_state = False
-            for w in range(n_words):
-                mask[t, w] = states[k, w]
-                any_state = any_state or mask[t, w] != 0
-            item[t, NXT] = -1
-            item[t, WHOLE] = 1
-            if any_state:
+        for t in range(T):  # a WHOLE item's states are its row's (mask is set when a state split first needs it)
+            if live_start if is_start[t] else live_other:
                 item[t, AT] = root
                 buf[n_live] = t
                 n_live += 1
-                acc[k, S, t] += v0
             else:
                 item[t, AT] = -1
         n_items = T
@@ -1317,6 +1323,12 @@ def _partition_block(acc, indptr, indices, labels, kind, yes, no, roots, column_
                     if item[it, AT] != c:
                         continue
                     t = item[it, POS]
+                    if item[it, WHOLE]:  # (only a row's own item is WHOLE) its states, before it loses some
+                        states = start_states if is_start[t] else other_states
+                        for w in range(n_words):
+                            mask[it, w] = states[k, w]
+                        touched[n_touched] = it
+                        n_touched += 1
                     any_a = False
                     any_b = False
                     for w in range(n_words):
@@ -1366,6 +1378,9 @@ def _partition_block(acc, indptr, indices, labels, kind, yes, no, roots, column_
             st_node[top], st_lo[top], st_hi[top], st_live[top] = b, lo, hi, live_no
             top += 1
             st_node[top], st_lo[top], st_hi[top], st_live[top] = a, end, y, y - end
+    for k in range(acc.shape[0]):
+        for t in range(T):
+            acc[k, S, t] += base[k]
 
 
 @njit(cache=True, nogil=True)
