@@ -161,75 +161,49 @@ def viterbi(E, seq_starts):
         b = seq_starts[q + 1]
         if b > a:
             back = np.zeros((b - a, K), dtype=np.int32)
-            if not _viterbi_products(E, a, b, back, best):
-                _viterbi_logs(E, a, b, back, best)
+            if not _viterbi_pass(E, a, b, back, best, False):
+                _viterbi_pass(E, a, b, back, best, True)
     return best
 
 
 @njit(**NOGIL)
-def _backtrack(delta_last, back, a, b, best):
-    K = delta_last.shape[0]
-    last = 0
-    for k in range(1, K):
-        if delta_last[k] > delta_last[last]:
-            last = k
-    best[b - 1] = last
-    for i in range(b - a - 1, 0, -1):
-        last = back[i, last]
-        best[a + i - 1] = last
-
-
-@njit(**NOGIL)
-def _viterbi_products(E, a, b, back, best):
-    """viterbi of positions a:b with products; False (best untouched) if at some position every product is 0."""
+def _viterbi_pass(E, a, b, back, best, logs):
+    """Viterbi over positions a:b into best[a:b]: in log space with ``logs``, else with products renormalised
+    per position; then False (best untouched) if at some position every product is 0."""
     K = E.shape[2]
     prev = np.empty(K)
     cur = np.empty(K)
     for k in range(K):
-        cur[k] = np.float64(E[a, 0, k])
+        cur[k] = np.log(np.float64(E[a, 0, k])) if logs else np.float64(E[a, 0, k])
     for t in range(a + 1, b):
         prev, cur = cur, prev
         norm = 0.0
         for k in range(K):
-            top = -1.0
+            top = -np.inf
             arg = 0
             for j in range(K):
-                v = prev[j] * np.float64(E[t, j + 1, k])
+                w = np.float64(E[t, j + 1, k])
+                v = prev[j] + np.log(w) if logs else prev[j] * w
                 if v > top:
                     top = v
                     arg = j
             cur[k] = top
             back[t - a, k] = arg
             norm = max(norm, top)
-        if norm == 0.0:
-            return False
-        for k in range(K):
-            cur[k] /= norm
-    _backtrack(cur, back, a, b, best)
+        if not logs:
+            if norm == 0.0:
+                return False
+            for k in range(K):
+                cur[k] /= norm
+    last = 0
+    for k in range(1, K):
+        if cur[k] > cur[last]:
+            last = k
+    best[b - 1] = last
+    for i in range(b - a - 1, 0, -1):
+        last = back[i, last]
+        best[a + i - 1] = last
     return True
-
-
-@njit(**NOGIL)
-def _viterbi_logs(E, a, b, back, best):
-    """viterbi of positions a:b in log space (forbidden cells are -inf)."""
-    K = E.shape[2]
-    prev = np.empty(K)
-    cur = np.empty(K)
-    for k in range(K):
-        cur[k] = np.log(np.float64(E[a, 0, k]))
-    for t in range(a + 1, b):
-        prev, cur = cur, prev
-        for k in range(K):
-            top = -np.inf
-            arg = 0
-            for j in range(K):
-                v = prev[j] + np.log(np.float64(E[t, j + 1, k]))
-                if v > top:
-                    top = v
-                    arg = j
-            cur[k] = top
-            back[t - a, k] = arg
-    _backtrack(cur, back, a, b, best)
 
 
 @njit(**NOGIL)
