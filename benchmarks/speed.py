@@ -160,8 +160,8 @@ def main(args):
     if args.pipeline:  # tagging only: the test F1 of the given model, no training curve
         indptr, indices, seq_starts = pipe.featurizer(test_docs)
         threads = args.threads or os.cpu_count()
-        phi = pipe.ensemble.potentials(indptr, indices, threads, valid=(pipe.allowed, seq_starts))
-        ids, _ = booster.decode(phi, pipe.allowed, seq_starts, "viterbi", threads)
+        E, c = pipe.ensemble.scaled_potentials(indptr, indices, pipe.allowed, seq_starts, threads)
+        ids, _ = booster.decode(E, c, seq_starts, "viterbi", threads)
         curve = [(pipe.cfg["rounds"], float("nan"), span_f1(split([pipe.labels[k] for k in ids], seq_starts),
                                                             test_gold))]
         tree_rss = float("nan")
@@ -184,9 +184,9 @@ def main(args):
         t0 = time.perf_counter()
         indptr, indices, seq_starts = pipe.featurizer(docs)
         t1 = time.perf_counter()
-        phi = pipe.ensemble.potentials(indptr, indices, 1, valid=(pipe.allowed, seq_starts))
+        E, c = pipe.ensemble.scaled_potentials(indptr, indices, pipe.allowed, seq_starts, 1)
         t2 = time.perf_counter()
-        out = booster.decode(phi, pipe.allowed, seq_starts, "viterbi", 1)
+        out = booster.decode(E, c, seq_starts, "viterbi", 1)
         for stage, seconds in zip(stage_seconds, (t1 - t0, t2 - t1, time.perf_counter() - t2)):
             stage_seconds[stage].append(seconds)
         return out

@@ -591,9 +591,9 @@ class Trainer:
         return np.sort(self.rng.choice(len(self.y), size=n, replace=False)).astype(np.int64)
 
 
-def decode(phi: np.ndarray, allowed: np.ndarray, seq_starts: np.ndarray, method: str, threads: int = 1):
-    """Label ids per position by Viterbi or by per-position marginal argmax, plus the marginals (or None)."""
-    E, c = potentials_to_scaled(phi, allowed, seq_starts)
+def decode(E: np.ndarray, c: np.ndarray, seq_starts: np.ndarray, method: str, threads: int = 1):
+    """Label ids per position by Viterbi or by per-position marginal argmax, plus the marginals (or None), from
+    the scaled potentials (E, c) of Ensemble.scaled_potentials."""
     if method == "viterbi":
         return viterbi(E, seq_starts, threads), None
     gamma = marginal_probs(E, c, seq_starts, threads)

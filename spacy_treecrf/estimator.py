@@ -289,8 +289,8 @@ class TreeCRF:
         self._check_fitted()
         indptr, indices, seq_starts, missing_rows = self._rows(X)
         threads = self.params.threads
-        phi = self.ensemble.potentials(indptr, indices, threads, missing_rows, valid=(self.allowed, seq_starts))
-        ids, gamma = boost.decode(phi, self.allowed, seq_starts, method, threads)
+        E, c = self.ensemble.scaled_potentials(indptr, indices, self.allowed, seq_starts, threads, missing_rows)
+        ids, gamma = boost.decode(E, c, seq_starts, method, threads)
         return ids, gamma, seq_starts
 
     def predict(self, X) -> List[List[str]]:
