@@ -96,19 +96,28 @@ def csc_index(indptr, indices, n_features):
     T = indptr.shape[0] - 1
     if T >= 2 ** 31:
         raise ValueError("csc_index: at most 2**31 - 1 positions")
-    nnz = indptr[T]
-    col_ptr = np.zeros(n_features + 1, dtype=np.int64)
-    for p in range(nnz):
-        col_ptr[indices[p] + 1] += 1
-    for f in range(n_features):
-        col_ptr[f + 1] += col_ptr[f]
-    fill = col_ptr[:n_features].copy()
-    col_pos = np.empty(nnz, dtype=np.int32)
+    return _transpose(indptr, indices, n_features)
+
+
+@njit(cache=True, nogil=True)
+def _transpose(indptr, cols, n_cols):
+    """(col_ptr, col_pos): the rows' entries by column, rows ascending within each; entries with column -1 are
+    left out."""
+    T = indptr.shape[0] - 1
+    col_ptr = np.zeros(n_cols + 1, dtype=np.int64)
+    for p in range(indptr[T]):
+        if cols[p] >= 0:
+            col_ptr[cols[p] + 1] += 1
+    for j in range(n_cols):
+        col_ptr[j + 1] += col_ptr[j]
+    fill = col_ptr[:n_cols].copy()
+    col_pos = np.empty(col_ptr[n_cols], dtype=np.int32)
     for t in range(T):
         for p in range(indptr[t], indptr[t + 1]):
-            f = indices[p]
-            col_pos[fill[f]] = t
-            fill[f] += 1
+            j = cols[p]
+            if j >= 0:
+                col_pos[fill[j]] = t
+                fill[j] += 1
     return col_ptr, col_pos
 
 
@@ -1157,30 +1166,12 @@ def partition_potentials(indptr, indices, labels, kind, yes, no, roots, depths, 
 
 @njit(cache=True, nogil=True)
 def _tested_columns(indptr, indices, column_of, n_cols):
-    """csc_index of the rows restricted to the tested features, by column (see partition_index); each entry's
-    column is looked up once (the lookups into column_of, one per feature of the model, are what this costs)."""
-    T = indptr.shape[0] - 1
+    """csc_index of the rows restricted to the tested features, by column (see partition_index)."""
     n_map = column_of.shape[0]
-    col_ptr = np.zeros(n_cols + 1, dtype=np.int64)
-    nnz = indptr[T]
-    cols = np.empty(nnz, dtype=np.int32)
-    for p in range(nnz):
-        f = indices[p]
-        j = column_of[f] if f < n_map else -1
-        cols[p] = j
-        if j >= 0:
-            col_ptr[j + 1] += 1
-    for j in range(n_cols):
-        col_ptr[j + 1] += col_ptr[j]
-    fill = col_ptr[:n_cols].copy()
-    col_pos = np.empty(col_ptr[n_cols], dtype=np.int32)
-    for t in range(T):
-        for p in range(indptr[t], indptr[t + 1]):
-            j = cols[p]
-            if j >= 0:
-                col_pos[fill[j]] = t
-                fill[j] += 1
-    return col_ptr, col_pos
+    cols = np.empty(indptr[indptr.shape[0] - 1], dtype=np.int32)
+    for p in range(cols.shape[0]):
+        cols[p] = column_of[indices[p]] if indices[p] < n_map else -1
+    return _transpose(indptr, cols, n_cols)
 
 
 @njit(cache=True, nogil=True)
