@@ -25,7 +25,7 @@ from thinc.api import Model
 
 from . import booster as boost
 from . import crf, missing, serialize
-from .features import MISSING_EXT, WindowFeaturizer, stored_token_values, window_features  # noqa: F401  (registers spacy_treecrf.window_features.v1)
+from .features import MISSING_EXT, stored_token_values, window_features  # noqa: F401  (registers spacy_treecrf.window_features.v1)
 from .booster import BoostParams, Ensemble
 from .estimator import DECODERS, bio_allowed, ensemble_rules
 from .missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
@@ -262,7 +262,8 @@ class TreeCRFComponent(TrainablePipe):
         self.featurizer.initialize(docs, **({"labels": own["own_labels"]} if own else {}))
         self.impute = np.full(self.featurizer.n_variables, -1, dtype=np.int32)
         if self.params.missing == "imputation":
-            self.impute = missing.most_common_columns(*self.featurizer(docs, **own)[:2], self._missing_rows(docs))
+            indptr, indices, _, found = self.featurizer(docs, with_missing=True, **own)
+            self.impute = missing.most_common_columns(indptr, indices, self._missing_rows(found))
         K = len(labels)
         self.allowed = (bio_allowed(labels) if self.target in BIO_TARGETS and self.cfg["constrain_bio"]
                         else np.ones((K + 1, K), dtype=np.bool_))
@@ -276,9 +277,9 @@ class TreeCRFComponent(TrainablePipe):
         extra = self.featurizer.n_variables if self.params.missing == "indicator" else 0
         return self.featurizer.n_features + extra
 
-    def _missing_rows(self, docs: List[Doc], found=None) -> MissingRows:
-        """``found``: the featurizer's missing_rows(docs), if the caller has them already."""
-        indptr, indices, known = found if found is not None else self.featurizer.missing_rows(docs)
+    def _missing_rows(self, found) -> MissingRows:
+        """MissingRows of the featurizer's missing_rows result ``found`` (its call's with_missing item)."""
+        indptr, indices, known = found
         return MissingRows(indptr, indices, self.featurizer.feature_variables(), self.featurizer.n_variables, known)
 
     def _own_labels(self, examples: List[Example], gold: Optional[List[List[Optional[str]]]] = None
@@ -292,12 +293,8 @@ class TreeCRFComponent(TrainablePipe):
     def _rows(self, docs: List[Doc], own: Optional[Dict[str, List[List[Optional[str]]]]] = None):
         """Feature rows, doc offsets and the missing variables for the engine (None once the strategy has put
         imputed or indicator columns in their place); ``own``: ``_own_labels`` of training docs."""
-        if isinstance(self.featurizer, WindowFeaturizer):  # one pass over the docs for both
-            indptr, indices, seq_starts, found = self.featurizer(docs, with_missing=True, **(own or {}))
-            missing_rows = self._missing_rows(docs, found)
-        else:
-            indptr, indices, seq_starts = self.featurizer(docs, **(own or {}))
-            missing_rows = self._missing_rows(docs)
+        indptr, indices, seq_starts, found = self.featurizer(docs, with_missing=True, **(own or {}))
+        missing_rows = self._missing_rows(found)
         strategy = self.params.missing
         if strategy in ENGINE_STRATEGIES:
             return indptr, indices, seq_starts, missing_rows
