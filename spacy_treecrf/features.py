@@ -619,18 +619,17 @@ class WindowFeaturizer:
         keep = ~table.missing[r]
         return _pairs_to_rows(r[keep], a[keep], T)
 
-    def token_atoms(self, docs: List[Doc], own_labels: Optional[Sequence[Sequence[Optional[str]]]] = None,
-                    read: Optional[Dict[str, "TokenTable"]] = None):
+    def token_atoms(self, docs: List[Doc], own_labels: Optional[Sequence[Sequence[Optional[str]]]] = None):
         """Atomic tests of every token of ``docs`` (concatenated) as CSR: (indptr int64 (T+1), atom ids
-        int32, doc_starts int64 (n_docs+1)). Each token's ids are sorted and unique. ``own_labels`` (one label or
-        None per token of each doc) are left out of the label dictionary. ``read`` (a dict) receives the docs'
-        TokenTable as "table" (missing_rows needs it)."""
+        int32, doc_starts int64 (n_docs+1)), and the TokenTable they were read from (None without tokens), which
+        missing_rows can use too. Each token's ids are sorted and unique. ``own_labels`` (one label or None per
+        token of each doc) are left out of the label dictionary."""
         lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
         doc_starts = np.zeros(len(docs) + 1, np.int64)
         np.cumsum(lengths, out=doc_starts[1:])
         T = int(doc_starts[-1])
         if T == 0:
-            return np.zeros(1, np.int64), np.zeros(0, np.int32), doc_starts
+            return np.zeros(1, np.int64), np.zeros(0, np.int32), doc_starts, None
         nonempty = [d for d in docs if len(d)]
         vocab = nonempty[0].vocab
         for d in nonempty:
@@ -638,8 +637,6 @@ class WindowFeaturizer:
                 raise ValueError("WindowFeaturizer: all docs of one call must share the same Vocab")
         self._check_extensions()
         table = self._read_tokens(nonempty)
-        if read is not None:
-            read["table"] = table
         uniq, tok_lex = np.unique(table.column(ORTH), return_inverse=True)
         tok_lex = tok_lex.reshape(-1).astype(np.int64)
         cache = self._lexeme_cache
@@ -657,7 +654,7 @@ class WindowFeaturizer:
         a_indptr, a_ids = _merge_atoms(tok_lex, lex_indptr, lex_ids, x_indptr, x_ids)
         if self.label_dictionary and own_labels is not None:
             a_indptr, a_ids = self._leave_own_labels_out(docs, own_labels, doc_starts, a_indptr, a_ids)
-        return a_indptr, a_ids, doc_starts
+        return a_indptr, a_ids, doc_starts, table
 
     def _leave_own_labels_out(self, docs, own_labels, doc_starts, a_indptr, a_ids):
         """Drop ``ld=LABEL`` from the tokens of a doc whose every (text, LABEL) occurrence in the training docs
@@ -820,7 +817,7 @@ class WindowFeaturizer:
         seen = np.zeros((0, W), bool)
         pad_seen = np.zeros(W, bool)
         for chunk, own in _chunks_with_labels(docs, labels if self.label_dictionary else None):
-            a_indptr, a_ids, doc_starts = self.token_atoms(chunk, own)
+            a_indptr, a_ids, doc_starts, _ = self.token_atoms(chunk, own)
             A = len(self._atom_names)
             if A > len(counts):
                 counts = np.concatenate([counts, np.zeros(A - len(counts), np.int64)])
@@ -885,12 +882,11 @@ class WindowFeaturizer:
         window = (self._colmap.shape[1] - 1) // 2  # the frozen window, whatever self.window says now
         parts, missing_parts = [], []
         for chunk, own in _chunks_with_labels(docs, own_labels):
-            read: Dict[str, TokenTable] = {}
-            a_indptr, a_ids, doc_starts = self.token_atoms(chunk, own, read)
+            a_indptr, a_ids, doc_starts, table = self.token_atoms(chunk, own)
             indptr, indices = _window_rows(a_indptr, a_ids, doc_starts, window, self._colmap, self._padcol)
             parts.append((indptr, indices, doc_starts))
             if with_missing:
-                missing_parts.append(self._missing_chunk(chunk, read.get("table")))
+                missing_parts.append(self._missing_chunk(chunk, table))
         rows = _concat(parts)
         return rows + (self._missing_result(missing_parts),) if with_missing else rows
 
