@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import spacy
 
-from spacy_treecrf import booster
+from spacy_treecrf.engine import booster
 from spacy_treecrf.estimator import bio_allowed
 from spacy_treecrf.features import WindowFeaturizer
 from spacy_treecrf.readers import columns_to_docs, read_columns

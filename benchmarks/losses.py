@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import spacy
 
-from spacy_treecrf import booster
+from spacy_treecrf.engine import booster
 from spacy_treecrf.estimator import FeatureIndex, bio_allowed
 from spacy_treecrf.features import WindowFeaturizer
 from spacy_treecrf.pipe import bio_spans

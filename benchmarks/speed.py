@@ -26,7 +26,7 @@ import numpy as np
 import spacy
 from spacy.util import load_config
 
-from spacy_treecrf import booster
+from spacy_treecrf.engine import booster
 from spacy_treecrf.pipe import bio_spans
 from spacy_treecrf.readers import ColumnCorpus
 

@@ -25,7 +25,7 @@ def inspect(pipeline: Path = typer.Argument(..., help="A trained pipeline direct
         found = True
         ens = pipe.ensemble
         typer.echo(f"== {name}: target {pipe.target}, {len(pipe.labels)} labels, {pipe.cfg['rounds']} rounds, "
-                   f"{ens.n_trees} trees, {len(ens.kind)} nodes, {pipe.featurizer.n_features} feature columns")
+                   f"{ens.n_trees} trees, {len(ens.nodes.kind)} nodes, {pipe.featurizer.n_features} feature columns")
         rules = ensemble_rules(ens, pipe.featurizer.feature_names(), list(pipe.labels), top, min_support)
         for label, rule, value, support in rules:
             typer.echo(f"  {label:>10s} {value:+.3f}  n={support:<8.0f} {rule}")

@@ -5,10 +5,10 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import booster as boost
-from .booster import BoostParams, Ensemble
-from . import missing, serialize
-from .missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
+from .engine import booster as boost
+from .engine.booster import BoostParams, Ensemble
+from .engine import missing, serialize
+from .engine.missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
 
 Position = Union[Dict[str, object], Iterable[str]]
 DECODERS = ("viterbi", "marginal")

@@ -23,12 +23,12 @@ from spacy.util import registry
 from spacy.vocab import Vocab
 from thinc.api import Model
 
-from . import booster as boost
-from . import crf, missing, serialize
+from .engine import booster as boost
+from .engine import crf, missing, serialize
 from .features import MISSING_EXT, stored_token_values, window_features  # noqa: F401  (registers spacy_treecrf.window_features.v1)
-from .booster import BoostParams, Ensemble
+from .engine.booster import BoostParams, Ensemble
 from .estimator import DECODERS, bio_allowed, ensemble_rules
-from .missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
+from .engine.missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
 
 TARGETS = ("ner", "spans", "tag", "pos", "token_attr")
 BIO_TARGETS = ("ner", "spans")

@@ -5,7 +5,7 @@ import pytest
 from brute import (all_path_scores, best_path, consistent, logsumexp, path_indicators, path_log_score,
                    potentials_from_phi, random_crf, random_valid_labels, seq_expectations, seq_log_z,
                    structurally_valid)
-from spacy_treecrf import crf
+from spacy_treecrf.engine import crf
 
 SEEDS = range(40)
 # (probability of forbidding a transition, log-potential spread)

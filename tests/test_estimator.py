@@ -125,7 +125,7 @@ def test_full_colsample_is_the_default_model():
 @pytest.mark.parametrize("leaf_values", ["mean", "newton", "position_mean"])
 def test_subsampling_and_trimming_keep_cached_potentials_exact(leaf_values):
     """Positions a tree was not fitted on still get its values, so the cache equals a fresh evaluation."""
-    from spacy_treecrf import booster as B
+    from spacy_treecrf.engine import booster as B
 
     X, y = toy_data(80)
     model = TreeCRF(n_rounds=0).fit(X, y)

@@ -5,7 +5,8 @@ import pytest
 import spacy
 
 from brute import all_path_scores, consistent, logsumexp, potentials_from_phi, random_crf, random_valid_labels
-from spacy_treecrf import TreeCRF, booster
+from spacy_treecrf import TreeCRF
+from spacy_treecrf.engine import booster
 from test_estimator import toy_data
 from test_pipe import ner_examples
 
@@ -133,9 +134,9 @@ def test_rank_line_search_never_raises_the_loss_and_keeps_the_step_bounded():
     assert all(b <= a * (1 + 1e-6) for a, b in zip(history, history[1:]))
     assert history[-1] < history[0] / 10
     ens = model.ensemble
-    leaves = ens.kind == 0
+    leaves = ens.nodes.kind == 0
     # learning_rate 1: per round no log potential moves by more than 1
-    assert 0 < np.abs(ens.value[leaves]).max() <= 1 + 1e-9
+    assert 0 < np.abs(ens.nodes.value[leaves]).max() <= 1 + 1e-9
 
 
 @pytest.mark.parametrize("loss", LOSSES)

@@ -2,9 +2,12 @@
 import numpy as np
 import pytest
 
-from spacy_treecrf import TreeCRF, booster as B, missing, serialize, tree
-from spacy_treecrf.missing import MissingRows
-from spacy_treecrf.tree import FEATURE, LEAF, STATE
+from conftest import as_tree, grow
+from spacy_treecrf import TreeCRF
+from spacy_treecrf.engine import booster as B, missing, serialize
+from spacy_treecrf.engine.missing import MissingRows
+from spacy_treecrf.engine.predict_walk import walk_potentials
+from spacy_treecrf.engine.trees import FEATURE, LEAF, STATE, MissingIndex, Rows, Tree
 
 
 def csr(rows, n):
@@ -26,11 +29,12 @@ def hand_ensemble(n_surrogates=0):
     value = np.array([0.0, 0.0, -1.0, 2.0, 0.0])
     count = np.array([4.0, 3.0, 1.0, 2.0, 1.0])
     states = np.ones((5, 2), dtype=np.bool_)
-    surr_f, surr_same = ens.no_surrogates(5)
+    surr_f = np.full((5, n_surrogates), -1, dtype=np.int32)
+    surr_same = np.zeros((5, n_surrogates), dtype=np.bool_)
     if n_surrogates:
         surr_f[0, :2] = [2, 1]
         surr_same[0, :2] = [False, True]
-    ens.add(0, kind, feature, yes, no, value, count, states, surr_f, surr_same)
+    ens.add(0, Tree(kind, feature, yes, no, value, count, states, surr_f, surr_same))
     return ens
 
 
@@ -61,16 +65,15 @@ def test_surrogates_are_followed_in_order_then_the_majority_branch():
     assert np.allclose(out, [-1.0, 2.0, 2.0, -1.0, 2.0])
 
 
-def test_no_missing_values_use_the_plain_walk():
-    """Rows without missing variables give the same potentials with or without MissingRows."""
+def test_no_missing_values_walk_as_the_block_kernels_predict():
+    """Rows without missing variables: the walk with the routing rule on gives the block kernels' potentials."""
     ens = hand_ensemble(n_surrogates=2)
     present = [[0, 1], [], [1], [0, 2]]
     indptr, indices = csr(present, 4)
     plain = ens.potentials(indptr, indices, 1)
     at = np.arange(4, dtype=np.int64)
-    walked = missing.potentials_missing(at, indptr, indices, np.zeros(5, np.int64), np.zeros(0, np.int32), FVAR,
-                                        2, 1, ens.kind, ens.feature, ens.yes, ens.no, ens.states, ens.value,
-                                        ens.count, ens.surr_feature, ens.surr_same, False, ens.roots, ens.labels, 3)
+    walked = walk_potentials(at, Rows(indptr, indices), ens.forest(),
+                             MissingIndex(np.zeros(5, np.int64), np.zeros(0, np.int32), FVAR, 3), 2, 1)
     assert np.array_equal(plain, walked)
 
 
@@ -92,18 +95,18 @@ def random_problem(seed, T=300, F=24, S=4, rate=0.0, group=3):
 
 
 def fit_missing(indptr, indices, F, D, is_start, allowed, mr, n_surrogates, max_leaves=8, lam=1.0, feature_ok=None):
-    return missing.fit_tree_missing(indptr, indices, F, D, is_start, allowed, np.arange(len(D), dtype=np.int64),
-                                    max_leaves, lam, 1.0, 0.0, mr.indptr, mr.indices, mr.feature_var, mr.n_vars,
-                                    n_surrogates, feature_ok)
+    """The Tree grown with the routing rule on (its fields in Tree order)."""
+    tr = grow(indptr, indices, F, D, is_start, allowed, None, max_leaves, lam, 1.0, 0.0, feature_ok, False, mr,
+              n_surrogates)
+    return as_tree(tr)
 
 
 @pytest.mark.parametrize("seed,colsample", [(0, 1.0), (1, 1.0), (2, 1.0), (3, 0.5), (4, 0.5)])
-def test_without_missing_values_the_weighted_grower_builds_fit_trees_tree(seed, colsample):
-    """Also with column subsampling: both growers honour the same feature mask."""
+def test_without_missing_values_the_routing_rule_changes_no_tree(seed, colsample):
+    """Also with column subsampling: both ways of growing honour the same feature mask."""
     X, _, indptr, indices, mr, D, is_start, allowed = random_problem(seed)
     feature_ok = None if colsample == 1.0 else np.random.default_rng(seed).random(X.shape[1]) < colsample
-    ref = tree.fit_tree(indptr, indices, X.shape[1], D, is_start, allowed, np.arange(len(D), dtype=np.int64), 8,
-                        1.0, 1.0, 0.0, None, None, feature_ok)
+    ref = as_tree(grow(indptr, indices, X.shape[1], D, is_start, allowed, None, 8, 1.0, 1.0, 0.0, feature_ok))
     got = fit_missing(indptr, indices, X.shape[1], D, is_start, allowed, mr, 0, feature_ok=feature_ok)
     for a, b in zip(ref[:7], got[:7]):
         assert np.allclose(a, b)
@@ -142,7 +145,7 @@ def test_fitted_trees_evaluate_as_the_recursive_reference(seed, n_surrogates):
     arrays = fit_missing(indptr, indices, X.shape[1], D, is_start, allowed, mr, n_surrogates)
     assert (arrays[0] == FEATURE).sum() >= 3
     ens = B.Ensemble(D.shape[1], 1, n_surrogates)
-    ens.add(0, *arrays)
+    ens.add(0, arrays)
     phi = ens.potentials(indptr, indices, 1, mr)
     for t in range(0, len(D), 7):
         for s in range(1, D.shape[1]):

@@ -60,7 +60,7 @@ def test_confidence_span_scores_and_token_marginals():
 def test_span_probability_matches_brute_force():
     """P(exact span) from the kernel equals the sum over all label paths that contain exactly that span."""
     import itertools
-    from spacy_treecrf import booster, crf
+    from spacy_treecrf.engine import booster, crf
 
     rng = np.random.default_rng(0)
     K, T = 3, 5  # labels B-X, I-X, O

@@ -20,7 +20,8 @@ from spacy.training import Example
 from srsly.msgpack.ext import Timestamp
 
 import spacy_treecrf.pipe  # noqa: F401  (registers the factory)
-from spacy_treecrf import TreeCRF, serialize
+from spacy_treecrf import TreeCRF
+from spacy_treecrf.engine import serialize
 from spacy_treecrf.pipe import bio_spans
 
 from test_pipe import NER_DATA  # the same tiny NER corpus as the component tests
@@ -192,7 +193,7 @@ def sharp_model():
     nlp, crf = make_nlp(max_leaves=4, shrinkage=0.0)
     train(nlp, ner_examples(nlp), rounds=4)
     crf.ensemble.arrays()
-    crf.ensemble.value = crf.ensemble.value * 100.0
+    crf.ensemble.nodes = crf.ensemble.nodes._replace(value=crf.ensemble.nodes.value * 100.0)
     phi = crf.ensemble.potentials(*crf.featurizer([nlp.make_doc("Alice lives in Paris .")])[:2])
     assert np.abs(phi).max() > 200  # exp() of these overflows float32 without the per-position scaling
     return nlp

@@ -4,25 +4,18 @@ import itertools
 import numpy as np
 import pytest
 
-from spacy_treecrf import tree
-from spacy_treecrf.tree import FEATURE, LEAF, STATE
+from conftest import as_tree, dense_csr as csr, grow, start_mask
+from spacy_treecrf.engine.grow import influential_positions
+from spacy_treecrf.engine.leaves import LeafTable, apply_leaves, step_leaf_values
+from spacy_treecrf.engine.predict_bitmask import bitmask_index, bitmask_potentials
+from spacy_treecrf.engine import predict_partition
+from spacy_treecrf.engine.predict_partition import Cells, label_state_words, partition_index
+from spacy_treecrf.engine.predict_walk import multiply_tree
+from spacy_treecrf.engine.sparse import csc_index
+from spacy_treecrf.engine.trees import FEATURE, LEAF, STATE, Forest, Rows, Target, no_missing
 
 
 # ---------------------------------------------------------------- helpers
-
-
-def csr(X):
-    """CSR rows (indptr int64, sorted indices int32) of a dense boolean feature matrix."""
-    X = np.asarray(X, dtype=bool)
-    indptr = np.concatenate([[0], np.cumsum(X.sum(axis=1))]).astype(np.int64)
-    indices = np.nonzero(X)[1].astype(np.int32)  # row-major, so sorted within each row
-    return indptr, indices
-
-
-def start_mask(seq_starts, T):
-    is_start = np.zeros(T, dtype=bool)
-    is_start[seq_starts[:-1][seq_starts[:-1] < seq_starts[1:]]] = True
-    return is_start
 
 
 def valid_examples(is_start, allowed_k, positions):
@@ -39,15 +32,13 @@ def valid_examples(is_start, allowed_k, positions):
 def fit(X, D, is_start, allowed_k, positions=None, max_leaves=4, lam=0.0, min_leaf=1.0, min_gain=0.0,
         feature_ok=None, states_last=False):
     indptr, indices = csr(X)
-    col_ptr, col_pos = tree.csc_index(indptr, indices, X.shape[1])
-    T = X.shape[0]
-    positions = np.arange(T, dtype=np.int64) if positions is None else np.asarray(positions, dtype=np.int64)
-    out = tree.fit_tree(indptr, indices, X.shape[1], np.ascontiguousarray(D, dtype=np.float64),
-                        np.asarray(is_start, dtype=np.bool_), np.asarray(allowed_k, dtype=np.bool_), positions,
-                        max_leaves, float(lam), float(min_leaf), float(min_gain), col_ptr, col_pos, feature_ok,
-                        states_last=states_last)
-    names = ["kind", "feature", "yes", "no", "value", "count", "states", "pbuf", "pstart", "plen"]
-    return dict(zip(names, out))
+    return grow(indptr, indices, X.shape[1], D, is_start, allowed_k, positions, max_leaves, lam, min_leaf, min_gain,
+                feature_ok, states_last)
+
+
+def segments(tr):
+    from spacy_treecrf.engine.grow import Segments
+    return Segments(tr["pbuf"], tr["pstart"], tr["plen"])
 
 
 def route(tr, X, t, s):
@@ -280,8 +271,8 @@ def test_step_leaf_values_over_the_cells_routed_to_each_leaf(seed, newton):
     lam = [0.0, 0.5, 3.0][seed % 3]
     positions = np.arange(len(D)) if seed % 2 else np.sort(rng.choice(len(D), size=len(D) // 2, replace=False))
     tr = fit(X, D, is_start, allowed_k, positions, max_leaves=int(rng.integers(1, 12)), lam=lam)
-    got = tree.step_leaf_values(D, is_start, allowed_k, tr["kind"], tr["states"], tr["pbuf"], tr["pstart"],
-                                tr["plen"], lam, newton)
+    got = step_leaf_values(Target(np.ascontiguousarray(D), is_start, allowed_k), as_tree(tr), segments(tr), lam,
+                           newton)
     examples = valid_examples(is_start, allowed_k, positions)
     for node in range(len(tr["kind"])):
         if tr["kind"][node] != LEAF:
@@ -432,6 +423,13 @@ def concat_trees(trees):
     return out
 
 
+def as_forest(ens, labels):
+    """The Forest of concat_trees' arrays."""
+    depths = np.array([depth(dict(kind=ens["kind"][a:b], yes=ens["yes"][a:b], no=ens["no"][a:b]))
+                       for a, b in zip(ens["roots"][:-1], ens["roots"][1:])], dtype=np.int32)
+    return Forest(as_tree(ens), ens["roots"], np.asarray(labels, dtype=np.int32), depths)
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_ensemble_potentials_match_apply_leaves_and_routing(seed):
     rng = np.random.default_rng(600 + seed)
@@ -449,8 +447,7 @@ def test_ensemble_potentials_match_apply_leaves_and_routing(seed):
         allowed_k = rng.random(S) >= 0.2
         tr = fit(X, D, is_start, allowed_k, max_leaves=int(rng.integers(1, 9)), lam=0.5, min_leaf=2.0,
                  min_gain=1e9 if i == 3 else 0.0)  # the last tree is a lone leaf
-        tree.apply_leaves(E, tr["kind"], tr["yes"], tr["states"], tr["value"], tr["pbuf"], tr["pstart"],
-                          tr["plen"], k, lr)
+        apply_leaves(E, as_tree(tr), segments(tr), k, lr)
         trees.append(tr)
         labels.append(k)
     ens = concat_trees(trees)
@@ -512,16 +509,13 @@ def partition_potentials(ens, labels, indptr, indices, K, S, is_start=None, star
                          block_rows=4096):
     """tree.partition_potentials of concatenated trees; every cell unless the valid states are given."""
     T = len(indptr) - 1
-    every = tree.label_state_words(np.ones((S, K), dtype=bool))
-    index = tree.partition_index(ens["kind"], ens["feature"], ens["yes"], ens["no"], ens["states"], ens["value"],
-                                 ens["roots"])
-    depths = np.array([depth(dict(kind=ens["kind"][a:b], yes=ens["yes"][a:b], no=ens["no"][a:b]))
-                       for a, b in zip(ens["roots"][:-1], ens["roots"][1:])], dtype=np.int32)
-    phi, E, c = tree.partition_potentials(
-        indptr, indices, labels, ens["kind"], ens["yes"], ens["no"], ens["roots"], depths, *index,
-        np.zeros(T, dtype=bool) if is_start is None else is_start,
-        every if start_states is None else tree.label_state_words(start_states),
-        every if other_states is None else tree.label_state_words(other_states), S, block_rows, False)
+    every = label_state_words(np.ones((S, K), dtype=bool))
+    forest = as_forest(ens, labels)
+    cells = Cells(np.zeros(T, dtype=bool) if is_start is None else is_start,
+                  every if start_states is None else label_state_words(start_states),
+                  every if other_states is None else label_state_words(other_states))
+    phi, E, c = predict_partition.partition_potentials(Rows(indptr, indices), forest, partition_index(forest), cells,
+                                                       S, block_rows, False)
     assert E.shape[0] == 0 and c.shape[0] == 0
     return phi
 
@@ -565,8 +559,8 @@ def test_partition_potentials_on_large_trees_with_dropped_states(seed):
     # the walk used by multiply_tree agrees on the same trees
     for tr, k in zip(trees, labels):
         E = np.ones((X.shape[0], S, K), dtype=np.float32)
-        tree.multiply_tree(E, np.arange(X.shape[0], dtype=np.int64), indptr, indices, tr["kind"], tr["feature"],
-                           tr["yes"], tr["no"], tr["states"], tr["value"], int(k), 1.0, depth(tr))
+        multiply_tree(E, np.arange(X.shape[0], dtype=np.int64), Rows(indptr, indices), as_tree(tr), no_missing(),
+                      int(k), 1.0, depth(tr))
         one = np.array([[walk_with_drops(tr, X, t, s) for s in range(S)] for t in range(X.shape[0])])
         assert np.allclose(np.log(E[:, :, k].astype(np.float64)), one, rtol=1e-5, atol=1e-5)
 
@@ -585,16 +579,15 @@ def test_bitmask_potentials_on_large_trees_with_dropped_states(seed):
     trees = [random_tree(rng, int(rng.integers(1, 200)), F, S) for _ in range(5)]
     labels = rng.integers(K, size=len(trees)).astype(np.int64)
     ens = concat_trees(trees)
-    arrays = (ens["kind"], ens["feature"], ens["yes"], ens["no"], ens["states"], ens["value"], ens["roots"])
     indptr, indices = csr(X)
-    phi = tree.bitmask_potentials(indptr, indices, K, labels, *tree.bitmask_index(*arrays))
+    phi = bitmask_potentials(Rows(indptr, indices), K, labels, bitmask_index(as_forest(ens, labels)))
     assert np.allclose(phi, walked_potentials(trees, labels, X, S, K), rtol=1e-12, atol=1e-12)
 
 
 def test_ensemble_potentials_agree_for_few_and_many_rows():
     """Ensemble.potentials takes the bit masks below PARTITION_ROWS rows and the partition from there: the same
     cells, the forbidden ones 0 either way."""
-    from spacy_treecrf import booster
+    from spacy_treecrf.engine import booster
     rng = np.random.default_rng(77)
     F, K = 12, 3
     S = K + 1
@@ -603,8 +596,7 @@ def test_ensemble_potentials_agree_for_few_and_many_rows():
     trees = [random_tree(rng, int(rng.integers(1, 150)), F, S) for _ in range(6)]
     ens = booster.Ensemble(S, K)
     for i, tr in enumerate(trees):
-        ens.add(i % K, tr["kind"], tr["feature"], tr["yes"], tr["no"], tr["value"], np.ones(len(tr["kind"])),
-                tr["states"])
+        ens.add(i % K, as_tree(tr))
     indptr, indices = csr(X)
     allowed = rng.random((S, K)) < 0.7
     seq_starts = np.array([0, 5, 300, T], dtype=np.int64)
@@ -634,17 +626,15 @@ def test_multiply_tree_matches_apply_leaves(seed):
     E0 = rng.uniform(0.5, 2.0, size=(T, S, K)).astype(np.float32)
     k = int(rng.integers(K))
     by_leaves = E0.copy()
-    tree.apply_leaves(by_leaves, tr["kind"], tr["yes"], tr["states"], tr["value"], tr["pbuf"], tr["pstart"],
-                      tr["plen"], k, 0.7)
+    apply_leaves(by_leaves, as_tree(tr), segments(tr), k, 0.7)
     by_walk = E0.copy()
-    tree.multiply_tree(by_walk, np.arange(T, dtype=np.int64), indptr, indices, tr["kind"], tr["feature"],
-                       tr["yes"], tr["no"], tr["states"], tr["value"], k, 0.7, depth(tr))
+    multiply_tree(by_walk, np.arange(T, dtype=np.int64), Rows(indptr, indices), as_tree(tr), no_missing(), k, 0.7,
+                  depth(tr))
     assert np.array_equal(by_walk, by_leaves)
     # only the given positions (and only label k) are touched
     some = np.sort(rng.choice(T, size=T // 3, replace=False)).astype(np.int64)
     part = E0.copy()
-    tree.multiply_tree(part, some, indptr, indices, tr["kind"], tr["feature"], tr["yes"], tr["no"],
-                       tr["states"], tr["value"], k, 0.7, depth(tr))
+    multiply_tree(part, some, Rows(indptr, indices), as_tree(tr), no_missing(), k, 0.7, depth(tr))
     assert np.array_equal(part[some], by_leaves[some])
     rest = np.setdiff1d(np.arange(T), some)
     assert np.array_equal(part[rest], E0[rest])
@@ -657,7 +647,7 @@ def test_inverted_index(seed):
     rng = np.random.default_rng(800 + seed)
     X = rng.random((int(rng.integers(1, 60)), int(rng.integers(1, 12)))) < 0.3
     indptr, indices = csr(X)
-    col_ptr, col_pos = tree.csc_index(indptr, indices, X.shape[1])
+    col_ptr, col_pos = csc_index(indptr, indices, X.shape[1])
     assert col_ptr[0] == 0 and col_ptr[-1] == X.sum()
     for f in range(X.shape[1]):
         assert list(col_pos[col_ptr[f]:col_ptr[f + 1]]) == list(np.flatnonzero(X[:, f]))
@@ -670,6 +660,6 @@ def test_influential_positions_keep_those_with_a_large_residual():
     positions = np.sort(rng.choice(40, 25, replace=False)).astype(np.int64)
     for trim in (0.01, 0.05, 0.1):
         expected = positions[np.abs(D[positions]).max(axis=1) >= trim]
-        assert np.array_equal(tree.influential_positions(D, positions, trim), expected)
+        assert np.array_equal(influential_positions(D, positions, trim), expected)
     # nothing reaches the threshold: every position stays (a tree needs positions to fit)
-    assert np.array_equal(tree.influential_positions(D, positions, 10.0), positions)
+    assert np.array_equal(influential_positions(D, positions, 10.0), positions)

@@ -1,6 +1,6 @@
-"""fit_tree against a brute-force replay of best-first growth.
+"""grow_tree against a brute-force replay of best-first growth.
 
-fit_tree gets its sums incrementally (histogram subtraction, per-state sums of the smaller child, positions
+grow_tree gets its sums incrementally (histogram subtraction, per-state sums of the smaller child, positions
 partitioned in place). Here every split of a fitted tree is checked against gains recomputed from scratch
 over the exact (position, state) examples of each leaf at the moment of the split:
 - the expanded leaf is the one whose best split gains most (the lowest node id among ties);
@@ -15,8 +15,10 @@ import math
 import numpy as np
 import pytest
 
-from spacy_treecrf import tree
-from spacy_treecrf.tree import FEATURE, LEAF, STATE
+from conftest import as_tree, grow
+from spacy_treecrf.engine.grow import Segments
+from spacy_treecrf.engine.leaves import LeafTable, apply_leaves, apply_trees
+from spacy_treecrf.engine.trees import FEATURE, LEAF, STATE
 
 REL = 1e-9
 TIE = 1e-12  # exact gains this close count as tied: the lower id must win
@@ -200,20 +202,16 @@ def check_tree(X, D, is_start, allowed, positions, params, tr):
 
 
 @pytest.mark.parametrize("seed", range(60))
-def test_fit_tree_matches_brute_force_best_first(seed):
+def test_grow_tree_matches_brute_force_best_first(seed):
     X, D, is_start, allowed, positions, params = random_problem(seed)
     indptr, indices = csr(X)
-    args = (indptr, indices, X.shape[1], D, is_start, allowed, positions, params["max_leaves"], params["lam"],
-            params["min_leaf"], params["min_gain"])
-    names = ["kind", "feature", "yes", "no", "value", "count", "states", "pbuf", "pstart", "plen"]
-    tr = dict(zip(names, tree.fit_tree(*args)))
+    settings = (params["max_leaves"], params["lam"], params["min_leaf"], params["min_gain"])
+    tr = grow(indptr, indices, X.shape[1], D, is_start, allowed, positions, *settings)
     check_tree(X, D, is_start, allowed, positions, params, tr)
-    # the inverted index passed in or built inside, and shuffled positions: the same tree
-    col_ptr, col_pos = tree.csc_index(indptr, indices, X.shape[1])
-    again = dict(zip(names, tree.fit_tree(*args, col_ptr, col_pos)))
+    # shuffled positions: the same tree
     shuffled = np.random.default_rng(seed).permutation(positions)
-    third = dict(zip(names, tree.fit_tree(*args[:6], shuffled, *args[7:])))
-    for other in (again, third):
+    third = grow(indptr, indices, X.shape[1], D, is_start, allowed, shuffled, *settings)
+    for other in (third,):
         for key in ("kind", "feature", "yes", "no", "states", "count", "pstart", "plen"):
             assert np.array_equal(tr[key], other[key]), key
         assert np.allclose(tr["value"], other["value"], rtol=1e-12, atol=0.0)
@@ -239,9 +237,11 @@ def test_apply_trees_equals_apply_leaves_tree_by_tree(seed):
         k = int(rng.integers(K))
         Di = D + rng.normal(size=D.shape)
         positions = np.sort(rng.choice(T, size=max(1, int(rng.integers(1, T + 1))), replace=False)).astype(np.int64)
-        kind, _, yes, _, value, _, states, pbuf, pstart, plen = tree.fit_tree(
-            indptr, indices, X.shape[1], Di, is_start, allowed, positions, int(rng.integers(1, 12)), 0.5, 1.0, 0.0)
-        tree.apply_leaves(sequential, kind, yes, states, value, pbuf, pstart, plen, k, lr)
+        tr = grow(indptr, indices, X.shape[1], Di, is_start, allowed, positions, int(rng.integers(1, 12)), 0.5, 1.0,
+                  0.0)
+        kind, value, states, pbuf, pstart, plen = (tr[key] for key in ("kind", "value", "states", "pbuf", "pstart",
+                                                                       "plen"))
+        apply_leaves(sequential, as_tree(tr), Segments(pbuf, pstart, plen), k, lr)
         leaves = np.flatnonzero(kind == LEAF)
         pbufs.append(pbuf)
         parts.append((np.full(len(leaves), i), np.full(len(leaves), k), pstart[leaves], pstart[leaves] + plen[leaves],
@@ -250,6 +250,6 @@ def test_apply_trees_equals_apply_leaves_tree_by_tree(seed):
     cuts = np.unique(np.concatenate([[0, T], rng.integers(0, T + 1, size=int(rng.integers(0, 4)))]))
     batched = E0.copy()
     for a, b in zip(cuts[:-1], cuts[1:]):
-        tree.apply_trees(batched, int(a), int(b), pbufs, leaf_tree.astype(np.int64), leaf_label.astype(np.int64),
-                         lo, hi, values, leaf_states, 1.0, int(rng.integers(1, 9)))
+        table = LeafTable(leaf_tree.astype(np.int64), leaf_label.astype(np.int64), lo, hi, values, leaf_states)
+        apply_trees(batched, int(a), int(b), pbufs, table, 1.0, int(rng.integers(1, 9)))
     assert np.array_equal(batched, sequential)

@@ -14,8 +14,16 @@ from typing import List, NamedTuple, Optional, Tuple
 import numpy as np
 from numba import typed
 
-from . import crf, losses, missing, tree
+from . import crf, losses, missing
+from .grow import grow_tree, influential_positions
+from .leaves import LeafTable, apply_trees, step_leaf_values
 from .missing import MissingRows
+from .predict_bitmask import bitmask_index, bitmask_potentials
+from .predict_partition import Cells, block_rows, label_state_words, partition_index, partition_potentials
+from .predict_walk import multiply_tree as walk_multiply, walk_potentials
+from .sparse import csc_index
+from .trees import (LEAF, Forest, GrowSettings, Rows, Target, Tree, TREE_FIELDS, concat_trees, empty_tree,
+                    no_missing, scaled_tree, tree_depth)
 
 LOSSES = ("crf", "pseudo_likelihood", "hamming", "rank")
 LEAF_VALUES = ("mean", "newton", "position_mean")
@@ -99,7 +107,7 @@ def release_freed_memory():
         MALLOC_TRIM(0)
 
 
-# Rows from which Ensemble.potentials takes tree.partition_potentials over tree.bitmask_potentials: the partition
+# Rows from which Ensemble.potentials takes predict_partition over predict_bitmask: the partition
 # visits every node that a tree's rows pass, however few the rows, so a single sentence costs it several times
 # what the bit masks cost; on the CoNLL-2003 models the two break even at a few hundred rows.
 PARTITION_ROWS = 512
@@ -141,46 +149,45 @@ def viterbi(E, seq_starts, threads: int) -> np.ndarray:
 
 
 class Ensemble:
-    """All trees of all labels as flat node arrays; tree i has nodes roots[i]:roots[i+1] and predicts label labels[i].
+    """All trees of all labels as one Tree of node arrays end to end (``nodes``); tree i has nodes
+    roots[i]:roots[i+1] and predicts label labels[i].
 
-    ``n_surrogates`` > 0: every node has that many surrogate slots (surr_feature, -1 = none; surr_same), and a
-    split on a missing variable without a known surrogate takes the majority branch; with 0, it follows both
-    branches (instance weighting, see missing.py)."""
+    ``n_surrogates`` > 0: every node has that many surrogate slots (Tree.surr_feature, -1 = none), and a split on
+    a missing variable without a known surrogate takes the majority branch; with 0, it follows both branches
+    (instance weighting, see missing.py)."""
 
     def __init__(self, n_states: int, n_labels: int, n_surrogates: int = 0):
         self.n_states = n_states
         self.n_labels = n_labels
         self.n_surrogates = n_surrogates
-        self.surr_feature = np.zeros((0, n_surrogates), dtype=np.int32)
-        self.surr_same = np.zeros((0, n_surrogates), dtype=np.bool_)
-        self.kind = np.zeros(0, dtype=np.int8)
-        self.feature = np.zeros(0, dtype=np.int32)
-        self.yes = np.zeros(0, dtype=np.int32)
-        self.no = np.zeros(0, dtype=np.int32)
-        self.value = np.zeros(0, dtype=np.float64)
-        self.count = np.zeros(0, dtype=np.float64)
-        self.states = np.zeros((0, n_states), dtype=np.bool_)
+        self.nodes = empty_tree(n_states, n_surrogates)
         self.roots = np.zeros(1, dtype=np.int64)
         self.labels = np.zeros(0, dtype=np.int32)
         self.depths = np.zeros(0, dtype=np.int32)
-        self._pending: List[tuple] = []
-        self._indexes = {}  # tree.partition_index / bitmask_index of the current trees, built when first needed
+        self._pending: List[Tuple[int, Tree]] = []
+        self._indexes = {}  # partition_index / bitmask_index of the current trees, built when first needed
 
     @property
     def n_trees(self) -> int:
         self._flush()
         return len(self.labels)
 
-    def add(self, label: int, kind, feature, yes, no, value, count, states, surr_feature=None, surr_same=None):
-        """Append one fitted tree (values already multiplied by the learning rate); a tree without surrogates gets
-        empty slots."""
-        if surr_feature is None:
-            surr_feature, surr_same = self.no_surrogates(len(kind))
-        self._pending.append((label, kind, feature, yes, no, value, count, states, surr_feature, surr_same))
+    def forest(self) -> Forest:
+        self._flush()
+        return Forest(self.nodes, self.roots, self.labels, self.depths)
 
-    def no_surrogates(self, n_nodes: int):
-        return (np.full((n_nodes, self.n_surrogates), -1, dtype=np.int32),
-                np.zeros((n_nodes, self.n_surrogates), dtype=np.bool_))
+    def add(self, label: int, tree: Tree):
+        """Append one fitted tree (values already multiplied by the round's step), with this ensemble's number
+        of surrogate slots."""
+        self._pending.append((label, self.with_surrogate_slots(tree)))
+
+    def with_surrogate_slots(self, tree: Tree) -> Tree:
+        """The tree with this ensemble's number of surrogate slots (a tree grown without routing has none)."""
+        if tree.surr_feature.shape[1] == self.n_surrogates:
+            return tree
+        n = len(tree.kind)
+        return tree._replace(surr_feature=np.full((n, self.n_surrogates), -1, dtype=np.int32),
+                             surr_same=np.zeros((n, self.n_surrogates), dtype=np.bool_))
 
     def _flush(self):
         if not self._pending:
@@ -188,27 +195,18 @@ class Ensemble:
         parts = self._pending
         self._pending = []
         self._indexes = {}
-        sizes = [len(p[1]) for p in parts]
-        self.kind = np.concatenate([self.kind] + [p[1] for p in parts])
-        self.feature = np.concatenate([self.feature] + [p[2] for p in parts])
-        self.yes = np.concatenate([self.yes] + [p[3] for p in parts])
-        self.no = np.concatenate([self.no] + [p[4] for p in parts])
-        self.value = np.concatenate([self.value] + [p[5] for p in parts])
-        self.count = np.concatenate([self.count] + [p[6] for p in parts])
-        self.states = np.concatenate([self.states] + [p[7] for p in parts])
-        self.surr_feature = np.concatenate([self.surr_feature] + [p[8] for p in parts])
-        self.surr_same = np.concatenate([self.surr_same] + [p[9] for p in parts])
-        self.roots = np.concatenate([self.roots, self.roots[-1] + np.cumsum(sizes)])
-        self.labels = np.concatenate([self.labels, np.array([p[0] for p in parts], dtype=np.int32)])
-        self.depths = np.concatenate([self.depths, np.array([tree_depth(p[3], p[4]) for p in parts], dtype=np.int32)])
+        self.nodes = concat_trees([self.nodes] + [tree for _, tree in parts])
+        self.roots = np.concatenate([self.roots, self.roots[-1] + np.cumsum([len(tree.kind) for _, tree in parts])])
+        self.labels = np.concatenate([self.labels, np.array([label for label, _ in parts], dtype=np.int32)])
+        self.depths = np.concatenate([self.depths, np.array([tree_depth(tree.yes, tree.no) for _, tree in parts],
+                                                            dtype=np.int32)])
 
     def truncate(self, n_trees: int):
         """Keep the first n_trees trees (early stopping keeps the best round)."""
         self._flush()
         self._indexes = {}
         end = self.roots[n_trees]
-        for name in ("kind", "feature", "yes", "no", "value", "count", "states", "surr_feature", "surr_same"):
-            setattr(self, name, getattr(self, name)[:end].copy())
+        self.nodes = Tree(*(a[:end].copy() for a in self.nodes))
         self.roots = self.roots[: n_trees + 1].copy()
         self.labels = self.labels[:n_trees].copy()
         self.depths = self.depths[:n_trees].copy()
@@ -216,20 +214,17 @@ class Ensemble:
     def potentials(self, indptr, indices, threads: int = 1, missing_rows: MissingRows = None,
                    valid: Optional[Tuple[np.ndarray, np.ndarray]] = None) -> np.ndarray:
         """phi (T x S x K, float64) for new rows: the sum of every tree, before any transition mask. Rows with
-        missing variables (``missing_rows``) are evaluated again by the missing-value walk. ``valid``
+        missing variables (``missing_rows``) are walked again with the routing rule. ``valid``
         (allowed, seq_starts): only the cells a decoder reads (see crf.scaled_potentials) are computed, the
         others are 0 (trees fitted under a transition mask spend much of their size on forbidden states).
 
-        PARTITION_ROWS rows or more go through tree.partition_potentials, fewer through tree.bitmask_potentials,
-        whose cost per row does not depend on how many rows come together."""
+        PARTITION_ROWS rows or more go through predict_partition, fewer through predict_bitmask, whose cost per
+        row does not depend on how many rows come together."""
         phi = self._evaluate(indptr, indices, threads, valid, scaled=False)
         if missing_rows is not None and missing_rows.any:
             at = missing_rows.rows()
-            phi[at] = missing.potentials_missing(
-                at, indptr, indices, missing_rows.indptr, missing_rows.indices, missing_rows.feature_var,
-                self.n_states, self.n_labels, self.kind, self.feature, self.yes, self.no, self.states, self.value,
-                self.count, self.surr_feature, self.surr_same, self.n_surrogates == 0, self.roots, self.labels,
-                int(self.depths.max(initial=0)))
+            phi[at] = walk_potentials(at, Rows(indptr, indices), self.forest(), missing_rows.index(),
+                                      self.n_states, self.n_labels)
         return phi
 
     def scaled_potentials(self, indptr, indices, allowed: np.ndarray, seq_starts: np.ndarray, threads: int = 1,
@@ -243,7 +238,7 @@ class Ensemble:
 
     def _evaluate(self, indptr, indices, threads: int, valid, scaled: bool):
         """The kernels' potentials (see ``potentials``), or with ``scaled`` (partition kernel only) their (E, c)."""
-        self._flush()
+        forest = self.forest()
         T = len(indptr) - 1
         if valid is None:
             start_states = other_states = np.ones((self.n_states, self.n_labels), dtype=bool)
@@ -257,72 +252,52 @@ class Ensemble:
         kernel = "partition" if T >= PARTITION_ROWS else "bitmask"
         index = self._index(kernel)
         if kernel == "partition":
-            words = tree.label_state_words(start_states), tree.label_state_words(other_states)
-            block = tree.block_rows(self.n_labels, self.n_states)
+            words = label_state_words(start_states), label_state_words(other_states)
+            block = block_rows(self.n_labels, self.n_states)
 
         def chunk(a, b, q0, q1):
-            rows_indptr, rows_indices = indptr[a:b + 1] - indptr[a], indices[indptr[a]:indptr[b]]
+            chunk_rows = Rows(indptr[a:b + 1] - indptr[a], indices[indptr[a]:indptr[b]])
             if kernel == "partition":
-                phi, E, c = tree.partition_potentials(rows_indptr, rows_indices, self.labels, self.kind, self.yes,
-                                                      self.no, self.roots, self.depths, *index, is_start[a:b],
-                                                      *words, self.n_states, block, scaled)
+                phi, E, c = partition_potentials(chunk_rows, forest, index, Cells(is_start[a:b], *words),
+                                                 self.n_states, block, scaled)
                 return (E, c) if scaled else phi
-            phi = tree.bitmask_potentials(rows_indptr, rows_indices, self.n_labels, self.labels, *index)
+            phi = bitmask_potentials(chunk_rows, self.n_labels, self.labels, index)
             return phi * np.where(is_start[a:b, None, None], start_states, other_states)
         parts = in_chunks(rows, threads, chunk, min_positions=5000)
         if scaled:
             return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
         return np.concatenate(parts)
 
-    def _index(self, kernel: str) -> tuple:
+    def _index(self, kernel: str):
         if kernel not in self._indexes:
-            build = tree.partition_index if kernel == "partition" else tree.bitmask_index
-            self._indexes[kernel] = build(self.kind, self.feature, self.yes, self.no, self.states, self.value,
-                                          self.roots)
+            build = partition_index if kernel == "partition" else bitmask_index
+            self._indexes[kernel] = build(self.forest())
         return self._indexes[kernel]
 
     def arrays(self) -> dict:
         """The node arrays to save; the surrogate slots only when there are any (older files have none)."""
         self._flush()
-        names = ["kind", "feature", "yes", "no", "value", "count", "states", "roots", "labels"]
-        if self.n_surrogates:
-            names += ["surr_feature", "surr_same"]
-        return {name: getattr(self, name) for name in names}
+        names = [name for name in TREE_FIELDS if self.n_surrogates or not name.startswith("surr_")]
+        return {**{name: getattr(self.nodes, name) for name in names}, "roots": self.roots, "labels": self.labels}
 
     @classmethod
     def from_arrays(cls, n_states: int, n_labels: int, arrays: dict) -> "Ensemble":
         # its sparse index is built on first use
         ens = cls(n_states, n_labels, arrays["surr_feature"].shape[1] if "surr_feature" in arrays else 0)
-        for name, value in arrays.items():
-            setattr(ens, name, value)
-        if "surr_feature" not in arrays:
-            ens.surr_feature = np.zeros((len(ens.kind), 0), dtype=np.int32)
-            ens.surr_same = np.zeros((len(ens.kind), 0), dtype=np.bool_)
-        ens.depths = np.array([tree_depth(ens.yes[a:b], ens.no[a:b]) for a, b in zip(ens.roots[:-1], ens.roots[1:])],
-                              dtype=np.int32)
+        n = len(arrays["kind"])
+        slots = {"surr_feature": np.zeros((n, 0), dtype=np.int32), "surr_same": np.zeros((n, 0), dtype=np.bool_)}
+        ens.nodes = Tree(*(arrays[name] if name in arrays else slots[name] for name in TREE_FIELDS))
+        ens.roots, ens.labels = arrays["roots"], arrays["labels"]
+        ens.depths = np.array([tree_depth(ens.nodes.yes[a:b], ens.nodes.no[a:b])
+                               for a, b in zip(ens.roots[:-1], ens.roots[1:])], dtype=np.int32)
         return ens
 
 
-def multiply_tree(E, positions, indptr, indices, missing_rows, k, arrays, scale_by):
-    """E[t, s, k] *= exp(scale_by * tree(x_t, s)) at ``positions`` for one tree's ``arrays`` (the node arrays of
-    Ensemble.add, surrogate slots included: a tree with slots takes the majority branch where a variable is
-    missing, one without follows both)."""
-    kind, feature, yes, no, value, count, states, surr_feature, surr_same = arrays
-    depth = tree_depth(yes, no)
-    if missing_rows is None or not missing_rows.any:
-        tree.multiply_tree(E, positions, indptr, indices, kind, feature, yes, no, states, value, k, scale_by, depth)
-    else:
-        missing.multiply_tree_missing(E, positions, indptr, indices, missing_rows.indptr, missing_rows.indices,
-                                      missing_rows.feature_var, kind, feature, yes, no, states, value, count,
-                                      surr_feature, surr_same, surr_feature.shape[1] == 0, k, scale_by, depth)
-
-
-def tree_depth(yes, no) -> int:
-    depth = np.zeros(len(yes), dtype=np.int32)
-    for node in range(len(yes)):  # children always follow their parent
-        if yes[node] >= 0:
-            depth[yes[node]] = depth[no[node]] = depth[node] + 1
-    return int(depth.max()) if len(depth) else 0
+def multiply_tree(E, positions, indptr, indices, missing_rows, k, tree: Tree, scale_by):
+    """E[t, s, k] *= exp(scale_by * tree(x_t, s)) at ``positions`` (a tree with surrogate slots takes the
+    majority branch where a variable is missing, one without follows both)."""
+    index = missing_rows.index() if missing_rows is not None and missing_rows.any else no_missing()
+    walk_multiply(E, positions, Rows(indptr, indices), tree, index, k, scale_by, tree_depth(tree.yes, tree.no))
 
 
 def potentials_to_scaled(phi: np.ndarray, allowed: np.ndarray, seq_starts: np.ndarray):
@@ -374,7 +349,9 @@ class Trainer:
         self.partial = np.where(lengths > 0, unknown, 0) > 0
         self.rng = np.random.default_rng(params.random_state)
         self.all_positions = np.arange(T, dtype=np.int64)
-        self.col_ptr, self.col_pos = tree.csc_index(self.indptr, self.indices, self.n_features)
+        self.rows = Rows(self.indptr, self.indices)
+        self.column_index = csc_index(self.indptr, self.indices, self.n_features)
+        self.all_features = np.ones(self.n_features, dtype=np.bool_)
         self.missing_rows = missing_rows
 
     def gradient_pass(self) -> "Passes":
@@ -430,9 +407,9 @@ class Trainer:
     def fit_round(self, ensemble: Ensemble, on_tree=None, passes=None) -> float:
         """One boosting round: one tree per label fitted to the loss's functional gradient; returns the objective
         before the round (minus the loss: the log-likelihood for loss="crf"). ``passes``: this state's
-        gradient_pass() if already run.
+        gradient_pass() if already run; ``on_tree(k, tree)`` sees every tree added.
 
-        With missing values (or surrogates to learn) the trees come from missing.fit_tree_missing and move the
+        With missing values (or surrogates to learn) the trees are grown with the routing rule and move the
         cached potentials by evaluation over all positions."""
         passes = passes if passes is not None else self.gradient_pass()
         K = self.allowed.shape[1]
@@ -447,31 +424,27 @@ class Trainer:
         feature_masks = [self._tree_features() for _ in range(K)]
         skipped = np.setdiff1d(self.all_positions, positions, assume_unique=True) if len(positions) < len(
             self.y) else None
+        settings = GrowSettings(self.params.max_leaves, float(self.params.shrinkage),
+                                float(self.params.min_samples_leaf), float(self.params.min_gain),
+                                self.params.label_splits == "fallback", n_surrogates)
+        routing = mr.index() if with_missing else no_missing()
 
         def fit_label(k):
             D = self.residuals(passes, k, np.empty((len(self.y), self.allowed.shape[0])))
             pos = positions
             if self.params.trim > 0:
-                pos = tree.influential_positions(D, positions, self.params.trim)
-            allowed_k = np.ascontiguousarray(self.allowed[:, k])
-            settings = (self.params.max_leaves, float(self.params.shrinkage), float(self.params.min_samples_leaf),
-                        float(self.params.min_gain))
-            states_last = self.params.label_splits == "fallback"
+                pos = influential_positions(D, positions, self.params.trim)
+            target = Target(D, self.is_start, np.ascontiguousarray(self.allowed[:, k]))
+            ok = feature_masks[k] if feature_masks[k] is not None else self.all_features
+            tree, segments = grow_tree(self.rows, self.column_index, target, pos, settings, ok, routing)
             if with_missing:
-                out = missing.fit_tree_missing(self.indptr, self.indices, self.n_features, D, self.is_start,
-                                               allowed_k, pos, *settings, mr.indptr, mr.indices, mr.feature_var,
-                                               mr.n_vars, n_surrogates, feature_masks[k], states_last=states_last)
-                return out, None, self.all_positions
-            out = tree.fit_tree(self.indptr, self.indices, self.n_features, D, self.is_start, allowed_k, pos,
-                                *settings, self.col_ptr, self.col_pos, feature_masks[k], states_last=states_last)
-            kind, feature, yes, no, value, count, states, pbuf, pstart, plen = out
+                return tree, None, self.all_positions
             if leaf_values != "mean":
-                value = tree.step_leaf_values(D, self.is_start, allowed_k, kind, states, pbuf, pstart, plen,
-                                              float(self.params.shrinkage), leaf_values == "newton")
+                tree = tree._replace(value=step_leaf_values(target, tree, segments, float(self.params.shrinkage),
+                                                            leaf_values == "newton"))
             rest = skipped if len(pos) == len(positions) else np.setdiff1d(self.all_positions, pos,
                                                                             assume_unique=True)
-            return ((kind, feature, yes, no, value, count, states) + ensemble.no_surrogates(len(kind)),
-                    (pbuf, pstart, plen), rest)
+            return tree, segments, rest
 
         threads = min(self.params.threads, K)
         if threads > 1:
@@ -480,11 +453,11 @@ class Trainer:
         else:
             fitted = [fit_label(k) for k in range(K)]
         step = self._step(fitted, passes)
-        for k, (arrays, _, _) in enumerate(fitted):
-            arrays = arrays[:4] + (arrays[4] * step,) + arrays[5:]
-            ensemble.add(k, *arrays)
+        for k, (tree, _, _) in enumerate(fitted):
+            tree = scaled_tree(tree, step)
+            ensemble.add(k, tree)
             if on_tree is not None:
-                on_tree(k, arrays)
+                on_tree(k, tree)
         crf.rescale(self.E, self.c)
         release_freed_memory()
         return passes.objective
@@ -493,7 +466,7 @@ class Trainer:
         """How far the round goes along its trees, with E moved there: learning_rate (times the line search's step
         for the rank loss), capped so no log potential moves by more than MAX_MOVE (a bound the CRF loss, whose
         leaves lie in [-1, 1], never reaches)."""
-        top = max(np.abs(arrays[4][arrays[0] == tree.LEAF]).max(initial=0.0) for arrays, _, _ in fitted)
+        top = max(np.abs(tree.value[tree.kind == LEAF]).max(initial=0.0) for tree, _, _ in fitted)
         if top == 0.0:
             return 0.0
         if self.params.loss == "rank":
@@ -535,18 +508,18 @@ class Trainer:
         return step
 
     def _move(self, fitted, scale: float):
-        """E *= exp(scale * tree) for the round's trees: over their leaves' segments, and by evaluating each tree
-        at the positions it was not fitted on (subsample, trim) or, for trees without segments (fitted with
-        missing values), at every position."""
+        """E *= exp(scale * tree) for the round's trees: over their leaves' segments, and by walking each tree at
+        the positions it was not fitted on (subsample, trim) or, for trees without segments (grown with the
+        routing rule), at every position."""
         if scale == 0.0:
             return
-        self._apply_leaves([(k, arrays, segments) for k, (arrays, segments, _) in enumerate(fitted)
+        self._apply_leaves([(k, tree, segments) for k, (tree, segments, _) in enumerate(fitted)
                             if segments is not None], scale)
-        rest = [(k, arrays, r) for k, (arrays, _, r) in enumerate(fitted) if r is not None and len(r)]
+        rest = [(k, tree, r) for k, (tree, _, r) in enumerate(fitted) if r is not None and len(r)]
 
         def multiply(item):
-            k, arrays, positions = item
-            multiply_tree(self.E, positions, self.indptr, self.indices, self.missing_rows, k, arrays, scale)
+            k, tree, positions = item
+            multiply_tree(self.E, positions, self.indptr, self.indices, self.missing_rows, k, tree, scale)
 
         threads = min(self.params.threads, len(rest))
         if threads > 1:
@@ -558,22 +531,20 @@ class Trainer:
 
     def _apply_leaves(self, trees, scale: float):
         """E *= exp(scale * leaf value) for the round's trees over the leaves' segments: one pass over E for all
-        labels (tree.apply_trees), since one label's cells are spread over all of E's cache lines."""
+        labels (leaves.apply_trees), since one label's cells are spread over all of E's cache lines."""
         pbufs = typed.List()
         parts = []
-        for i, (k, arrays, (pbuf, pstart, plen)) in enumerate(trees):
-            kind, value, states = arrays[0], arrays[4], arrays[6]
-            leaves = np.flatnonzero(kind == tree.LEAF)
-            pbufs.append(pbuf)
-            parts.append((np.full(len(leaves), i), np.full(len(leaves), k), pstart[leaves],
-                          pstart[leaves] + plen[leaves], value[leaves], states[leaves]))
+        for i, (k, tree, segments) in enumerate(trees):
+            leaves = np.flatnonzero(tree.kind == LEAF)
+            pbufs.append(segments.pos)
+            parts.append((np.full(len(leaves), i, dtype=np.int64), np.full(len(leaves), k, dtype=np.int64),
+                          segments.start[leaves], segments.start[leaves] + segments.length[leaves],
+                          tree.value[leaves], tree.states[leaves]))
         if not parts:
             return
-        leaf_tree, leaf_label, lo, hi, value, states = (np.concatenate(p) for p in zip(*parts))
-        leaf_tree = leaf_tree.astype(np.int64)
-        leaf_label = leaf_label.astype(np.int64)
-        in_chunks(self.seq_starts, self.params.threads, lambda a, b, q0, q1: tree.apply_trees(
-            self.E, a, b, pbufs, leaf_tree, leaf_label, lo, hi, value, states, scale, 256))
+        table = LeafTable(*(np.concatenate(p) for p in zip(*parts)))
+        in_chunks(self.seq_starts, self.params.threads, lambda a, b, q0, q1: apply_trees(
+            self.E, a, b, pbufs, table, scale, 256))
 
     def _tree_features(self):
         """Column subsampling: the features one tree may split on, drawn afresh per tree (None: all). Redundant
@@ -618,8 +589,8 @@ class DevCache:
         self.positions = np.arange(T, dtype=np.int64)
         self.missing_rows = missing_rows
 
-    def add_tree(self, k, arrays):
-        multiply_tree(self.E, self.positions, self.indptr, self.indices, self.missing_rows, k, arrays, 1.0)
+    def add_tree(self, k, tree: Tree):
+        multiply_tree(self.E, self.positions, self.indptr, self.indices, self.missing_rows, k, tree, 1.0)
 
     def predict(self, method: str, threads: int = 1) -> np.ndarray:
         crf.rescale(self.E, self.c)

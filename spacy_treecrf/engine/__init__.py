@@ -1,0 +1,15 @@
+"""The TreeCRF engine: plain numpy arrays in, plain numpy arrays out; nothing here imports spaCy.
+
+Data flows one way through its modules:
+- trees.py: what a tree is (Tree, Forest) and the named tuples the kernels exchange;
+- sparse.py: binary feature rows (CSR) and their inverted index;
+- crf.py, losses.py: forward-backward, Viterbi and the functional gradients the trees are fitted to;
+- the tree learner: histogram.py (a node's sums and feature histogram), split.py (split search),
+  partition.py (a node's positions split by its test), grow.py (the one best-first grower), leaves.py (leaf
+  values and moving cached potentials by a tree's leaves); missing.py holds the missing-value routing rule they
+  share and the row transformations of the other strategies;
+- prediction: predict_walk.py (one position, one tree: training-time evaluation and rows with missing values),
+  predict_partition.py (large batches), predict_bitmask.py (small batches); intrinsics.py (prefetch, bit scan);
+- booster.py: the boosting rounds, the Ensemble and the dev-set cache;
+- serialize.py: the one place where model state becomes msgpack bytes and back.
+"""

@@ -1,0 +1,393 @@
+"""The one grower: best-first regression trees over (position, previous-state) examples.
+
+A node is a product P x A: a set of positions times a set of previous states (intersected with validity). A
+feature split partitions P (feature present / absent) and keeps A; a state split partitions A and keeps P. The
+leaf with the largest candidate gain (split.py) is expanded next, until ``max_leaves``.
+
+A node's positions sit in a segment of Slots (histogram.py) and the grower scans as little as it can. Without
+missing values the slots carry each position's r_t: a feature split partitions the segment in place (stable),
+moving r_t along and summing both children's G and N on the way; only the child with fewer positions is scanned
+for its feature histogram and per-state sums, the other's are the parent's minus those. A state split copies the
+segment for its second child and computes both children's r_t and the first child's feature histogram in one
+pass (the second's is the parent's minus it); their per-state sums are the parent's. A leaf that may still be
+split keeps its histogram in compact form (the features it touches, G, N) until it is split.
+
+Where values are missing (a MissingIndex with a routing rule), the slots carry weights instead and a split
+routes its positions by missing.route, so one missing position may go to both children: a child is then no
+longer its parent minus its sibling, and every new node is scanned for its own sums and histograms (its
+features judged on the examples where their variable is known, surrogates ranked by split.surrogates).
+"""
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from .histogram import (Hist, Pass, Slots, StateSums, clear, compact, scan, scan_state_split, scan_weighted,
+                        subtract, valid_states)
+from .partition import partition, partition_routed
+from .split import (Candidates, Compact, SurrogateScratch, best_feature, best_feature_known, best_state,
+                    record_candidate, surrogates)
+from .trees import FEATURE, LEAF, TIE, Tree, routes_missing
+
+
+class Nodes(NamedTuple):
+    """The arrays of a tree being grown: the Tree's (kind, feature, yes, no, value, count, states, surr_feature,
+    surr_same) plus per node its residual sum (gsum), its segment of the slots (pstart, plen), its per-state sums
+    (sums, nodes x S) and the split it would take as a leaf (cand)."""
+    kind: np.ndarray
+    feature: np.ndarray
+    yes: np.ndarray
+    no: np.ndarray
+    value: np.ndarray
+    count: np.ndarray
+    states: np.ndarray
+    surr_feature: np.ndarray
+    surr_same: np.ndarray
+    gsum: np.ndarray
+    pstart: np.ndarray
+    plen: np.ndarray
+    sums: StateSums
+    cand: Candidates
+
+
+class Segments(NamedTuple):
+    """Where a grown tree's nodes sit in its slots: node n's positions are pos[start[n]:start[n] + length[n]],
+    ascending. The booster moves its cached potentials over the leaves' segments without evaluating the tree."""
+    pos: np.ndarray
+    start: np.ndarray
+    length: np.ndarray
+
+
+class Grown(NamedTuple):
+    """A grown tree and its Segments (empty where values were routed: a position may then sit in several
+    leaves with a fraction of its weight, so the tree is evaluated instead)."""
+    tree: Tree
+    segments: Segments
+
+
+class LeafHists(NamedTuple):
+    """The compact histograms of the leaves that may still be split, per node (length 0: none kept)."""
+    ids: list
+    g: list
+    n: list
+    length: np.ndarray
+
+
+@njit(cache=True, nogil=True)
+def new_nodes(max_nodes, S, n_surrogates):
+    return Nodes(np.zeros(max_nodes, dtype=np.int8), np.full(max_nodes, -1, dtype=np.int32),
+                 np.full(max_nodes, -1, dtype=np.int32), np.full(max_nodes, -1, dtype=np.int32),
+                 np.zeros(max_nodes), np.zeros(max_nodes), np.zeros((max_nodes, S), dtype=np.bool_),
+                 np.full((max_nodes, n_surrogates), -1, dtype=np.int32),
+                 np.zeros((max_nodes, n_surrogates), dtype=np.bool_), np.zeros(max_nodes),
+                 np.zeros(max_nodes, dtype=np.int64), np.zeros(max_nodes, dtype=np.int64),
+                 StateSums(np.zeros((max_nodes, S)), np.zeros((max_nodes, S))),
+                 Candidates(np.full(max_nodes, -1.0), np.zeros(max_nodes, dtype=np.int8),
+                            np.full(max_nodes, -1, dtype=np.int32), np.zeros((max_nodes, S), dtype=np.bool_),
+                            np.full(max_nodes, 0.5)))
+
+
+@njit(cache=True, nogil=True)
+def _grow(buf, size):
+    if size <= buf.shape[0]:
+        return buf
+    out = np.empty(max(size, 2 * buf.shape[0]), dtype=buf.dtype)
+    out[: buf.shape[0]] = buf
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _set_leaf(nodes, node, g, n, lam):
+    nodes.gsum[node] = g
+    nodes.count[node] = n
+    nodes.value[node] = g / (n + lam) if n + lam > 0.0 else 0.0
+
+
+@njit(cache=True, nogil=True)
+def _node_sums(nodes, node):
+    return StateSums(nodes.sums.r[node], nodes.sums.n[node])
+
+
+@njit(cache=True, nogil=True)
+def _candidate(nodes, node, hist, h, kept, settings, feature_ok, gains, left):
+    """A new leaf's best split (the feature split on near-ties) from its Compact histogram (first h entries); a
+    leaf that may ever be split keeps that histogram in ``kept`` until it is."""
+    g = nodes.gsum[node]
+    n = nodes.count[node]
+    fg, ff = best_feature(hist, h, g, n, settings, feature_ok, gains)
+    sg = best_state(_node_sums(nodes, node), nodes.states[node], g, n, settings, left)
+    if record_candidate(nodes.cand, node, fg, ff, sg, left, settings):
+        kept.ids[node] = hist.ids
+        kept.g[node] = hist.g
+        kept.n[node] = hist.n
+        kept.length[node] = h
+
+
+@njit(cache=True, nogil=True)
+def _children_candidates(nodes, pair, hist, nt, parent, kept, settings, feature_ok, scratch):
+    """Best splits of two new children pair = (scanned, other, do_scanned, do_other): the scanned child's from its
+    fresh histogram (hist, nt touched), the other's from the parent's Compact histogram (parent[0], of length
+    parent[1]) minus it. scratch: (gains, left)."""
+    scanned, other, do_scanned, do_other = pair
+    gains, left = scratch
+    if do_scanned:
+        fresh = Compact(np.empty(nt, dtype=np.int32), np.empty(nt), np.empty(nt))
+        h = compact(hist, nt, fresh.ids, fresh.g, fresh.n)
+        _candidate(nodes, scanned, fresh, h, kept, settings, feature_ok, gains, left)
+    if do_other:
+        p_hist, p_len = parent
+        h = subtract(p_hist.ids, p_hist.g, p_hist.n, p_len, hist.dense)
+        _candidate(nodes, other, p_hist, h, kept, settings, feature_ok, gains, left)
+    clear(hist, nt)
+
+
+@njit(cache=True, nogil=True)
+def _routed_candidate(nodes, node, slots, target, with_hist, hists, rows, missing, settings, scratch):
+    """A new node's sums (and value) from a scan of its weighted slots and, with_hist, its candidate split with
+    each feature judged where its variable is known. scratch: (feature_ok, gains, mid, left)."""
+    feature_ok, gains, mid, left = scratch
+    lo = nodes.pstart[node]
+    valid = valid_states(nodes.states[node], target.allowed_k, mid)
+    sums = _node_sums(nodes, node)
+    g, n, nt, nmt = scan_weighted(slots, lo, lo + nodes.plen[node], target, valid, sums, with_hist, hists, rows,
+                                  missing)
+    _set_leaf(nodes, node, g, n, settings.lam)
+    if with_hist and n >= 2.0 * settings.min_leaf and n > 0.0:
+        hist = Compact(np.empty(nt, dtype=np.int32), np.empty(nt), np.empty(nt))
+        h = compact(hists[0], nt, hist.ids, hist.g, hist.n)
+        fg, ff, share = best_feature_known(hist, h, g, n, missing.fvar, hists[1].dense, settings, feature_ok,
+                                           gains)
+        sg = best_state(sums, nodes.states[node], g, n, settings, left)
+        record_candidate(nodes.cand, node, fg, ff, sg, left, settings)
+        nodes.cand.share[node] = share
+    clear(hists[0], nt)
+    clear(hists[1], nmt)
+
+
+@njit(cache=True, nogil=True)
+def _best_leaf(nodes, n_nodes, min_gain):
+    """The leaf to expand next: the largest candidate gain, the lowest node id among near-ties; -1 if none."""
+    kind = nodes.kind
+    yes = nodes.yes
+    cgain = nodes.cand.gain
+    top = 0.0
+    for node in range(n_nodes):
+        if kind[node] == LEAF and yes[node] < 0 and cgain[node] > min_gain and cgain[node] > top:
+            top = cgain[node]
+    if top <= 0.0:
+        return -1
+    for node in range(n_nodes):
+        if kind[node] == LEAF and yes[node] < 0 and cgain[node] >= top * (1.0 - TIE) and cgain[node] > min_gain:
+            return node
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def influential_positions(D, positions, trim):
+    """Influence trimming: the positions with some residual of magnitude >= ``trim`` (all of them if none has),
+    without the T x S temporaries a numpy expression would make for every label of a round."""
+    keep = np.empty(positions.shape[0], dtype=positions.dtype)
+    n = 0
+    for i in range(positions.shape[0]):
+        t = positions[i]
+        for s in range(D.shape[1]):
+            if abs(D[t, s]) >= trim:
+                keep[n] = t
+                n += 1
+                break
+    return keep[:n].copy() if n > 0 else positions
+
+
+@njit(cache=True, nogil=True)
+def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
+    """Grow one tree best-first to at most settings.max_leaves leaves on the residuals of ``target``.
+
+    rows: the training Rows; index: their ColumnIndex (sparse.csc_index, built once per training set);
+    positions: the positions this tree is fitted on (sorted here if they are not ascending); feature_ok (bool per feature): the features it
+    may split on (column subsampling); missing: a MissingIndex (trees.no_missing() for rows without missing
+    values). Returns a Grown tree: the Tree and, without missing values, the Segments of its nodes."""
+    T = target.D.shape[0]
+    S = target.D.shape[1]
+    n_features = index.ptr.shape[0] - 1
+    if T >= 2 ** 31:
+        raise ValueError("grow_tree: at most 2**31 - 1 positions")
+    routed = routes_missing(missing)
+    max_leaves = settings.max_leaves
+    lam = settings.lam
+    min_leaf = settings.min_leaf
+    max_nodes = max(2 * max_leaves - 1, 1)
+    nodes = new_nodes(max_nodes, S, settings.n_surrogates if routed else 0)
+    kind, feature, yes, no, states = nodes.kind, nodes.feature, nodes.yes, nodes.no, nodes.states
+    pstart, plen, cand = nodes.pstart, nodes.plen, nodes.cand
+    rs, ns = nodes.sums
+    kept = LeafHists([np.empty(0, dtype=np.int32) for _ in range(max_nodes)],
+                     [np.empty(0) for _ in range(max_nodes)], [np.empty(0) for _ in range(max_nodes)],
+                     np.zeros(max_nodes, dtype=np.int64))
+
+    n_pos = positions.shape[0]
+    # positions as int32 (T < 2**31, checked above): less to move while growing, and half the memory in the
+    # result, which the booster holds for every label of a round; grows by a copy of the node at each state split
+    pbuf = np.empty(2 * n_pos + 16, dtype=np.int32)
+    vbuf = np.empty(2 * n_pos + 16)  # r_t, or weights when routing
+    ascending = True
+    for i in range(1, n_pos):
+        if positions[i] < positions[i - 1]:
+            ascending = False
+            break
+    pbuf[:n_pos] = positions if ascending else np.sort(positions)
+    used = n_pos
+    tmp = Slots(np.empty(n_pos + 1, dtype=np.int32), np.empty(n_pos + 1))
+    mark = np.zeros(T, dtype=np.bool_)
+    dense = np.empty((n_features, 2))
+    dense[:, 1] = -1.0
+    hist = Hist(dense, np.empty(n_features, dtype=np.int32))
+    gains = np.empty(n_features)
+    mid = np.empty(S, dtype=np.int64)
+    mid_b = np.empty(S, dtype=np.int64)
+    left = np.zeros(S, dtype=np.bool_)
+    # routing only: the variables' histogram, the slots that fall to the majority side, surrogate counts
+    n_vars = missing.n_vars if routed else 0
+    var_dense = np.empty((n_vars, 2))
+    var_dense[:, 1] = -1.0
+    var_hist = Hist(var_dense, np.empty(n_vars, dtype=np.int32))
+    with_surrogates = routed and settings.n_surrogates > 0
+    fall = Slots(np.empty(n_pos + 1 if with_surrogates else 0, dtype=np.int32),
+                 np.empty(n_pos + 1 if with_surrogates else 0))
+    n_cnt = n_features if with_surrogates else 0
+    n_mcnt = n_vars if with_surrogates else 0
+    counts = SurrogateScratch(np.empty((n_cnt, 2)), np.zeros(n_cnt, dtype=np.bool_), hist.touched,
+                              np.empty((n_mcnt, 2)), np.zeros(n_mcnt, dtype=np.bool_), var_hist.touched)
+
+    states[0, :] = True
+    plen[0] = n_pos
+    n_nodes = 1
+    n_leaves = 1
+    slots = Slots(pbuf, vbuf)
+    if routed:
+        vbuf[:n_pos] = 1.0
+        _routed_candidate(nodes, 0, slots, target, max_leaves > 1, (hist, var_hist), rows, missing, settings,
+                          (feature_ok, gains, mid, left))
+    else:
+        # root: r_t, G, N, per-state sums and the feature histogram in one pass
+        valid = valid_states(states[0], target.allowed_k, mid)
+        splittable = max_leaves > 1 and n_pos > 0
+        g, n, nt = scan(slots, 0, n_pos, Pass(True, splittable, splittable), target, valid, _node_sums(nodes, 0),
+                        hist, rows)
+        _set_leaf(nodes, 0, g, n, lam)
+        if splittable:
+            root = Compact(np.empty(nt, dtype=np.int32), np.empty(nt), np.empty(nt))
+            h = compact(hist, nt, root.ids, root.g, root.n)
+            clear(hist, nt)
+            _candidate(nodes, 0, root, h, kept, settings, feature_ok, gains, left)
+
+    while n_leaves < max_leaves:
+        # expand the leaf with the largest gain (the lowest node id among near-ties)
+        best = _best_leaf(nodes, n_nodes, settings.min_gain)
+        if best < 0:
+            break
+        a = n_nodes
+        b = n_nodes + 1
+        n_nodes += 2
+        n_leaves += 1
+        last = n_leaves >= max_leaves  # the children stay leaves: no candidates needed
+        kind[best] = cand.kind[best]
+        yes[best] = a
+        no[best] = b
+        lo = pstart[best]
+        hi = lo + plen[best]
+        valid = valid_states(states[best], target.allowed_k, mid)
+        parent = (Compact(kept.ids[best], kept.g[best], kept.n[best]), kept.length[best])
+        kept.ids[best] = np.empty(0, dtype=np.int32)
+        kept.g[best] = np.empty(0)
+        kept.n[best] = np.empty(0)
+        kept.length[best] = 0
+        if routed:
+            pbuf = _grow(pbuf, used + hi - lo)
+            vbuf = _grow(vbuf, used + hi - lo)
+            slots = Slots(pbuf, vbuf)
+        if kind[best] == FEATURE:
+            f = cand.feature[best]
+            feature[best] = f
+            states[a, :] = states[best]
+            states[b, :] = states[best]
+            if routed:
+                if with_surrogates and missing.fvar[f] >= 0:
+                    surrogates(slots, lo, hi, f, rows, missing, counts, nodes.surr_feature[best],
+                               nodes.surr_same[best])
+                na, nb = partition_routed(slots, lo, hi, used, (tmp, fall), nodes, best, rows, missing,
+                                          target.is_start, valid)
+                pstart[a] = used
+                plen[a] = na
+                pstart[b] = lo
+                plen[b] = nb
+                used += na
+            else:
+                na, nb, ga, wa, gb, wb = partition(slots, lo, hi, tmp, f, index, mark, rows, target.is_start, valid)
+                pstart[a] = lo + nb
+                plen[a] = na
+                pstart[b] = lo
+                plen[b] = nb
+                _set_leaf(nodes, a, ga, wa, lam)
+                _set_leaf(nodes, b, gb, wb, lam)
+                if last:
+                    break
+                split_a = wa >= 2.0 * min_leaf and wa > 0.0
+                split_b = wb >= 2.0 * min_leaf and wb > 0.0
+                if not (split_a or split_b):
+                    continue
+                # the child with fewer positions from the data, the other one by subtraction
+                small, large = (a, b) if na <= nb else (b, a)
+                split_small, split_large = (split_a, split_b) if na <= nb else (split_b, split_a)
+                s_lo = pstart[small]
+                with_states = (valid.w_start > 0.0) + valid.m >= 2
+                _, _, nt = scan(slots, s_lo, s_lo + plen[small], Pass(False, with_states, True), target, valid,
+                                _node_sums(nodes, small), hist, rows)
+                if with_states:
+                    for s in range(S):
+                        rs[large, s] = rs[best, s] - rs[small, s]
+                        ns[large, s] = ns[best, s] - ns[small, s]
+                _children_candidates(nodes, (small, large, split_small, split_large), hist, nt, parent, kept,
+                                     settings, feature_ok, (gains, left))
+                continue
+        else:
+            for s in range(S):
+                states[a, s] = states[best, s] and cand.states[best, s]
+                states[b, s] = states[best, s] and not cand.states[best, s]
+            m_len = hi - lo
+            pstart[a] = lo
+            plen[a] = m_len
+            pstart[b] = used
+            plen[b] = m_len
+            if routed:
+                pbuf[used:used + m_len] = pbuf[lo:hi]
+                vbuf[used:used + m_len] = vbuf[lo:hi]
+                used += m_len
+            else:
+                for s in range(S):
+                    for child in (a, b):
+                        on = states[child, s]
+                        rs[child, s] = rs[best, s] if on else 0.0
+                        ns[child, s] = ns[best, s] if on else 0.0
+                pbuf = _grow(pbuf, used + m_len)
+                vbuf = _grow(vbuf, used + m_len)
+                slots = Slots(pbuf, vbuf)
+                va = valid_states(states[a], target.allowed_k, mid)
+                vb = valid_states(states[b], target.allowed_k, mid_b)
+                ga, wa, gb, wb, nt = scan_state_split(slots, lo, hi, used, target, va, vb, not last, hist, rows)
+                used += m_len
+                _set_leaf(nodes, a, ga, wa, lam)
+                _set_leaf(nodes, b, gb, wb, lam)
+                if last:
+                    break
+                _children_candidates(nodes, (a, b, wa >= 2.0 * min_leaf and wa > 0.0, wb >= 2.0 * min_leaf and
+                                             wb > 0.0), hist, nt, parent, kept, settings, feature_ok, (gains, left))
+                continue
+        for child in (a, b):  # routing: the new nodes' sums and candidates from scans of their own
+            _routed_candidate(nodes, child, slots, target, not last, (hist, var_hist), rows, missing, settings,
+                              (feature_ok, gains, mid, left))
+    tree = Tree(kind[:n_nodes].copy(), feature[:n_nodes].copy(), yes[:n_nodes].copy(), no[:n_nodes].copy(),
+                nodes.value[:n_nodes].copy(), nodes.count[:n_nodes].copy(),
+                states[:n_nodes].copy(), nodes.surr_feature[:n_nodes].copy(), nodes.surr_same[:n_nodes].copy())
+    if routed:
+        return Grown(tree, Segments(pbuf[:0].copy(), pstart[:0].copy(), plen[:0].copy()))
+    return Grown(tree, Segments(pbuf[:used].copy(), pstart[:n_nodes].copy(), plen[:n_nodes].copy()))

@@ -1,0 +1,60 @@
+"""Low-level intrinsics for the kernels: cache prefetches and a count of trailing zero bits."""
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+# How many positions ahead the scans ask for the rows they will read (a node's positions are scattered).
+AHEAD = 16
+_PREFETCH = "llvm.prefetch." + ir.IntType(8).as_pointer().intrinsic_name  # mangled as this llvmlite does
+
+
+@intrinsic
+def _prefetch(typingctx, arr, i, j):
+    """Ask the CPU to start loading arr[i] (1-d) or arr[i, j] (2-d) into cache; changes no result."""
+    if not isinstance(arr, types.Array) or arr.ndim not in (1, 2):
+        return None
+    sig = types.void(arr, i, j)
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        idx = [context.cast(builder, args[k], signature.args[k], types.intp) for k in (1, 2)][:aryty.ndim]
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, idx, wraparound=False)
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, _PREFETCH)
+        builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def count_trailing_zeros(typingctx, x):
+    """The index of the lowest set bit of a nonzero uint64 (one instruction)."""
+    if not isinstance(x, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 1))
+
+    return types.int64(types.uint64), codegen
+
+
+@njit(cache=True, nogil=True)
+def prefetch_rows(pbuf, i, hi, D, with_d, rows):
+    """Prefetch for a scan at slot i: the D row and indptr entry AHEAD slots on, the CSR row AHEAD/2 on."""
+    if i + AHEAD < hi:
+        t = pbuf[i + AHEAD]
+        _prefetch(rows.indptr, t, 0)
+        if with_d:
+            for s in range(0, D.shape[1], 8):
+                _prefetch(D, t, s)
+            _prefetch(D, t, D.shape[1] - 1)
+    if i + AHEAD // 2 < hi:
+        p = rows.indptr[pbuf[i + AHEAD // 2]]
+        _prefetch(rows.indices, p, 0)
+        _prefetch(rows.indices, p + 15, 0)
+

@@ -1,0 +1,68 @@
+"""Sparse binary rows: membership tests and the inverted (column) index the grower partitions with."""
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+
+class ColumnIndex(NamedTuple):
+    """Inverted index of CSR rows: the positions holding feature f are pos[ptr[f]:ptr[f + 1]], ascending."""
+    ptr: np.ndarray
+    pos: np.ndarray
+
+
+@njit(cache=True, nogil=True)
+def csc_index(indptr, indices, n_features):
+    """The rows' ColumnIndex. It only depends on the rows: build it once per training set and pass it to every
+    grow_tree."""
+    T = indptr.shape[0] - 1
+    if T >= 2 ** 31:
+        raise ValueError("csc_index: at most 2**31 - 1 positions")
+    col_ptr, col_pos = transpose(indptr, indices, n_features)
+    return ColumnIndex(col_ptr, col_pos)
+
+
+@njit(cache=True, nogil=True)
+def transpose(indptr, cols, n_cols):
+    """(col_ptr, col_pos): the rows' entries by column, rows ascending within each; entries with column -1 are
+    left out."""
+    T = indptr.shape[0] - 1
+    col_ptr = np.zeros(n_cols + 1, dtype=np.int64)
+    for p in range(indptr[T]):
+        if cols[p] >= 0:
+            col_ptr[cols[p] + 1] += 1
+    for j in range(n_cols):
+        col_ptr[j + 1] += col_ptr[j]
+    fill = col_ptr[:n_cols].copy()
+    col_pos = np.empty(col_ptr[n_cols], dtype=np.int32)
+    for t in range(T):
+        for p in range(indptr[t], indptr[t + 1]):
+            j = cols[p]
+            if j >= 0:
+                col_pos[fill[j]] = t
+                fill[j] += 1
+    return col_ptr, col_pos
+
+
+@njit(cache=True, nogil=True)
+def has_feature(indptr, indices, t, f):
+    p0 = indptr[t]
+    p1 = indptr[t + 1]
+    while p0 < p1:
+        mid = (p0 + p1) // 2
+        if indices[mid] < f:
+            p0 = mid + 1
+        else:
+            p1 = mid
+    return p0 < indptr[t + 1] and indices[p0] == f
+
+
+@njit(cache=True, nogil=True)
+def mark_row(present, mark, indptr, indices, t):
+    """present[f] = mark for the features of row t (1 before a walk, 0 after it): a feature test is then one
+    load from a byte array small enough to stay in cache."""
+    for p in range(indptr[t], indptr[t + 1]):
+        f = indices[p]
+        if f < present.shape[0]:  # features no tree tests need no mark
+            present[f] = mark
+

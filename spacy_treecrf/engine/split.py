@@ -1,0 +1,259 @@
+"""Split search: the best feature split and the best previous-state split of a node, and which one a leaf keeps.
+
+The gain of a split is the decrease of the penalised squared error G_L^2/(N_L+lam) + G_R^2/(N_R+lam) -
+G^2/(N+lam). A feature split is judged from the node's compact histogram (features it holds, their G and N);
+where values may be missing, each feature is judged on the examples where its variable is known (the routing
+rule's CART-style choice), and its surrogates are ranked here too. A state split sorts the previous states by
+mean residual and takes the best prefix (optimal for squared error, Breiman et al.'s ordering trick).
+"""
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from .missing import is_missing
+from .sparse import has_feature
+from .trees import FEATURE, STATE, TIE
+
+
+class Compact(NamedTuple):
+    """A complete histogram, compacted to the features the node holds: ids ascending or in touch order, and
+    their residual sums g and weights n."""
+    ids: np.ndarray
+    g: np.ndarray
+    n: np.ndarray
+
+
+class Candidates(NamedTuple):
+    """Per node, the split a leaf would take: gain (-1: none), kind (FEATURE / STATE), feature, the states sent
+    to the yes child, and (routing missing values) the yes share of the known examples."""
+    gain: np.ndarray
+    kind: np.ndarray
+    feature: np.ndarray
+    states: np.ndarray
+    share: np.ndarray
+
+
+class SurrogateScratch(NamedTuple):
+    """Counts of surrogates' agreement: per feature (cnt: present with / absent with the split's feature) and
+    per variable (mcnt), with marks of the ids met (seen, mseen) and their lists (touched, mtouched)."""
+    cnt: np.ndarray
+    seen: np.ndarray
+    touched: np.ndarray
+    mcnt: np.ndarray
+    mseen: np.ndarray
+    mtouched: np.ndarray
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def gain_of(gl, nl, gr, nr, g, n, lam):
+    return gl * gl / (nl + lam) + gr * gr / (nr + lam) - g * g / (n + lam)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def best_feature(hist, m, g, n, settings, feature_ok, gains):
+    """Best present/absent split from a node's Compact histogram (its first m entries): (gain, feature),
+    feature -1 if none; among gains within TIE of the best, the lowest feature id. Only features with
+    feature_ok[f] set may split."""
+    lam = settings.lam
+    min_leaf = settings.min_leaf
+    ids = hist.ids
+    hg = hist.g
+    hn = hist.n
+    for i in range(m):  # branch-free, so that it vectorizes
+        nl = hn[i]
+        nr = n - nl
+        gl = hg[i]
+        gain = gain_of(gl, nl, g - gl, nr, g, n, lam)
+        ok = (nl >= min_leaf) & (nr >= min_leaf) & (nl > 0.0) & (nr > 0.0) & (gain > 0.0) & feature_ok[ids[i]]
+        gains[i] = gain if ok else -1.0
+    gain, f, _ = pick_best(ids, gains, m)
+    return gain, f
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def best_feature_known(hist, m, g, n, fvar, var_dense, settings, feature_ok, gains):
+    """best_feature where values may be missing: each feature judged on the examples where its variable is known
+    (the node's G, N minus its variable's missing sums in var_dense). Returns (gain, feature, yes share of the
+    known examples)."""
+    ids = hist.ids
+    for i in range(m):
+        v = fvar[ids[i]]
+        gk = g
+        nk = n
+        if v >= 0 and var_dense[v, 1] >= 0.0:
+            gk -= var_dense[v, 0]
+            nk -= var_dense[v, 1]
+        nl = hist.n[i]
+        nr = nk - nl
+        gl = hist.g[i]
+        gain = gain_of(gl, nl, gk - gl, nr, gk, nk, settings.lam)
+        ok = (nl >= settings.min_leaf and nr >= settings.min_leaf and nl > 0.0 and nr > 0.0 and gain > 0.0
+              and feature_ok[ids[i]])
+        gains[i] = gain if ok else -1.0
+    gain, f, slot = pick_best(ids, gains, m)
+    if f < 0:
+        return 0.0, -1, 0.5
+    v = fvar[f]
+    nk = n - (var_dense[v, 1] if v >= 0 and var_dense[v, 1] >= 0.0 else 0.0)
+    return gain, f, hist.n[slot] / nk
+
+
+@njit(cache=True, nogil=True)
+def pick_best(ids, gains, m):
+    """(gain, feature, slot) of the largest of gains[:m] (-1 = refused); among gains within TIE of it, the
+    lowest feature id. Feature -1 if none is positive."""
+    top = 0.0
+    for i in range(m):
+        if gains[i] > top:
+            top = gains[i]
+    if top <= 0.0:
+        return 0.0, -1, -1
+    floor = top * (1.0 - TIE)
+    best_f = -1
+    best_i = -1
+    best_gain = 0.0
+    for i in range(m):
+        if gains[i] >= floor and (best_f < 0 or ids[i] < best_f):
+            best_f = ids[i]
+            best_i = i
+            best_gain = gains[i]
+    return best_gain, best_f, best_i
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def best_state(sums, states_row, g, n, settings, left_out):
+    """Best subset of previous states (sums: the node's StateSums): sort states by mean residual and take the
+    best prefix; the states sent left go to left_out. Returns the gain (0.0: none)."""
+    rs = sums.r
+    ns = sums.n
+    lam = settings.lam
+    min_leaf = settings.min_leaf
+    S = rs.shape[0]
+    cand = np.empty(S, dtype=np.int64)
+    m = 0
+    for s in range(S):
+        if states_row[s] and ns[s] > 0.0:
+            cand[m] = s
+            m += 1
+    if m < 2:
+        return 0.0
+    means = np.empty(m)
+    for i in range(m):
+        means[i] = rs[cand[i]] / ns[cand[i]]
+    order = cand[:m][np.argsort(means, kind="mergesort")]
+    best_gain = 0.0
+    best_cut = -1
+    gl = 0.0
+    nl = 0.0
+    for i in range(m - 1):
+        gl += rs[order[i]]
+        nl += ns[order[i]]
+        nr = n - nl
+        if nl >= min_leaf and nr >= min_leaf and nr > 0.0:
+            gain = gain_of(gl, nl, g - gl, nr, g, n, lam)
+            if gain > best_gain:
+                best_gain = gain
+                best_cut = i
+    left_out[:] = False
+    for i in range(best_cut + 1):
+        left_out[order[i]] = True
+    return best_gain
+
+
+@njit(cache=True, nogil=True)
+def record_candidate(cand, node, fg, ff, sg, left, settings):
+    """Keep the better of a leaf's best feature split (fg, ff) and state split (sg, left) in cand, the feature
+    split on near-ties (settings.states_last: the feature split whenever there is one); True if the leaf may
+    ever be split."""
+    if ff >= 0 and (settings.states_last or fg >= sg * (1.0 - TIE)):
+        cand.gain[node] = fg
+        cand.kind[node] = FEATURE
+        cand.feature[node] = ff
+    elif sg > 0.0:
+        cand.gain[node] = sg
+        cand.kind[node] = STATE
+        cand.states[node, :] = left
+    else:
+        cand.gain[node] = -1.0
+    return cand.gain[node] > settings.min_gain and cand.gain[node] > 0.0
+
+
+@njit(cache=True, nogil=True)
+def _count_row(cnt, seen, touched, nt, rows, t, side, w):
+    """Add weight w to column ``side`` of cnt for every id in row t of rows; ids met for the first time are
+    reset and listed in touched. Returns the new touched count."""
+    for p in range(rows.indptr[t], rows.indptr[t + 1]):
+        g = rows.indices[p]
+        if not seen[g]:
+            seen[g] = True
+            cnt[g, 0] = 0.0
+            cnt[g, 1] = 0.0
+            touched[nt] = g
+            nt += 1
+        cnt[g, side] += w
+    return nt
+
+
+@njit(cache=True, nogil=True)
+def surrogates(slots, lo, hi, f, rows, missing, scratch, out_f, out_same):
+    """CART's surrogates of the split on f: over the node's positions slots.pos[lo:hi] (weights slots.val)
+    where f is known, every other feature g (of another variable) predicts the split by g present -> same side
+    (or the opposite side); its agreement is counted where g is known too. Up to out_f.shape[0] features that
+    beat the majority rule, best agreement rate first (then the lower feature id), go to out_f / out_same; the
+    rest of out_f stays -1."""
+    fvar = missing.fvar
+    cnt, seen, touched = scratch.cnt, scratch.seen, scratch.touched
+    mcnt, mseen = scratch.mcnt, scratch.mseen
+    vf = fvar[f]
+    tot = np.zeros(2)  # weight of the known positions with f present (0) / absent (1)
+    nt = 0
+    nmt = 0
+    for i in range(lo, hi):
+        t = slots.pos[i]
+        if is_missing(missing, t, f):
+            continue
+        w = slots.val[i]
+        side = 0 if has_feature(rows.indptr, rows.indices, t, f) else 1
+        tot[side] += w
+        nt = _count_row(cnt, seen, touched, nt, rows, t, side, w)
+        nmt = _count_row(mcnt, mseen, scratch.mtouched, nmt, missing, t, side, w)
+    R = out_f.shape[0]
+    out_f[:] = -1
+    score = np.full(R, -1.0)
+    for i in range(nt):
+        g = touched[i]
+        v = fvar[g]
+        if g == f or (v >= 0 and v == vf):
+            continue
+        kp = tot[0]
+        ka = tot[1]
+        if v >= 0 and mseen[v]:
+            kp -= mcnt[v, 0]
+            ka -= mcnt[v, 1]
+        known = kp + ka
+        if known <= 0.0:
+            continue
+        same = cnt[g, 0] + (ka - cnt[g, 1])  # g present with f present + g absent with f absent
+        opp = known - same
+        agree = max(same, opp)
+        if agree <= max(kp, ka) * (1.0 + TIE):
+            continue  # no better than sending everything to the larger side
+        rate = agree / known
+        j = R
+        while j > 0 and (rate > score[j - 1] * (1.0 + TIE) or
+                         (rate >= score[j - 1] * (1.0 - TIE) and g < out_f[j - 1])):
+            j -= 1
+        if j == R:
+            continue
+        for k in range(R - 1, j, -1):
+            out_f[k] = out_f[k - 1]
+            out_same[k] = out_same[k - 1]
+            score[k] = score[k - 1]
+        out_f[j] = g
+        out_same[j] = same >= opp
+        score[j] = rate
+    for i in range(nt):
+        seen[touched[i]] = False
+    for i in range(nmt):
+        mseen[scratch.mtouched[i]] = False

@@ -1,0 +1,121 @@
+"""What a tree is, and the named tuples the kernels exchange (numba takes them as structs: no positional tuples).
+
+A node is a product P x A: a set of positions times a set of previous states (intersected with validity). A
+FEATURE node sends a position to ``yes`` when its row holds the feature, else to ``no``; a STATE node sends the
+states in its ``yes`` child's state set there and the rest to ``no``; a LEAF adds ``value`` to the potential of
+its label for every (position, state) that reaches it. Children always follow their parent in the node arrays.
+"""
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+LEAF, FEATURE, STATE = 0, 1, 2
+
+# Relative tolerance under which two gains count as tied (then the lower feature id, the feature split over
+# the state split, and the lower node id win). Sums reached by histogram subtraction differ from direct
+# sums by rounding only, so exact ties of the arithmetic must not decide the tree.
+TIE = 1e-10
+
+
+class Tree(NamedTuple):
+    """Node arrays, one row per node, of one tree or (in an Ensemble) of all trees end to end.
+
+    kind (int8): LEAF / FEATURE / STATE; feature (int32): the feature a FEATURE node tests, else -1; yes / no
+    (int32): the children, relative to the tree's root (-1 at a leaf); value (float64): the leaf value (inner
+    nodes: the value they had as leaves); count (float64): the node's training weight N; states (bool, nodes x
+    S): the previous states reaching the node; surr_feature (int32, nodes x R): a FEATURE node's surrogate
+    features, best first, -1 padded; surr_same (bool, nodes x R): surrogate present -> the yes side. R = 0 for
+    trees without surrogates (instance weighting routes missing values)."""
+    kind: np.ndarray
+    feature: np.ndarray
+    yes: np.ndarray
+    no: np.ndarray
+    value: np.ndarray
+    count: np.ndarray
+    states: np.ndarray
+    surr_feature: np.ndarray
+    surr_same: np.ndarray
+
+
+TREE_FIELDS = Tree._fields
+
+
+def scaled_tree(tree: Tree, step: float) -> Tree:
+    """The tree with every value multiplied by ``step`` (a round's learning rate or line-search step)."""
+    return tree._replace(value=tree.value * step)
+
+
+def concat_trees(trees) -> Tree:
+    """Node arrays of several trees end to end (each keeps its root-relative children)."""
+    return Tree(*(np.concatenate(parts) for parts in zip(*trees)))
+
+
+def empty_tree(n_states: int, n_surrogates: int) -> Tree:
+    return Tree(np.zeros(0, np.int8), np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.int32),
+                np.zeros(0), np.zeros(0), np.zeros((0, n_states), np.bool_), np.zeros((0, n_surrogates), np.int32),
+                np.zeros((0, n_surrogates), np.bool_))
+
+
+def tree_depth(yes, no) -> int:
+    depth = np.zeros(len(yes), dtype=np.int32)
+    for node in range(len(yes)):  # children always follow their parent
+        if yes[node] >= 0:
+            depth[yes[node]] = depth[no[node]] = depth[node] + 1
+    return int(depth.max()) if len(depth) else 0
+
+
+class Rows(NamedTuple):
+    """Binary feature rows in CSR form: row t holds the feature ids indices[indptr[t]:indptr[t + 1]], ascending."""
+    indptr: np.ndarray
+    indices: np.ndarray
+
+
+class MissingIndex(NamedTuple):
+    """Where variables are missing, for the kernels' routing rule: CSR rows of missing variable ids (indptr,
+    indices, ascending per row) and each feature's variable (fvar, -1: never missing) among n_vars. An empty
+    fvar means no routing: every feature test is present or absent."""
+    indptr: np.ndarray
+    indices: np.ndarray
+    fvar: np.ndarray
+    n_vars: int
+
+
+def no_missing() -> MissingIndex:
+    return MissingIndex(np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32), 0)
+
+
+@njit(cache=True, nogil=True)
+def routes_missing(missing):
+    """True when the routing rule is on (see MissingIndex)."""
+    return missing.fvar.shape[0] > 0
+
+
+class GrowSettings(NamedTuple):
+    """How a tree grows: at most max_leaves leaves; leaf values and gains with the paper's shrinkage lam (Eq. 1:
+    value G / (N + lam)); no child lighter than min_leaf; no split gaining min_gain or less; states_last: a leaf
+    splits on the previous state only where no feature split gains (label_splits "fallback"); n_surrogates:
+    surrogate splits kept per feature split where values are missing (0: instance weighting)."""
+    max_leaves: int
+    lam: float
+    min_leaf: float
+    min_gain: float
+    states_last: bool
+    n_surrogates: int
+
+
+class Target(NamedTuple):
+    """What one tree is fitted to: the residuals D (T x S) of its label, which positions start a sequence
+    (is_start, T), and after which states the label may follow (allowed_k, S)."""
+    D: np.ndarray
+    is_start: np.ndarray
+    allowed_k: np.ndarray
+
+
+class Forest(NamedTuple):
+    """All trees of an ensemble as one Tree of node arrays end to end: tree i has nodes roots[i]:roots[i + 1],
+    predicts label labels[i] and is depths[i] deep."""
+    nodes: Tree
+    roots: np.ndarray
+    labels: np.ndarray
+    depths: np.ndarray
