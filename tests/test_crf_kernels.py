@@ -309,8 +309,7 @@ def residuals(m, y, partial):
     out = np.full((K, T, S), np.nan)
     for k in range(K):
         buf = np.full((T, S), np.nan)
-        crf.residual_slice(E, seq_starts, y, partial, free[0], free[1], free[2], clamped[0], clamped[1],
-                           clamped[2], k, buf)
+        crf.residual_slice(E, seq_starts, y, partial, free, clamped, k, buf)
         out[k] = buf
     return out.transpose(1, 2, 0)  # T x S x K, like E
 

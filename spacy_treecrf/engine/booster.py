@@ -397,9 +397,7 @@ class Trainer:
         alpha, beta, scale, _ = passes.free
         if loss == "hamming":
             return losses.hamming_residual(self.seq_starts, self.E, alpha, beta, scale, *passes.extra, k, out)
-        calpha, cbeta, cscale, _ = passes.clamped
-        crf.residual_slice(self.E, self.seq_starts, self.y, self.partial, alpha, beta, scale, calpha, cbeta, cscale,
-                           k, out)
+        crf.residual_slice(self.E, self.seq_starts, self.y, self.partial, passes.free, passes.clamped, k, out)
         if loss == "rank":
             out *= passes.extra[0][:, None]
         return out

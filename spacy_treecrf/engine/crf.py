@@ -111,13 +111,16 @@ def gold_log_score(E, c, seq_starts, y):
 
 
 @njit(**NOGIL)
-def residual_slice(E, seq_starts, y, partial, alpha, beta, scale, calpha, cbeta, cscale, k, out):
-    """Functional gradient for label k: out[t, s] = target_t(s, k) - xi_t(s, k) (Prop. 1 of the paper).
+def residual_slice(E, seq_starts, y, partial, free, clamped, k, out):
+    """Functional gradient for label k: out[t, s] = target_t(s, k) - xi_t(s, k) (Prop. 1 of the paper), from the
+    free and clamped forward_backward results (alpha, beta, scale, log Z).
 
     The target is the gold transition indicator, or for a partially labelled sequence (``partial[q]``) the
     expected pairwise marginal of the clamped pass: the gradient of the marginal likelihood of the labels
     that are known. Invalid (t, s) cells stay 0.
     """
+    alpha, beta, scale = free[0], free[1], free[2]
+    calpha, cbeta, cscale = clamped[0], clamped[1], clamped[2]
     n_seq = seq_starts.shape[0] - 1
     K = alpha.shape[1]
     out[:] = 0.0

@@ -1,0 +1,106 @@
+"""Same speed before and after a change: boosting-round seconds and tagging tokens/s of this checkout against a
+git worktree of another commit, measured in turns in one run.
+
+    python benchmarks/same_speed.py --against 4a76416 [--turns 3] [--rounds 10]
+
+Each turn runs one process per commit (the other commit's package from its worktree, its numba cache warmed by
+a first untimed turn): the treecrf component from configs/ner.cfg with the fast settings (max_leaves 300, trim
+0.05, label_splits fallback), initialized on CoNLL-2003 train, boosted full-batch for --rounds rounds (the
+round time is the median of rounds 2..), then `nlp.pipe` over the test docs (tokens/s: the median of 5 passes
+after a warm-up, each after a full garbage collection). Reports the medians over the turns and their ratios.
+Data: CoNLL-2003 under TREECRF_DATA_DIR.
+"""
+import argparse
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SETTINGS = {"components.treecrf.max_leaves": 300, "components.treecrf.trim": 0.05,
+            "components.treecrf.label_splits": "fallback", "components.treecrf.n_threads": 2}
+
+
+def measure(rounds: int) -> dict:
+    """One measurement in this process, with whichever spacy_treecrf is on the path."""
+    import spacy
+    from spacy.util import load_config
+
+    from spacy_treecrf.readers import ColumnCorpus
+
+    data = Path(os.environ["TREECRF_DATA_DIR"]) / "conll2003"
+    config = load_config(ROOT / "configs" / "ner.cfg", overrides=SETTINGS)
+    if "booster" in config["components"]["treecrf"]:  # settings grouped in a [booster] block
+        block = config["components"]["treecrf"]["booster"]
+        for key in list(config["components"]["treecrf"]):
+            if key in block:
+                block[key] = config["components"]["treecrf"].pop(key)
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
+    keep = dict(config["corpora"]["train"].get("keep_columns", {}))
+    train = list(ColumnCorpus(data / "train.txt", format="conll2003", keep_columns=keep)(nlp))
+    test = [eg.predicted for eg in ColumnCorpus(data / "test.txt", format="conll2003", keep_columns=keep)(nlp)]
+    nlp.initialize(lambda: train)
+    seconds = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        nlp.update(train)
+        seconds.append(time.perf_counter() - t0)
+    n_tokens = sum(len(doc) for doc in test)
+    speeds = []
+    for i in range(6):
+        docs = [doc.copy() for doc in test]
+        gc.collect()
+        t0 = time.perf_counter()
+        list(nlp.pipe(docs, batch_size=1000))
+        if i:
+            speeds.append(n_tokens / (time.perf_counter() - t0))
+    return {"round_seconds": statistics.median(seconds[1:]), "tokens_per_second": statistics.median(speeds)}
+
+
+def run(package_dir: Path, rounds: int) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(package_dir)}
+    out = subprocess.run([sys.executable, __file__, "--measure", "--rounds", str(rounds)], env=env, check=True,
+                         capture_output=True, text=True, cwd=package_dir).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--against", help="the commit to compare with (a git worktree of it is made)")
+    parser.add_argument("--turns", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.measure:
+        print(json.dumps(measure(args.rounds)))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp) / "base"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base), args.against], check=True,
+                       capture_output=True)
+        try:
+            sides = {"this": ROOT, args.against: base}
+            for name, path in sides.items():  # warm the numba caches
+                run(path, 2)
+            results = {name: [] for name in sides}
+            for turn in range(args.turns):
+                for name, path in sides.items():
+                    results[name].append(run(path, args.rounds))
+                    print(f"turn {turn + 1} {name}: {results[name][-1]}", flush=True)
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=True)
+    med = {name: {key: statistics.median(r[key] for r in runs) for key in runs[0]} for name, runs in results.items()}
+    for name, values in med.items():
+        print(f"{name}: round {values['round_seconds']:.3f} s, tagging {values['tokens_per_second']:,.0f} tokens/s")
+    this, other = med["this"], med[args.against]
+    print(f"ratio this / {args.against}: round time {this['round_seconds'] / other['round_seconds']:.3f}, "
+          f"tagging {this['tokens_per_second'] / other['tokens_per_second']:.3f}")
+
+
+if __name__ == "__main__":
+    main()
