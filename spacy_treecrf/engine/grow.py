@@ -31,18 +31,10 @@ from .trees import FEATURE, LEAF, TIE, Tree, routes_missing
 
 
 class Nodes(NamedTuple):
-    """The arrays of a tree being grown: the Tree's (kind, feature, yes, no, value, count, states, surr_feature,
-    surr_same) plus per node its residual sum (gsum), its segment of the slots (pstart, plen), its per-state sums
-    (sums, nodes x S) and the split it would take as a leaf (cand)."""
-    kind: np.ndarray
-    feature: np.ndarray
-    yes: np.ndarray
-    no: np.ndarray
-    value: np.ndarray
-    count: np.ndarray
-    states: np.ndarray
-    surr_feature: np.ndarray
-    surr_same: np.ndarray
+    """The arrays of a tree being grown: its Tree (room for every node it may get) plus per node its residual
+    sum (gsum), its segment of the slots (pstart, plen), its per-state sums (sums, nodes x S) and the split it
+    would take as a leaf (cand)."""
+    tree: Tree
     gsum: np.ndarray
     pstart: np.ndarray
     plen: np.ndarray
@@ -75,11 +67,11 @@ class LeafHists(NamedTuple):
 
 @njit(cache=True, nogil=True)
 def new_nodes(max_nodes, S, n_surrogates):
-    return Nodes(np.zeros(max_nodes, dtype=np.int8), np.full(max_nodes, -1, dtype=np.int32),
-                 np.full(max_nodes, -1, dtype=np.int32), np.full(max_nodes, -1, dtype=np.int32),
-                 np.zeros(max_nodes), np.zeros(max_nodes), np.zeros((max_nodes, S), dtype=np.bool_),
-                 np.full((max_nodes, n_surrogates), -1, dtype=np.int32),
-                 np.zeros((max_nodes, n_surrogates), dtype=np.bool_), np.zeros(max_nodes),
+    return Nodes(Tree(np.zeros(max_nodes, dtype=np.int8), np.full(max_nodes, -1, dtype=np.int32),
+                      np.full(max_nodes, -1, dtype=np.int32), np.full(max_nodes, -1, dtype=np.int32),
+                      np.zeros(max_nodes), np.zeros(max_nodes), np.zeros((max_nodes, S), dtype=np.bool_),
+                      np.full((max_nodes, n_surrogates), -1, dtype=np.int32),
+                      np.zeros((max_nodes, n_surrogates), dtype=np.bool_)), np.zeros(max_nodes),
                  np.zeros(max_nodes, dtype=np.int64), np.zeros(max_nodes, dtype=np.int64),
                  StateSums(np.zeros((max_nodes, S)), np.zeros((max_nodes, S))),
                  Candidates(np.full(max_nodes, -1.0), np.zeros(max_nodes, dtype=np.int8),
@@ -99,8 +91,8 @@ def _grow(buf, size):
 @njit(cache=True, nogil=True)
 def _set_leaf(nodes, node, g, n, lam):
     nodes.gsum[node] = g
-    nodes.count[node] = n
-    nodes.value[node] = g / (n + lam) if n + lam > 0.0 else 0.0
+    nodes.tree.count[node] = n
+    nodes.tree.value[node] = g / (n + lam) if n + lam > 0.0 else 0.0
 
 
 @njit(cache=True, nogil=True)
@@ -113,9 +105,9 @@ def _candidate(nodes, node, hist, h, kept, settings, feature_ok, gains, left):
     """A new leaf's best split (the feature split on near-ties) from its Compact histogram (first h entries); a
     leaf that may ever be split keeps that histogram in ``kept`` until it is."""
     g = nodes.gsum[node]
-    n = nodes.count[node]
+    n = nodes.tree.count[node]
     fg, ff = best_feature(hist, h, g, n, settings, feature_ok, gains)
-    sg = best_state(_node_sums(nodes, node), nodes.states[node], g, n, settings, left)
+    sg = best_state(_node_sums(nodes, node), nodes.tree.states[node], g, n, settings, left)
     if record_candidate(nodes.cand, node, fg, ff, sg, left, settings):
         kept.ids[node] = hist.ids
         kept.g[node] = hist.g
@@ -147,7 +139,7 @@ def _routed_candidate(nodes, node, slots, target, with_hist, hists, rows, missin
     each feature judged where its variable is known. scratch: (feature_ok, gains, mid, left)."""
     feature_ok, gains, mid, left = scratch
     lo = nodes.pstart[node]
-    valid = valid_states(nodes.states[node], target.allowed_k, mid)
+    valid = valid_states(nodes.tree.states[node], target.allowed_k, mid)
     sums = _node_sums(nodes, node)
     g, n, nt, nmt = scan_weighted(slots, lo, lo + nodes.plen[node], target, valid, sums, with_hist, hists, rows,
                                   missing)
@@ -157,7 +149,7 @@ def _routed_candidate(nodes, node, slots, target, with_hist, hists, rows, missin
         h = compact(hists[0], nt, hist.ids, hist.g, hist.n)
         fg, ff, share = best_feature_known(hist, h, g, n, missing.fvar, hists[1].dense, settings, feature_ok,
                                            gains)
-        sg = best_state(sums, nodes.states[node], g, n, settings, left)
+        sg = best_state(sums, nodes.tree.states[node], g, n, settings, left)
         record_candidate(nodes.cand, node, fg, ff, sg, left, settings)
         nodes.cand.share[node] = share
     clear(hists[0], nt)
@@ -167,8 +159,8 @@ def _routed_candidate(nodes, node, slots, target, with_hist, hists, rows, missin
 @njit(cache=True, nogil=True)
 def _best_leaf(nodes, n_nodes, min_gain):
     """The leaf to expand next: the largest candidate gain, the lowest node id among near-ties; -1 if none."""
-    kind = nodes.kind
-    yes = nodes.yes
+    kind = nodes.tree.kind
+    yes = nodes.tree.yes
     cgain = nodes.cand.gain
     top = 0.0
     for node in range(n_nodes):
@@ -217,7 +209,8 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
     min_leaf = settings.min_leaf
     max_nodes = max(2 * max_leaves - 1, 1)
     nodes = new_nodes(max_nodes, S, settings.n_surrogates if routed else 0)
-    kind, feature, yes, no, states = nodes.kind, nodes.feature, nodes.yes, nodes.no, nodes.states
+    grown = nodes.tree
+    kind, feature, yes, no, states = grown.kind, grown.feature, grown.yes, grown.no, grown.states
     pstart, plen, cand = nodes.pstart, nodes.plen, nodes.cand
     rs, ns = nodes.sums
     kept = LeafHists([np.empty(0, dtype=np.int32) for _ in range(max_nodes)],
@@ -312,8 +305,8 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
             states[b, :] = states[best]
             if routed:
                 if with_surrogates and missing.fvar[f] >= 0:
-                    surrogates(slots, lo, hi, f, rows, missing, counts, nodes.surr_feature[best],
-                               nodes.surr_same[best])
+                    surrogates(slots, lo, hi, f, rows, missing, counts, grown.surr_feature[best],
+                               grown.surr_same[best])
                 na, nb = partition_routed(slots, lo, hi, used, (tmp, fall), nodes, best, rows, missing,
                                           target.is_start, valid)
                 pstart[a] = used
@@ -386,8 +379,8 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
             _routed_candidate(nodes, child, slots, target, not last, (hist, var_hist), rows, missing, settings,
                               (feature_ok, gains, mid, left))
     tree = Tree(kind[:n_nodes].copy(), feature[:n_nodes].copy(), yes[:n_nodes].copy(), no[:n_nodes].copy(),
-                nodes.value[:n_nodes].copy(), nodes.count[:n_nodes].copy(),
-                states[:n_nodes].copy(), nodes.surr_feature[:n_nodes].copy(), nodes.surr_same[:n_nodes].copy())
+                grown.value[:n_nodes].copy(), grown.count[:n_nodes].copy(), states[:n_nodes].copy(),
+                grown.surr_feature[:n_nodes].copy(), grown.surr_same[:n_nodes].copy())
     if routed:
         return Grown(tree, Segments(pbuf[:0].copy(), pstart[:0].copy(), plen[:0].copy()))
     return Grown(tree, Segments(pbuf[:used].copy(), pstart[:n_nodes].copy(), plen[:n_nodes].copy()))

@@ -78,11 +78,11 @@ def partition_routed(slots, lo, hi, out, spare, nodes, node, rows, missing, is_s
     pbuf = slots.pos
     wbuf = slots.val
     tmp, fall = spare
-    f = nodes.feature[node]
+    f = nodes.tree.feature[node]
     share = nodes.cand.share[node]
-    proportional = nodes.surr_feature.shape[1] == 0
-    surr_feature = nodes.surr_feature[node]
-    surr_same = nodes.surr_same[node]
+    proportional = nodes.tree.surr_feature.shape[1] == 0
+    surr_feature = nodes.tree.surr_feature[node]
+    surr_same = nodes.tree.surr_same[node]
     na = 0
     nb = 0
     nf = 0
