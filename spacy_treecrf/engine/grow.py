@@ -307,8 +307,9 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
                 if with_surrogates and missing.fvar[f] >= 0:
                     surrogates(slots, lo, hi, f, rows, missing, counts, grown.surr_feature[best],
                                grown.surr_same[best])
-                na, nb = partition_routed(slots, lo, hi, used, (tmp, fall), nodes, best, rows, missing,
-                                          target.is_start, valid)
+                split = (f, cand.share[best], grown.surr_feature[best], grown.surr_same[best])
+                na, nb = partition_routed(slots, lo, hi, used, (tmp, fall), split, rows, missing, target.is_start,
+                                          valid)
                 pstart[a] = used
                 plen[a] = na
                 pstart[b] = lo

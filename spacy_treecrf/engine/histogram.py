@@ -185,40 +185,31 @@ def scan_weighted(slots, lo, hi, target, valid, sums, with_hist, hists, rows, mi
     """One pass over a node's weighted positions (slots.val: weights): G, N, per-state sums and, with_hist, the
     weighted feature histogram (hists[0]) and missing-variable histogram (hists[1], over the rows of
     ``missing``). Returns (G, N, touched features, touched variables)."""
-    pbuf = slots.pos
-    wbuf = slots.val
     D = target.D
-    is_start = target.is_start
-    rs = sums.r
-    ns = sums.n
-    mid = valid.mid
-    m = valid.m
-    rs[:] = 0.0
-    ns[:] = 0.0
-    g = 0.0
-    n = 0.0
-    nt = 0
-    nmt = 0
+    sums.r[:] = 0.0
+    sums.n[:] = 0.0
+    totals = np.zeros(2)  # G, N
+    touched = np.zeros(2, dtype=np.int64)  # features, variables
     for i in range(lo, hi):
-        t = pbuf[i]
-        w = wbuf[i]
-        st = is_start[t]
+        t = slots.pos[i]
+        w = slots.val[i]
+        st = target.is_start[t]
         rt = w * row_sum(D, t, st, valid)
-        nt_w = w * (valid.w_start if st else float(m))
-        g += rt
-        n += nt_w
+        nt_w = w * (valid.w_start if st else float(valid.m))
+        totals[0] += rt
+        totals[1] += nt_w
         if st:
             if valid.w_start > 0.0:
-                rs[0] += w * D[t, 0]
-                ns[0] += w
+                sums.r[0] += w * D[t, 0]
+                sums.n[0] += w
         else:
-            for j in range(m):
-                rs[mid[j]] += w * D[t, mid[j]]
-                ns[mid[j]] += w
+            for j in range(valid.m):
+                sums.r[valid.mid[j]] += w * D[t, valid.mid[j]]
+                sums.n[valid.mid[j]] += w
         if with_hist:
-            nt = add_row(hists[0], nt, rows, t, rt, nt_w)
-            nmt = add_row(hists[1], nmt, missing, t, rt, nt_w)
-    return g, n, nt, nmt
+            touched[0] = add_row(hists[0], touched[0], rows, t, rt, nt_w)
+            touched[1] = add_row(hists[1], touched[1], missing, t, rt, nt_w)
+    return totals[0], totals[1], touched[0], touched[1]
 
 
 @njit(cache=True, nogil=True)

@@ -5,6 +5,7 @@ may be missing routes each position (missing.route): one missing with no known s
 with its weight times the yes share / 1 - share (instance weighting), or to the side that got more of the
 others (surrogate splits).
 """
+import numpy as np
 from numba import njit
 
 from .missing import route
@@ -68,53 +69,47 @@ def partition(slots, lo, hi, tmp, f, index, mark, rows, is_start, valid):
 
 
 @njit(cache=True, nogil=True)
-def partition_routed(slots, lo, hi, out, spare, nodes, node, rows, missing, is_start, valid):
-    """Split a node's weighted slots on its feature by the routing rule: the no child keeps the segment's start
-    (in place), the yes child is written at slot ``out``. A position missing the feature and every surrogate goes
-    to both children with its weight times the node's candidate share / 1 - share (trees without surrogate slots),
-    else to the side that got more of the others (in example counts, so that missing.yes_share of the children's
-    counts picks that side again at prediction). spare: (tmp, fall) Slots of spare room.
+def partition_routed(slots, lo, hi, out, spare, split, rows, missing, is_start, valid):
+    """Split a node's weighted slots by the routing rule; split: (feature, yes share of the known examples, the
+    node's surrogate features and directions). The no child keeps the segment's start (in place), the yes child
+    is written at slot ``out``. A position missing the feature and every surrogate goes to both children with its
+    weight times share / 1 - share (trees without surrogate slots), else to the side that got more of the others
+    (in example counts, so that missing.yes_share of the children's counts picks that side again at prediction).
+    spare: (tmp, fall) Slots of spare room.
     Returns (n_yes, n_no) slots."""
-    pbuf = slots.pos
-    wbuf = slots.val
     tmp, fall = spare
-    f = nodes.tree.feature[node]
-    share = nodes.cand.share[node]
-    proportional = nodes.tree.surr_feature.shape[1] == 0
-    surr_feature = nodes.tree.surr_feature[node]
-    surr_same = nodes.tree.surr_same[node]
-    na = 0
-    nb = 0
-    nf = 0
-    n_yes = 0.0
-    n_no = 0.0
+    f, share, surr_feature, surr_same = split
+    proportional = surr_feature.shape[0] == 0
+    side_weight = np.zeros(2)  # example counts sent no (0) / yes (1)
+    na = nb = nf = 0
     for i in range(lo, hi):
-        t = pbuf[i]
-        w = wbuf[i]
+        t = slots.pos[i]
+        w = slots.val[i]
         d = route(rows, missing, t, f, surr_feature, surr_same)
         if d < 0 and not proportional:
             fall.pos[nf] = t
             fall.val[nf] = w
             nf += 1
             continue
+        units = w * (valid.w_start if is_start[t] else float(valid.m))
         if d != 0:
             tmp.pos[na] = t
             tmp.val[na] = w * share if d < 0 else w
             na += 1
-            n_yes += w * (valid.w_start if is_start[t] else float(valid.m))
+            side_weight[1] += units
         if d <= 0:
-            pbuf[lo + nb] = t
-            wbuf[lo + nb] = w * (1.0 - share) if d < 0 else w
+            slots.pos[lo + nb] = t
+            slots.val[lo + nb] = w * (1.0 - share) if d < 0 else w
             nb += 1
-            n_no += w * (valid.w_start if is_start[t] else float(valid.m))
-    if n_yes > n_no:
+            side_weight[0] += units
+    if side_weight[1] > side_weight[0]:
         tmp.pos[na:na + nf] = fall.pos[:nf]
         tmp.val[na:na + nf] = fall.val[:nf]
         na += nf
     else:
-        pbuf[lo + nb:lo + nb + nf] = fall.pos[:nf]
-        wbuf[lo + nb:lo + nb + nf] = fall.val[:nf]
+        slots.pos[lo + nb:lo + nb + nf] = fall.pos[:nf]
+        slots.val[lo + nb:lo + nb + nf] = fall.val[:nf]
         nb += nf
-    pbuf[out:out + na] = tmp.pos[:na]
-    wbuf[out:out + na] = tmp.val[:na]
+    slots.pos[out:out + na] = tmp.pos[:na]
+    slots.val[out:out + na] = tmp.val[:na]
     return na, nb
