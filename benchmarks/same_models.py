@@ -126,7 +126,9 @@ def tree_arrays(ensemble) -> dict:
 def component_settings(nlp_factory_config: dict, settings: dict) -> dict:
     """The component's config for tree settings ``settings``: in a [booster] block where the factory has one."""
     if "booster" in nlp_factory_config:
-        engine = {k: v for k, v in settings.items() if k in nlp_factory_config["booster"]}
+        from spacy_treecrf.engine.booster import BoostParams
+
+        engine = {k: v for k, v in settings.items() if k in BoostParams.__dataclass_fields__}
         rest = {k: v for k, v in settings.items() if k not in engine}
         return {**rest, "booster": engine}
     return settings

@@ -27,6 +27,7 @@ import spacy
 from spacy.util import load_config
 
 from spacy_treecrf.engine import booster
+from spacy_treecrf.engine.booster import BoostParams
 from spacy_treecrf.pipe import bio_spans
 from spacy_treecrf.readers import ColumnCorpus
 
@@ -55,15 +56,16 @@ def split(flat, seq_starts):
 
 
 def parse_setting(item: str):
-    """"name=value" -> ("components.treecrf.name", value), the value read as JSON where it is JSON (numbers,
-    true / false) and as a string otherwise."""
+    """"name=value" -> ("components.treecrf.name", value), or "components.treecrf.booster.name" for a boosting
+    setting, the value read as JSON where it is JSON (numbers, true / false) and as a string otherwise."""
     name, sep, value = item.partition("=")
     if not sep or not name:
         raise SystemExit(f"--set wants NAME=VALUE, got {item!r}")
+    key = f"components.treecrf.{'booster.' if name in BoostParams.__dataclass_fields__ else ''}{name}"
     try:
-        return f"components.treecrf.{name}", json.loads(value)
+        return key, json.loads(value)
     except ValueError:
-        return f"components.treecrf.{name}", value
+        return key, value
 
 
 def load_pipeline(task: str, data_dir: Path, limit: int, pipeline=None, settings=()):

@@ -1,4 +1,6 @@
 """`TreeCRF`: the engine as a small estimator over any sequence data, in sklearn-crfsuite's input format."""
+import dataclasses
+import inspect
 import time
 from collections import Counter
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
@@ -12,6 +14,7 @@ from .engine.missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
 
 Position = Union[Dict[str, object], Iterable[str]]
 DECODERS = ("viterbi", "marginal")
+BOOST_SETTINGS = {f.name: f.default for f in dataclasses.fields(BoostParams)}
 
 
 class FeatureIndex:
@@ -184,33 +187,75 @@ class TreeCRF:
     "imputation" (the variable's most common training value) or "indicator" (a '<key> missing' feature).
     """
 
-    def __init__(self, n_rounds: int = 100, max_leaves: int = 100, shrinkage: float = 10.0,
-                 learning_rate: float = 1.0, min_samples_leaf: float = 1.0, min_gain: float = 0.0,
-                 subsample: float = 1.0, colsample: float = 1.0, trim: float = 0.0, decode: str = "viterbi",
-                 allowed_transitions=None, patience: Optional[int] = None, random_state: int = 0,
-                 n_threads: int = 0, loss: str = "crf", missing: str = "instance_weighting",
-                 leaf_values: str = "mean", label_splits: str = "best", verbose: bool = False):
-        if decode not in DECODERS:
-            raise ValueError(f"TreeCRF setting 'decode' must be one of {DECODERS}, got {decode!r}")
-        if int(n_rounds) < 0:
-            raise ValueError(f"TreeCRF setting 'n_rounds' must be >= 0, got {n_rounds!r}")
-        if patience is not None and int(patience) < 1:
-            raise ValueError(f"TreeCRF setting 'patience' must be None or >= 1, got {patience!r}")
-        self.params = BoostParams(max_leaves=max_leaves, shrinkage=shrinkage, learning_rate=learning_rate,
-                                  min_samples_leaf=min_samples_leaf, min_gain=min_gain, subsample=subsample,
-                                  colsample=colsample, trim=trim, random_state=random_state, n_threads=n_threads,
-                                  loss=loss, missing=missing, leaf_values=leaf_values, label_splits=label_splits)
-        self.n_rounds = int(n_rounds)
+    def __init__(self, n_rounds: int = 100, decode: str = "viterbi", allowed_transitions=None,
+                 patience: Optional[int] = None, verbose: bool = False, **settings):
+        """``settings``: the boosting settings (BoostParams' fields, the same as a treecrf component's [booster]
+        block). Every argument is stored as given (scikit-learn's convention: ``clone`` and ``set_params``
+        rebuild an estimator from ``get_params``) and checked here and at ``set_params``."""
+        unknown = sorted(set(settings) - set(BOOST_SETTINGS))
+        if unknown:
+            raise TypeError(f"TreeCRF got unknown settings {unknown}; the settings are {list(PARAM_NAMES)}")
+        self.n_rounds = n_rounds
         self.decode = decode
         self.allowed_transitions = allowed_transitions
         self.patience = patience
         self.verbose = verbose
+        for name, default in BOOST_SETTINGS.items():
+            setattr(self, name, settings.get(name, default))
+        self._check_settings()
         self.classes_: List[str] = []
         self.features = FeatureIndex()
         self.allowed: Optional[np.ndarray] = None
         self.ensemble: Optional[Ensemble] = None
         self.history_: List[dict] = []
         self.best_round_: int = 0
+
+    def _check_settings(self):
+        if self.decode not in DECODERS:
+            raise ValueError(f"TreeCRF setting 'decode' must be one of {DECODERS}, got {self.decode!r}")
+        if isinstance(self.n_rounds, bool) or not isinstance(self.n_rounds, (int, np.integer)) or self.n_rounds < 0:
+            raise ValueError(f"TreeCRF setting 'n_rounds' must be an integer >= 0, got {self.n_rounds!r}")
+        if self.patience is not None and (isinstance(self.patience, bool) or not isinstance(
+                self.patience, (int, np.integer)) or self.patience < 1):
+            raise ValueError(f"TreeCRF setting 'patience' must be None or an integer >= 1, got {self.patience!r}")
+        _ = self.params  # the boosting settings are checked by BoostParams
+
+    @property
+    def params(self) -> BoostParams:
+        """The boosting settings as the engine takes them."""
+        return BoostParams(**{name: getattr(self, name) for name in BOOST_SETTINGS})
+
+    # ---- scikit-learn's estimator protocol (duck-typed: no dependency) ---------------------------------------
+    def get_params(self, deep: bool = True) -> Dict[str, object]:
+        return {name: getattr(self, name) for name in PARAM_NAMES}
+
+    def set_params(self, **params) -> "TreeCRF":
+        unknown = sorted(set(params) - set(PARAM_NAMES))
+        if unknown:
+            raise ValueError(f"TreeCRF has no settings {unknown}; the settings are {list(PARAM_NAMES)}")
+        old = self.get_params()
+        for name, value in params.items():
+            setattr(self, name, value)
+        try:
+            self._check_settings()
+        except (TypeError, ValueError):
+            for name, value in old.items():  # a refused setting leaves the estimator as it was
+                setattr(self, name, value)
+            raise
+        return self
+
+    def __sklearn_tags__(self):
+        """scikit-learn's tags (only scikit-learn calls this, so it can be imported here): a supervised estimator
+        over lists of sequences (no numeric arrays, no estimator type, so that cross-validation splits the
+        sequences as they are), which validates its own input."""
+        from sklearn.utils import InputTags, Tags, TargetTags
+
+        return Tags(estimator_type=None, target_tags=TargetTags(required=True), no_validation=True,
+                    input_tags=InputTags(two_d_array=False, dict=True, string=True))
+
+    def __repr__(self) -> str:
+        changed = [f"{name}={value!r}" for name, value in self.get_params().items() if value != DEFAULTS[name]]
+        return f"TreeCRF({', '.join(changed)})"
 
     # ---- training -------------------------------------------------------------------------------------------
     def fit(self, X, y, X_dev=None, y_dev=None):
@@ -342,7 +387,8 @@ class TreeCRF:
             raise ValueError(f"TreeCRF model bytes: missing={params.missing!r} but the trees have "
                              f"{ensemble.n_surrogates} surrogate slots")
         table = serialize.check_missing_table(msg, len(features))
-        self.params = params
+        for name in BOOST_SETTINGS:
+            setattr(self, name, getattr(params, name))
         self.n_rounds = serialize.field(msg, "n_rounds", int)
         self.patience = msg.get("patience")
         self.decode = serialize.field(msg, "decode", str)
@@ -390,3 +436,16 @@ def ensemble_rules(ensemble: Ensemble, feature_names, classes, top: int, min_sup
                 stack.append((no[g], present, absent))
     found.sort(key=lambda r: -abs(r[2]))
     return found[:top]
+
+
+def _signature() -> inspect.Signature:
+    """TreeCRF(...)'s parameters: its own, then the boosting settings from BoostParams (written once, there)."""
+    own = [p for p in inspect.signature(TreeCRF.__init__).parameters.values() if p.kind != p.VAR_KEYWORD]
+    boost = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type)
+             for f in dataclasses.fields(BoostParams)]
+    return inspect.Signature(own + boost)
+
+
+TreeCRF.__init__.__signature__ = _signature()
+DEFAULTS = {name: p.default for name, p in list(TreeCRF.__init__.__signature__.parameters.items())[1:]}
+PARAM_NAMES = tuple(DEFAULTS)

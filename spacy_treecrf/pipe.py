@@ -7,7 +7,10 @@ rounds and reuses the cached potentials from round to round; smaller batches giv
 batch's potentials are evaluated from the ensemble once).
 """
 import copy
+import dataclasses
 import hashlib
+import inspect
+import warnings
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -49,6 +52,11 @@ class Errors:
     E009 = "[treecrf] Label {label!r} of component '{name}' is not a BIO label (B-X, I-X or O)."
 
 
+class Warnings:
+    W001 = ("[treecrf] Component '{name}': the settings {settings} now belong in [components.{name}.booster]; "
+            "move them there (they were applied for now).")
+
+
 @registry.architectures("spacy_treecrf.NoParams.v1")
 def build_no_params_model() -> Model:
     """The trees live in the component, not in Thinc: a parameter-free model keeps spaCy's loop and
@@ -76,26 +84,30 @@ def treecrf_score(examples: Iterable[Example], *, target: str = "ner", spans_key
                                    missing_values={None, ""}, **kwargs)
 
 
+def _booster_signature() -> inspect.Signature:
+    """make_booster's parameters: BoostParams' fields, their types and defaults (the settings are written once,
+    there)."""
+    return inspect.Signature([inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
+                                                annotation=f.type) for f in dataclasses.fields(BoostParams)],
+                             return_annotation=BoostParams)
+
+
+@registry.misc("spacy_treecrf.booster.v1")
+def make_booster(**settings) -> BoostParams:
+    """The boosting settings of a treecrf component ([components.treecrf.booster]), the same as TreeCRF's."""
+    return BoostParams(**settings)
+
+
+make_booster.__signature__ = _booster_signature()
+
+
 DEFAULT_CONFIG = {
     "model": {"@architectures": "spacy_treecrf.NoParams.v1"},
     "features": {"@misc": "spacy_treecrf.window_features.v1"},
+    "booster": {"@misc": "spacy_treecrf.booster.v1"},
     "target": "ner",
     "spans_key": "chunks",
     "token_attr": "",
-    "max_leaves": 100,
-    "shrinkage": 10.0,
-    "learning_rate": 1.0,
-    "min_samples_leaf": 1.0,
-    "min_gain": 0.0,
-    "subsample": 1.0,
-    "colsample": 1.0,
-    "trim": 0.0,
-    "random_state": 0,
-    "n_threads": 0,
-    "loss": "crf",
-    "missing": "instance_weighting",
-    "leaf_values": "mean",
-    "label_splits": "best",
     "decode": "viterbi",
     "constrain_bio": True,
     "store_scores": True,
@@ -104,26 +116,36 @@ DEFAULT_CONFIG = {
 }
 
 
-@Language.factory("treecrf", assigns=["doc.ents", "doc.spans", "token.tag", "token.pos"],
-                  default_config=DEFAULT_CONFIG,
-                  default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None})
-def make_treecrf(nlp: Language, name: str, model: Model, features, target: str, spans_key: str,
-                 token_attr: str, max_leaves: int, shrinkage: float, learning_rate: float,
-                 min_samples_leaf: float, min_gain: float, subsample: float, colsample: float, trim: float,
-                 random_state: int,
-                 n_threads: int, loss: str, missing: str, leaf_values: str, label_splits: str, decode: str,
-                 constrain_bio: bool,
-                 store_scores: bool,
-                 overwrite: bool, scorer: Optional[Callable]) -> "TreeCRFComponent":
+def make_treecrf(nlp: Language, name: str, model: Model, features, booster: BoostParams, target: str,
+                 spans_key: str, token_attr: str, decode: str, constrain_bio: bool, store_scores: bool,
+                 overwrite: bool, scorer: Optional[Callable], **moved) -> "TreeCRFComponent":
     """A sequence labeller trained by gradient tree boosting. Score weights default to NER's; set
-    [training.score_weights] for other targets (the configs/ files do)."""
-    params = BoostParams(max_leaves=max_leaves, shrinkage=shrinkage, learning_rate=learning_rate,
-                         min_samples_leaf=min_samples_leaf, min_gain=min_gain, subsample=subsample,
-                         colsample=colsample, trim=trim, random_state=random_state, n_threads=n_threads, loss=loss,
-                         missing=missing, leaf_values=leaf_values, label_splits=label_splits)
+    [training.score_weights] for other targets (the configs/ files do). ``moved``: boosting settings written
+    directly under [components.treecrf], as configs and saved pipelines from before the [booster] block have
+    them (None: not given)."""
+    moved = {key: value for key, value in moved.items() if value is not None}
+    if moved:
+        booster = with_moved_settings(booster, moved, name)
     return TreeCRFComponent(nlp.vocab, model, name, features=features, target=target, spans_key=spans_key,
-                            token_attr=token_attr, params=params, decode=decode, constrain_bio=constrain_bio,
+                            token_attr=token_attr, params=booster, decode=decode, constrain_bio=constrain_bio,
                             store_scores=store_scores, overwrite=overwrite, scorer=scorer)
+
+
+# the factory's parameters: its own, then every boosting setting in its old place (default None: not given)
+make_treecrf.__signature__ = inspect.signature(make_treecrf).replace(parameters=[
+    p for p in inspect.signature(make_treecrf).parameters.values() if p.kind != p.VAR_KEYWORD] + [
+    p.replace(default=None, annotation=Optional[p.annotation]) for p in _booster_signature().parameters.values()])
+Language.factory("treecrf", assigns=["doc.ents", "doc.spans", "token.tag", "token.pos"],
+                 default_config=DEFAULT_CONFIG,
+                 default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None}
+                 )(make_treecrf)
+
+
+def with_moved_settings(booster: BoostParams, moved: dict, name: str) -> BoostParams:
+    """The booster with settings given in the old place (directly under [components.<name>]) applied, with a
+    warning that says where they go now."""
+    warnings.warn(Warnings.W001.format(name=name, settings=sorted(moved)), stacklevel=3)
+    return dataclasses.replace(booster, **moved)
 
 
 def marginals_getter(token: Token) -> Optional[Dict[str, Dict[str, float]]]:

@@ -49,3 +49,12 @@ def as_tree(tr) -> Tree:
 
 def depth(tr) -> int:
     return tree_depth(tr["yes"], tr["no"])
+
+
+def component_config(config: dict) -> dict:
+    """A treecrf component's config with its boosting settings in the [booster] block where they belong."""
+    from spacy_treecrf.engine.booster import BoostParams
+
+    booster = {key: value for key, value in config.items() if key in BoostParams.__dataclass_fields__}
+    rest = {key: value for key, value in config.items() if key not in booster}
+    return {**rest, "booster": {**rest.get("booster", {}), **booster}} if booster else rest

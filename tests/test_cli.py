@@ -3,6 +3,7 @@ import spacy
 from spacy.training import Corpus
 from typer.testing import CliRunner
 
+from conftest import component_config
 from spacy_treecrf.cli import app
 
 CONLL = """-DOCSTART- -X- -X- O
@@ -30,7 +31,7 @@ def test_convert_inspect_evaluate(tmp_path):
     assert [t.text for t in examples[0].predicted] == ["LONDON", "1996-08-30"]
     assert [(e.text, e.label_) for e in examples[1].reference.ents] == [("Alice", "PER"), ("New York", "LOC")]
 
-    nlp.add_pipe("treecrf", config={"max_leaves": 4, "shrinkage": 1.0})
+    nlp.add_pipe("treecrf", config=component_config({"max_leaves": 4, "shrinkage": 1.0}))
     nlp.initialize(lambda: examples)
     for _ in range(6):
         nlp.update(examples)

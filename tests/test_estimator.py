@@ -177,3 +177,36 @@ def test_step_leaf_values_learn_the_training_data(leaf_values):
     assert stepped.to_bytes() != mean.to_bytes()
     assert stepped.score(X, y) >= 0.9
     assert TreeCRF().from_bytes(stepped.to_bytes()).params.leaf_values == leaf_values
+
+
+def test_scikit_learn_clone_keeps_every_setting_and_set_params_checks_them():
+    sklearn_base = pytest.importorskip("sklearn.base", reason="scikit-learn is in the test extra only")
+    model = TreeCRF(max_leaves=7, shrinkage=3.0, n_rounds=5, allowed_transitions="bio")
+    copy = sklearn_base.clone(model)
+    assert copy is not model and copy.get_params() == model.get_params()
+    assert (copy.max_leaves, copy.shrinkage, copy.n_rounds, copy.params.max_leaves) == (7, 3.0, 5, 7)
+    assert copy.set_params(max_leaves=9, loss="hamming") is copy and copy.params.loss == "hamming"
+    with pytest.raises(ValueError, match="max_leaves"):
+        copy.set_params(max_leaves=1)
+    assert copy.max_leaves == 9  # a refused setting changes nothing
+    with pytest.raises(ValueError, match="max_leavs"):
+        copy.set_params(max_leavs=3)
+    with pytest.raises(TypeError, match="max_leavs"):
+        TreeCRF(max_leavs=3)
+    assert repr(TreeCRF(max_leaves=7)) == "TreeCRF(max_leaves=7)"
+
+
+def test_grid_search_over_max_leaves_runs_on_sequences():
+    model_selection = pytest.importorskip("sklearn.model_selection", reason="scikit-learn is in the test extra only")
+    rng = np.random.default_rng(0)
+    X, y = [], []
+    for _ in range(40):
+        words = rng.choice(list("abcx"), size=int(rng.integers(2, 7)))
+        X.append([{"w": str(w)} for w in words])
+        y.append(["A" if w in "ax" else "B" for w in words])
+    search = model_selection.GridSearchCV(TreeCRF(n_rounds=3, n_threads=1), {"max_leaves": [2, 6]}, cv=2)
+    search.fit(X, y)
+    assert search.best_params_["max_leaves"] in (2, 6)
+    assert set(search.cv_results_["param_max_leaves"]) == {2, 6}
+    assert search.best_estimator_.max_leaves == search.best_params_["max_leaves"]
+    assert search.score(X, y) > 0.9

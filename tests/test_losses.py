@@ -5,6 +5,7 @@ import pytest
 import spacy
 
 from brute import all_path_scores, consistent, logsumexp, potentials_from_phi, random_crf, random_valid_labels
+from conftest import component_config
 from spacy_treecrf import TreeCRF
 from spacy_treecrf.engine import booster
 from test_estimator import toy_data
@@ -168,13 +169,13 @@ def test_unknown_loss_is_a_clear_error():
         TreeCRF(loss="hinge")
     nlp = spacy.blank("en")
     with pytest.raises(Exception, match="loss"):
-        nlp.add_pipe("treecrf", config={"loss": "hinge"})
+        nlp.add_pipe("treecrf", config=component_config({"loss": "hinge"}))
 
 
 @pytest.mark.parametrize("loss", LOSSES)
 def test_component_reports_the_loss_it_boosts(loss):
     nlp = spacy.blank("en")
-    nlp.add_pipe("treecrf", config={"max_leaves": 8, "shrinkage": 1.0, "loss": loss})
+    nlp.add_pipe("treecrf", config=component_config({"max_leaves": 8, "shrinkage": 1.0, "loss": loss}))
     examples = ner_examples(nlp)
     nlp.initialize(lambda: examples)
     values = [nlp.update(examples, losses={})["treecrf"] for _ in range(10)]

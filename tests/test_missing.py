@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from conftest import as_tree, grow
+from conftest import as_tree, component_config, grow
 from spacy_treecrf import TreeCRF
 from spacy_treecrf.engine import booster as B, missing, serialize
 from spacy_treecrf.engine.missing import MissingRows
@@ -386,8 +386,8 @@ def test_the_component_trains_and_reloads_with_every_strategy(strategy):
     import spacy
     nlp = spacy.blank("en")
     features = {"@misc": "spacy_treecrf.window_features.v1", "window": 1, "prefix": 0, "suffix": 0}
-    crf = nlp.add_pipe("treecrf", config={"target": "tag", "missing": strategy, "n_threads": 1, "max_leaves": 8,
-                                          "features": features})
+    crf = nlp.add_pipe("treecrf", config=component_config({"target": "tag", "missing": strategy, "n_threads": 1,
+                                                           "max_leaves": 8, "features": features}))
     train = tagged_examples(nlp, 120, 0.2, 0)
     test = tagged_examples(nlp, 60, 0.2, 1)
     nlp.initialize(lambda: train)
@@ -397,7 +397,7 @@ def test_the_component_trains_and_reloads_with_every_strategy(strategy):
     scores = nlp.evaluate(test)
     assert scores["tag_acc"] > 0.75
     nlp2 = spacy.blank("en")
-    crf2 = nlp2.add_pipe("treecrf", config={"target": "tag", "features": features})
+    crf2 = nlp2.add_pipe("treecrf", config=component_config({"target": "tag", "features": features}))
     crf2.from_bytes(crf.to_bytes())
     assert crf2.params.missing == strategy
     docs = [eg.predicted for eg in test[:10]]

@@ -8,6 +8,7 @@ import spacy
 from spacy.tokens import Doc, Span, Token
 from spacy.training import Example
 
+from conftest import component_config
 import spacy_treecrf.pipe  # noqa: F401
 
 NER_DATA = [
@@ -25,7 +26,7 @@ def ner_examples(nlp):
 
 def trained_ner(rounds=12, **config):
     nlp = spacy.blank("en")
-    nlp.add_pipe("treecrf", config={"max_leaves": 8, "shrinkage": 1.0, **config})
+    nlp.add_pipe("treecrf", config=component_config({"max_leaves": 8, "shrinkage": 1.0, **config}))
     examples = ner_examples(nlp)
     nlp.initialize(lambda: examples)
     for _ in range(rounds):
@@ -35,7 +36,7 @@ def trained_ner(rounds=12, **config):
 
 def test_plain_update_loop_learns_and_loss_falls():
     nlp = spacy.blank("en")
-    nlp.add_pipe("treecrf", config={"max_leaves": 8, "shrinkage": 1.0})
+    nlp.add_pipe("treecrf", config=component_config({"max_leaves": 8, "shrinkage": 1.0}))
     examples = ner_examples(nlp)
     nlp.initialize(lambda: examples)
     losses = [nlp.update(examples, losses={})["treecrf"] for _ in range(12)]
@@ -146,7 +147,7 @@ def test_label_dictionary_trains_on_rows_without_each_docs_own_labels(tmp_path):
 @pytest.mark.parametrize("target,attr", [("tag", "tag_"), ("pos", "pos_")])
 def test_token_targets(target, attr):
     nlp = spacy.blank("en")
-    nlp.add_pipe("treecrf", config={"target": target, "max_leaves": 8, "shrinkage": 1.0})
+    nlp.add_pipe("treecrf", config=component_config({"target": target, "max_leaves": 8, "shrinkage": 1.0}))
     words = ["the", "dog", "runs", "a", "cat", "sleeps"]
     tags = {"tag": ["DT", "NN", "VBZ", "DT", "NN", "VBZ"], "pos": ["DET", "NOUN", "VERB", "DET", "NOUN", "VERB"]}
     examples = [Example.from_dict(Doc(nlp.vocab, words=words), {"tags" if target == "tag" else "pos": tags[target]})]
@@ -160,7 +161,7 @@ def test_token_targets(target, attr):
 
 def test_pos_target_refuses_non_upos_labels():
     nlp = spacy.blank("en")
-    crf = nlp.add_pipe("treecrf", config={"target": "pos"})
+    crf = nlp.add_pipe("treecrf", config=component_config({"target": "pos"}))
     examples = [Example.from_dict(Doc(nlp.vocab, words=["a"]), {"pos": ["DET"]})]
     with pytest.raises(ValueError, match="UPOS"):
         crf.initialize(lambda: examples, labels=["DET", "NN"])
@@ -168,8 +169,8 @@ def test_pos_target_refuses_non_upos_labels():
 
 def test_spans_target_with_key_and_token_attr_target():
     nlp = spacy.blank("en")
-    nlp.add_pipe("treecrf", name="chunker", config={"target": "spans", "spans_key": "chunks", "max_leaves": 8,
-                                                   "shrinkage": 1.0})
+    nlp.add_pipe("treecrf", name="chunker", config=component_config({"target": "spans", "spans_key": "chunks",
+                                                                     "max_leaves": 8, "shrinkage": 1.0}))
     words = ["the", "big", "dog", "runs", "to", "the", "cat"]
     ref = Doc(nlp.vocab, words=words)
     ref.spans["chunks"] = [Span(ref, 0, 3, "NP"), Span(ref, 3, 4, "VP"), Span(ref, 5, 7, "NP")]
@@ -184,8 +185,8 @@ def test_spans_target_with_key_and_token_attr_target():
     if not Token.has_extension("stress"):
         Token.set_extension("stress", default=None)
     nlp2 = spacy.blank("en")
-    nlp2.add_pipe("treecrf", config={"target": "token_attr", "token_attr": "stress", "max_leaves": 8,
-                                     "shrinkage": 1.0})
+    nlp2.add_pipe("treecrf", config=component_config({"target": "token_attr", "token_attr": "stress", "max_leaves": 8,
+                                                      "shrinkage": 1.0}))
     letters = list("abba")
     ref = Doc(nlp2.vocab, words=letters)
     for tok, s in zip(ref, ["1", "<", ">", "0"]):
@@ -200,7 +201,7 @@ def test_spans_target_with_key_and_token_attr_target():
 
 def test_overlapping_gold_spans_are_a_clear_error():
     nlp = spacy.blank("en")
-    crf = nlp.add_pipe("treecrf", config={"target": "spans", "spans_key": "chunks"})
+    crf = nlp.add_pipe("treecrf", config=component_config({"target": "spans", "spans_key": "chunks"}))
     ref = Doc(nlp.vocab, words=["a", "b", "c"])
     ref.spans["chunks"] = [Span(ref, 0, 2, "NP"), Span(ref, 1, 3, "VP")]
     with pytest.raises(ValueError, match="overlapping"):
@@ -214,13 +215,13 @@ def test_overlapping_gold_spans_are_a_clear_error():
 def test_invalid_config_names_the_setting(config, name):
     nlp = spacy.blank("en")
     with pytest.raises(Exception, match=name):
-        nlp.add_pipe("treecrf", config=config)
+        nlp.add_pipe("treecrf", config=component_config(config))
 
 
 def test_corrupt_or_foreign_model_bytes_are_clear_errors():
     nlp, _ = trained_ner(rounds=2)
     data = nlp.get_pipe("treecrf").to_bytes()
-    other = spacy.blank("en").add_pipe("treecrf", config={"target": "tag"})
+    other = spacy.blank("en").add_pipe("treecrf", config=component_config({"target": "tag"}))
     with pytest.raises(ValueError, match="target"):
         other.from_bytes(data)
     fresh = spacy.blank("en").add_pipe("treecrf")
@@ -230,7 +231,7 @@ def test_corrupt_or_foreign_model_bytes_are_clear_errors():
 
 def test_full_batch_rounds_reuse_the_cached_potentials_although_spacy_copies_examples():
     nlp = spacy.blank("en")
-    crf = nlp.add_pipe("treecrf", config={"max_leaves": 8})
+    crf = nlp.add_pipe("treecrf", config=component_config({"max_leaves": 8}))
     examples = ner_examples(nlp)
     nlp.initialize(lambda: examples)
     nlp.update(examples)
@@ -259,7 +260,7 @@ def test_cached_potentials_follow_the_extension_values_the_featurizer_reads(comp
 
     nlp = spacy.blank("en")
     features = {"@misc": "spacy_treecrf.window_features.v1", "attrs": ["_.digest_cue"]}
-    crf = nlp.add_pipe("treecrf", config={"max_leaves": 8, "features": features})
+    crf = nlp.add_pipe("treecrf", config=component_config({"max_leaves": 8, "features": features}))
     examples = ner_examples(nlp)
     for eg in examples:
         set_cue(eg.predicted, 0, "first")
@@ -303,3 +304,23 @@ def test_sequence_bio_spans_match_the_tag_by_tag_reading():
         got = sequence_bio_spans(ids, seq_starts, labels)
         want = [_bio_spans_loop([labels[k] for k in ids[a:b]]) for a, b in zip(seq_starts[:-1], seq_starts[1:])]
         assert got == want
+
+
+def test_boosting_settings_live_in_the_booster_block_and_the_old_place_still_loads(tmp_path):
+    nlp = spacy.blank("en")
+    crf = nlp.add_pipe("treecrf", config={"booster": {"max_leaves": 7, "label_splits": "fallback"}})
+    assert (crf.params.max_leaves, crf.params.label_splits, crf.params.shrinkage) == (7, "fallback", 10.0)
+    block = nlp.config["components"]["treecrf"]["booster"]
+    assert block["@misc"] == "spacy_treecrf.booster.v1" and block["max_leaves"] == 7
+    # a config (or a saved pipeline) from before the block: applied, with a warning that says where they go
+    old = spacy.blank("en")
+    with pytest.warns(UserWarning, match=r"\['max_leaves', 'trim'\] now belong in \[components.treecrf.booster\]"):
+        crf = old.add_pipe("treecrf", config={"max_leaves": 9, "trim": 0.1})
+    assert (crf.params.max_leaves, crf.params.trim) == (9, 0.1)
+    examples = ner_examples(old)
+    old.initialize(lambda: examples)
+    old.update(examples)
+    old.to_disk(tmp_path / "old")
+    with pytest.warns(UserWarning, match="now belong"):
+        loaded = spacy.load(tmp_path / "old")
+    assert loaded.get_pipe("treecrf").params.max_leaves == 9

@@ -19,6 +19,7 @@ from spacy.tokens import Doc, DocBin, Span
 from spacy.training import Example
 from srsly.msgpack.ext import Timestamp
 
+from conftest import component_config
 import spacy_treecrf.pipe  # noqa: F401  (registers the factory)
 from spacy_treecrf import TreeCRF
 from spacy_treecrf.engine import serialize
@@ -31,7 +32,7 @@ LANG = "xx"  # spaCy's multi-language tokenizer: the same splits here, and three
 
 def make_nlp(**config):
     nlp = spacy.blank(LANG)
-    crf = nlp.add_pipe("treecrf", config={**SMALL, **config})
+    crf = nlp.add_pipe("treecrf", config=component_config({**SMALL, **config}))
     return nlp, crf
 
 
@@ -94,7 +95,7 @@ def ner_model():
 
 
 def fresh_component(target="ner", **config):
-    return spacy.blank(LANG).add_pipe("treecrf", config={"target": target, **config})
+    return spacy.blank(LANG).add_pipe("treecrf", config=component_config({"target": target, **config}))
 
 
 # ------------------------------------------------------------------------------------------------ documents
@@ -393,7 +394,7 @@ WINDOW = {"@misc": "spacy_treecrf.window_features.v1"}
 def test_invalid_settings_are_refused_at_add_pipe_naming_the_setting(config, name):
     nlp = spacy.blank(LANG)
     with pytest.raises(ValueError, match=name):
-        nlp.add_pipe("treecrf", config=config)
+        nlp.add_pipe("treecrf", config=component_config(config))
     assert "treecrf" not in nlp.pipe_names
 
 
@@ -722,8 +723,8 @@ DETERMINISM_SCRIPT = textwrap.dedent("""
 
     def model_bytes(seed, threads):
         nlp = spacy.blank("xx")
-        crf = nlp.add_pipe("treecrf", config={"target": "tag", "max_leaves": 6, "shrinkage": 1.0,
-                                              "subsample": 0.7, "random_state": seed, "n_threads": threads})
+        crf = nlp.add_pipe("treecrf", config={"target": "tag", "booster": {
+            "max_leaves": 6, "shrinkage": 1.0, "subsample": 0.7, "random_state": seed, "n_threads": threads}})
         rng = np.random.default_rng(1)
         words = ["w%d" % i for i in range(40)] + ["Ünï", "東京", "😀"]
         examples = []
@@ -838,6 +839,8 @@ batch_size = 100
 
 [components.treecrf]
 factory = "treecrf"
+
+[components.treecrf.booster]
 max_leaves = 4
 shrinkage = 1.0
 n_threads = 1
@@ -960,7 +963,7 @@ def tasks(draw):
 def test_property_train_save_load_predict(task):
     docs, config, rounds, probe = task
     nlp = spacy.blank(LANG)
-    crf = nlp.add_pipe("treecrf", config=config)
+    crf = nlp.add_pipe("treecrf", config=component_config(config))
     target = config["target"]
     examples = []
     for words, gold in docs:
@@ -977,7 +980,7 @@ def test_property_train_save_load_predict(task):
     data = crf.to_bytes()
 
     nlp2 = spacy.blank(LANG)
-    crf2 = nlp2.add_pipe("treecrf", config=config)
+    crf2 = nlp2.add_pipe("treecrf", config=component_config(config))
     crf2.from_bytes(data)
     assert crf2.to_bytes() == data
 

@@ -195,9 +195,9 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
     """Grow one tree best-first to at most settings.max_leaves leaves on the residuals of ``target``.
 
     rows: the training Rows; index: their ColumnIndex (sparse.csc_index, built once per training set);
-    positions: the positions this tree is fitted on (sorted here if they are not ascending); feature_ok (bool per feature): the features it
-    may split on (column subsampling); missing: a MissingIndex (trees.no_missing() for rows without missing
-    values). Returns a Grown tree: the Tree and, without missing values, the Segments of its nodes."""
+    positions: the positions this tree is fitted on (sorted here if they are not ascending); feature_ok (bool
+    per feature): the features it may split on (column subsampling); missing: a MissingIndex
+    (trees.no_missing() for rows without missing values). Returns a Grown tree: the Tree and, without missing values, the Segments of its nodes."""
     T = target.D.shape[0]
     S = target.D.shape[1]
     n_features = index.ptr.shape[0] - 1
