@@ -25,7 +25,8 @@ import numpy as np
 import spacy
 
 from spacy_treecrf.engine import booster
-from spacy_treecrf.estimator import FeatureIndex, bio_allowed
+from spacy_treecrf.engine.transitions import bio_allowed
+from spacy_treecrf.estimator import FeatureIndex
 from spacy_treecrf.features import WindowFeaturizer
 from spacy_treecrf.pipe import bio_spans
 from spacy_treecrf.readers import columns_to_docs, read_columns

@@ -14,7 +14,7 @@ def inspect(pipeline: Path = typer.Argument(..., help="A trained pipeline direct
             top: int = typer.Option(10, help="Rules per component"),
             min_support: float = typer.Option(5.0, help="Smallest leaf support shown")):
     """Print each treecrf component's labels, size and strongest rules (tree paths as conjunctions)."""
-    from .estimator import ensemble_rules
+    from .engine.rules import ensemble_rules
     from .pipe import TreeCRFComponent
 
     nlp = spacy.load(pipeline)

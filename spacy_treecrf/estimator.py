@@ -8,12 +8,13 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from .engine import booster as boost
-from .engine.booster import BoostParams, Ensemble
+from .engine.booster import DECODERS, BoostParams, Ensemble
+from .engine.rules import ensemble_rules
+from .engine.transitions import transitions_allowed
 from .engine import missing, serialize
 from .engine.missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
 
 Position = Union[Dict[str, object], Iterable[str]]
-DECODERS = ("viterbi", "marginal")
 BOOST_SETTINGS = {f.name: f.default for f in dataclasses.fields(BoostParams)}
 
 
@@ -132,38 +133,6 @@ class FeatureIndex:
         """Rows where each missing variable is replaced by its imputed / indicator feature (if any)."""
         table = self.impute if strategy == "imputation" else self.indicator
         return missing.fill_rows(indptr, indices, missing_rows, table, len(self.names))
-
-
-def bio_allowed(labels: Sequence[str]) -> np.ndarray:
-    """Allowed-transition mask for BIO (IOB2) labels: I-X only after B-X or I-X, never at the start."""
-    K = len(labels)
-    allowed = np.ones((K + 1, K), dtype=np.bool_)
-    for k, label in enumerate(labels):
-        if label.startswith("I-"):
-            kind = label[2:]
-            allowed[0, k] = False
-            for j, prev in enumerate(labels):
-                allowed[j + 1, k] = prev in (f"B-{kind}", f"I-{kind}")
-    return allowed
-
-
-def transitions_allowed(labels: Sequence[str], transitions) -> np.ndarray:
-    """The S x K mask from None (all allowed), "bio", or an iterable of (previous label or None, label) pairs."""
-    K = len(labels)
-    if transitions is None:
-        return np.ones((K + 1, K), dtype=np.bool_)
-    if isinstance(transitions, str):
-        if transitions.lower() != "bio":
-            raise ValueError(f"allowed_transitions must be None, 'bio' or (previous, label) pairs, got {transitions!r}")
-        return bio_allowed(labels)
-    index = {label: k for k, label in enumerate(labels)}
-    allowed = np.zeros((K + 1, K), dtype=np.bool_)
-    for pair in transitions:
-        prev, label = pair
-        if label not in index or (prev is not None and prev not in index):
-            continue  # a pair over labels the data never shows constrains nothing
-        allowed[0 if prev is None else index[prev] + 1, index[label]] = True
-    return allowed
 
 
 class TreeCRF:
@@ -401,41 +370,6 @@ class TreeCRF:
         self.ensemble = ensemble
         self.best_round_ = int(msg.get("best_round", 0))
         return self
-
-
-def ensemble_rules(ensemble: Ensemble, feature_names, classes, top: int, min_support: float = 5.0):
-    """Readable root-to-leaf paths, strongest first (|value| of leaves with at least ``min_support`` examples):
-    the slides' "circled paths". Present-feature tests are spelled out; absent ones are counted."""
-    arrays = ensemble.arrays()
-    kind, feature, yes, no = arrays["kind"], arrays["feature"], arrays["yes"], arrays["no"]
-    value, count, states, roots, labels = (arrays["value"], arrays["count"], arrays["states"], arrays["roots"],
-                                           arrays["labels"])
-    state_names = ["<start>"] + list(classes)
-    found = []
-    for i in range(len(labels)):
-        root = roots[i]
-        stack = [(0, (), 0)]
-        while stack:
-            node, present, absent = stack.pop()
-            g = root + node
-            if kind[g] == 0:
-                if count[g] < min_support:
-                    continue
-                conds = list(present)
-                if absent:
-                    conds.append(f"{absent} absent test{'s' if absent > 1 else ''}")
-                if not states[g].all():
-                    conds.append("prev in {" + ",".join(n for n, on in zip(state_names, states[g]) if on) + "}")
-                found.append((classes[labels[i]], " AND ".join(conds) or "(always)", float(value[g]),
-                              float(count[g])))
-            elif kind[g] == 1:
-                stack.append((yes[g], present + (feature_names[feature[g]],), absent))
-                stack.append((no[g], present, absent + 1))
-            else:
-                stack.append((yes[g], present, absent))
-                stack.append((no[g], present, absent))
-    found.sort(key=lambda r: -abs(r[2]))
-    return found[:top]
 
 
 def _signature() -> inspect.Signature:

@@ -28,10 +28,11 @@ from thinc.api import Model
 
 from .engine import booster as boost
 from .engine import crf, missing, serialize
-from .features import MISSING_EXT, stored_token_values, window_features  # noqa: F401  (registers spacy_treecrf.window_features.v1)
-from .engine.booster import BoostParams, Ensemble
-from .estimator import DECODERS, bio_allowed, ensemble_rules
+from .engine.booster import DECODERS, BoostParams, Ensemble
 from .engine.missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
+from .engine.rules import ensemble_rules
+from .engine.transitions import bio_allowed
+from .features import MISSING_EXT, stored_token_values, window_features  # noqa: F401 (registers the features)
 
 TARGETS = ("ner", "spans", "tag", "pos", "token_attr")
 BIO_TARGETS = ("ner", "spans")

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from spacy_treecrf import TreeCRF
-from spacy_treecrf.estimator import bio_allowed
+from spacy_treecrf.engine.transitions import bio_allowed
 
 
 def toy_data(n=60, seed=0):

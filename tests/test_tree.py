@@ -6,7 +6,7 @@ import pytest
 
 from conftest import as_tree, dense_csr as csr, grow, start_mask
 from spacy_treecrf.engine.grow import influential_positions
-from spacy_treecrf.engine.leaves import LeafTable, apply_leaves, step_leaf_values
+from spacy_treecrf.engine.leaves import apply_leaves, step_leaf_values
 from spacy_treecrf.engine.predict_bitmask import bitmask_index, bitmask_potentials
 from spacy_treecrf.engine import predict_partition
 from spacy_treecrf.engine.predict_partition import Cells, label_state_words, partition_index

@@ -26,6 +26,7 @@ from .trees import (LEAF, Forest, GrowSettings, Rows, Target, Tree, TREE_FIELDS,
                     no_missing, scaled_tree, tree_depth)
 
 LOSSES = ("crf", "pseudo_likelihood", "hamming", "rank")
+DECODERS = ("viterbi", "marginal")
 LEAF_VALUES = ("mean", "newton", "position_mean")
 # "best": a leaf splits on the previous label where that gains more than its best feature split (the paper's
 # trees); "fallback": only where no feature split gains at all. Fewer label splits make tagging cheaper: a row
