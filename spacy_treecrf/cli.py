@@ -6,6 +6,8 @@ import spacy
 import typer
 from spacy.tokens import DocBin
 
+from .errors import Errors
+
 app = typer.Typer(help="spacy-treecrf: TreeCRF sequence labelling for spaCy", no_args_is_help=True)
 
 
@@ -30,7 +32,7 @@ def inspect(pipeline: Path = typer.Argument(..., help="A trained pipeline direct
         for label, rule, value, support in rules:
             typer.echo(f"  {label:>10s} {value:+.3f}  n={support:<8.0f} {rule}")
     if not found:
-        typer.echo(f"No treecrf component in {pipeline}", err=True)
+        typer.echo(Errors.E148.format(pipeline=pipeline), err=True)
         raise typer.Exit(1)
 
 

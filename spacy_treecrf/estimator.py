@@ -13,6 +13,7 @@ from .engine.rules import ensemble_rules
 from .engine.transitions import transitions_allowed
 from .engine import missing, serialize
 from .engine.missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
+from .errors import Errors
 
 Position = Union[Dict[str, object], Iterable[str]]
 BOOST_SETTINGS = {f.name: f.default for f in dataclasses.fields(BoostParams)}
@@ -83,8 +84,7 @@ class FeatureIndex:
                         if col is not None:
                             row.add(col)
                 elif isinstance(position, str):
-                    raise TypeError(f"Sequence {q}, position {t}: a position must be a dict or an iterable of "
-                                    f"feature names, not the string {position!r}")
+                    raise TypeError(Errors.E061.format(q=q, t=t, position=position))
                 else:
                     for name in position:
                         name = str(name)
@@ -163,7 +163,7 @@ class TreeCRF:
         rebuild an estimator from ``get_params``) and checked here and at ``set_params``."""
         unknown = sorted(set(settings) - set(BOOST_SETTINGS))
         if unknown:
-            raise TypeError(f"TreeCRF got unknown settings {unknown}; the settings are {list(PARAM_NAMES)}")
+            raise TypeError(Errors.E049.format(unknown=unknown, param_names=list(PARAM_NAMES)))
         self.n_rounds = n_rounds
         self.decode = decode
         self.allowed_transitions = allowed_transitions
@@ -181,12 +181,12 @@ class TreeCRF:
 
     def _check_settings(self):
         if self.decode not in DECODERS:
-            raise ValueError(f"TreeCRF setting 'decode' must be one of {DECODERS}, got {self.decode!r}")
+            raise ValueError(Errors.E050.format(decoders=DECODERS, decode=self.decode))
         if isinstance(self.n_rounds, bool) or not isinstance(self.n_rounds, (int, np.integer)) or self.n_rounds < 0:
-            raise ValueError(f"TreeCRF setting 'n_rounds' must be an integer >= 0, got {self.n_rounds!r}")
+            raise ValueError(Errors.E051.format(n_rounds=self.n_rounds))
         if self.patience is not None and (isinstance(self.patience, bool) or not isinstance(
                 self.patience, (int, np.integer)) or self.patience < 1):
-            raise ValueError(f"TreeCRF setting 'patience' must be None or an integer >= 1, got {self.patience!r}")
+            raise ValueError(Errors.E052.format(patience=self.patience))
         _ = self.params  # the boosting settings are checked by BoostParams
 
     @property
@@ -201,7 +201,7 @@ class TreeCRF:
     def set_params(self, **params) -> "TreeCRF":
         unknown = sorted(set(params) - set(PARAM_NAMES))
         if unknown:
-            raise ValueError(f"TreeCRF has no settings {unknown}; the settings are {list(PARAM_NAMES)}")
+            raise ValueError(Errors.E053.format(unknown=unknown, param_names=list(PARAM_NAMES)))
         old = self.get_params()
         for name, value in params.items():
             setattr(self, name, value)
@@ -229,13 +229,13 @@ class TreeCRF:
     # ---- training -------------------------------------------------------------------------------------------
     def fit(self, X, y, X_dev=None, y_dev=None):
         if len(X) != len(y):
-            raise ValueError(f"fit: X has {len(X)} sequences but y has {len(y)}")
+            raise ValueError(Errors.E054.format(n_x=len(X), n_y=len(y)))
         for q, (xs, ys) in enumerate(zip(X, y)):
             if len(xs) != len(ys):
-                raise ValueError(f"fit: sequence {q} has {len(xs)} positions but {len(ys)} labels")
+                raise ValueError(Errors.E059.format(q=q, n_xs=len(xs), n_ys=len(ys)))
         self.classes_ = sorted({label for ys in y for label in ys if label is not None}, key=str)
         if not self.classes_:
-            raise ValueError("fit: no known label in y: at least one position must be labelled")
+            raise ValueError(Errors.E055)
         self.features = FeatureIndex()
         indptr, indices, seq_starts, missing_rows = self._rows(X, fit=True)
         label_ids = self._label_ids(y)
@@ -257,7 +257,8 @@ class TreeCRF:
             entry = {"round": r, "train_loss_before": -objective, "seconds": time.perf_counter() - start}
             if dev is not None:
                 known = dev_gold >= 0
-                acc = float((dev.predict(self.decode, self.params.threads)[known] == dev_gold[known]).mean()) if known.any() else 0.0
+                pred = dev.predict(self.decode, self.params.threads)
+                acc = float((pred[known] == dev_gold[known]).mean()) if known.any() else 0.0
                 entry["dev_accuracy"] = acc
                 if acc > best_acc:
                     best_acc, best_round = acc, r
@@ -297,7 +298,7 @@ class TreeCRF:
     # ---- prediction -----------------------------------------------------------------------------------------
     def _check_fitted(self):
         if self.ensemble is None:
-            raise ValueError("This TreeCRF is not fitted yet: call fit() or from_bytes() first")
+            raise ValueError(Errors.E056)
 
     def _decode(self, X, method):
         self._check_fitted()
@@ -351,10 +352,9 @@ class TreeCRF:
         try:
             params = BoostParams(**{k: v for k, v in params.items() if k in BoostParams.__dataclass_fields__})
         except (TypeError, ValueError) as err:
-            raise ValueError(f"TreeCRF model bytes: invalid settings: {err}") from None
+            raise ValueError(Errors.E060.format(err=err)) from None
         if (params.missing == "surrogate") != (ensemble.n_surrogates > 0):
-            raise ValueError(f"TreeCRF model bytes: missing={params.missing!r} but the trees have "
-                             f"{ensemble.n_surrogates} surrogate slots")
+            raise ValueError(Errors.E057.format(missing=params.missing, n_surrogates=ensemble.n_surrogates))
         table = serialize.check_missing_table(msg, len(features))
         for name in BOOST_SETTINGS:
             setattr(self, name, getattr(params, name))
@@ -362,7 +362,7 @@ class TreeCRF:
         self.patience = msg.get("patience")
         self.decode = serialize.field(msg, "decode", str)
         if self.decode not in DECODERS:
-            raise ValueError(f"TreeCRF model bytes: unknown decode {self.decode!r}")
+            raise ValueError(Errors.E058.format(decode=self.decode))
         self.classes_ = [str(c) for c in classes]
         self.features = FeatureIndex([str(f) for f in features], table["variables"], table["feature_var"],
                                      table["impute"], table["indicator"])

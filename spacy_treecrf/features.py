@@ -86,6 +86,7 @@ from spacy.matcher import PhraseMatcher
 from spacy.strings import get_string_id
 from spacy.tokens import Doc, Token
 from spacy.vocab import Vocab
+from .errors import Errors
 
 STATE_VERSION = 1
 
@@ -279,46 +280,43 @@ def _window_rows(a_indptr, a_ids, doc_starts, window, colmap, padcol):
 
 def _check_bool(name: str, value: Any) -> bool:
     if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"window_features: '{name}' must be true or false, not {value!r}")
+        raise ValueError(Errors.E062.format(name=name, value=value))
     return bool(value)
 
 
 def _check_int(name: str, value: Any, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"window_features: '{name}' must be an integer, not {value!r}")
+        raise ValueError(Errors.E063.format(name=name, value=value))
     if value < minimum:
-        raise ValueError(f"window_features: '{name}' must be >= {minimum}, got {value}")
+        raise ValueError(Errors.E064.format(name=name, minimum=minimum, value=value))
     return int(value)
 
 
 def _check_attrs(attrs: Any) -> List[str]:
     if isinstance(attrs, str) or not isinstance(attrs, (list, tuple)):
-        raise ValueError(f"window_features: 'attrs' must be a list of attribute names, not {attrs!r}")
+        raise ValueError(Errors.E065.format(attrs=attrs))
     out = []
     for attr in attrs:
         if not isinstance(attr, str):
-            raise ValueError(f"window_features: 'attrs' entries must be strings, not {attr!r}")
+            raise ValueError(Errors.E070.format(attr=attr))
         if attr not in ATTRS and not (attr.startswith("_.") and len(attr) > 2):
             allowed = ", ".join(repr(a) for a in ATTRS)
-            raise ValueError(f"window_features: unknown attribute {attr!r} in 'attrs'; "
-                             f"use one of {allowed} or '_.<extension>'")
+            raise ValueError(Errors.E071.format(attr=attr, allowed=allowed))
         if attr in out:
-            raise ValueError(f"window_features: attribute {attr!r} is listed twice in 'attrs'")
+            raise ValueError(Errors.E072.format(attr=attr))
         out.append(attr)
     return out
 
 
 def _check_lexicons(lexicons: Any) -> Dict[str, str]:
     if not isinstance(lexicons, dict):
-        raise ValueError(f"window_features: 'lexicons' must map a lexicon name to a file path, not {lexicons!r}")
+        raise ValueError(Errors.E066.format(lexicons=lexicons))
     out = {}
     for name, path in lexicons.items():
         if not isinstance(name, str) or not name or any(ch.isspace() for ch in name):
-            raise ValueError(f"window_features: lexicon name {name!r} in 'lexicons' must be a non-empty "
-                             f"string without whitespace")
+            raise ValueError(Errors.E073.format(name=name))
         if not isinstance(path, (str, Path)):
-            raise ValueError(f"window_features: the path of lexicon {name!r} in 'lexicons' must be a string, "
-                             f"not {path!r}")
+            raise ValueError(Errors.E074.format(name=name, path=path))
         out[name] = str(path)
     return out
 
@@ -328,12 +326,12 @@ def read_lexicon(path: str, lowercase: bool) -> List[str]:
     collapsed to single spaces, lowercased if ``lowercase``), sorted and unique."""
     p = Path(path)
     if not p.is_file():
-        raise ValueError(f"window_features: lexicon file not found: {path}")
+        raise ValueError(Errors.E067.format(path=path))
     entries = set()
     try:
         text = p.read_text(encoding="utf8")
     except UnicodeDecodeError as err:
-        raise ValueError(f"window_features: lexicon file {path} is not valid UTF-8 ({err})") from None
+        raise ValueError(Errors.E075.format(path=path, err=err)) from None
     for line in text.splitlines():
         entry = " ".join(line.split())
         if entry:
@@ -417,7 +415,7 @@ class WindowFeaturizer:
         self.lexicon_lowercase = _check_bool("lexicon_lowercase", cfg["lexicon_lowercase"])
         missing = cfg["missing_text"]
         if missing is not None and not isinstance(missing, str):
-            raise ValueError(f"window_features: 'missing_text' must be a string or null, not {missing!r}")
+            raise ValueError(Errors.E076.format(missing=missing))
         self.missing_text = missing
         self.label_dictionary = _check_bool("label_dictionary", cfg["label_dictionary"])
 
@@ -567,8 +565,7 @@ class WindowFeaturizer:
     def _check_extensions(self) -> None:
         for attr in self.attrs:
             if attr.startswith("_.") and not Token.has_extension(attr[2:]):
-                raise ValueError(f"window_features: 'attrs' names {attr!r} but no Token extension "
-                                 f"{attr[2:]!r} is registered (Token.set_extension)")
+                raise ValueError(Errors.E091.format(attr=attr, attr_2=attr[2:]))
 
     def _attr_atom(self, key: Tuple[str, Any], name: str) -> int:
         """The atom of attribute value ``key`` = (attr, value), named ``name`` when new (-1 once frozen)."""
@@ -634,7 +631,7 @@ class WindowFeaturizer:
         vocab = nonempty[0].vocab
         for d in nonempty:
             if d.vocab is not vocab:
-                raise ValueError("WindowFeaturizer: all docs of one call must share the same Vocab")
+                raise ValueError(Errors.E092)
         self._check_extensions()
         table = self._read_tokens(nonempty)
         uniq, tok_lex = np.unique(table.column(ORTH), return_inverse=True)
@@ -660,12 +657,11 @@ class WindowFeaturizer:
         """Drop ``ld=LABEL`` from the tokens of a doc whose every (text, LABEL) occurrence in the training docs
         is in that doc."""
         if len(own_labels) != len(docs):
-            raise ValueError(f"WindowFeaturizer: {len(docs)} docs but {len(own_labels)} lists of own labels")
+            raise ValueError(Errors.E069.format(n_docs=len(docs), n_labels=len(own_labels)))
         rows, atoms = [], []
         for q, (doc, labels) in enumerate(zip(docs, own_labels)):
             if len(labels) != len(doc):
-                raise ValueError(f"WindowFeaturizer: doc {q} ({doc.text[:40]!r}) has {len(doc)} tokens but "
-                                 f"{len(labels)} own labels")
+                raise ValueError(Errors.E093.format(q=q, text=doc.text[:40], n_doc=len(doc), n_labels=len(labels)))
             words = [t.text for t in doc]
             pairs = Counter((w, label) for w, label in zip(words, labels) if label is not None)
             own_only: Dict[str, List[int]] = {}
@@ -809,8 +805,7 @@ class WindowFeaturizer:
         docs = list(docs)
         if self.label_dictionary:
             if labels is None:
-                raise ValueError("window_features: 'label_dictionary' needs the gold labels of the training docs "
-                                 "(initialize(docs, labels))")
+                raise ValueError(Errors.E094)
             self._label_counts = _count_labels(docs, labels)
         W = 2 * self.window + 1
         counts = np.zeros(0, np.int64)
@@ -876,8 +871,7 @@ class WindowFeaturizer:
         also ``missing_rows(docs)``, as a fourth item, from the same pass over the docs.
         """
         if not self.initialized:
-            raise RuntimeError("WindowFeaturizer is not initialized: call initialize(docs) or from_dict(state) "
-                               "first")
+            raise RuntimeError(Errors.E078)
         docs = list(docs)
         window = (self._colmap.shape[1] - 1) // 2  # the frozen window, whatever self.window says now
         parts, missing_parts = [], []
@@ -910,73 +904,71 @@ class WindowFeaturizer:
         sense with the options they were built with). Raises ``ValueError`` on malformed input."""
         where = "WindowFeaturizer.from_dict"
         if not isinstance(state, dict):
-            raise ValueError(f"{where}: expected a dict, got {type(state).__name__}")
+            raise ValueError(Errors.E079.format(where=where, type_name=type(state).__name__))
         for key in ("version", "config", "initialized", "lexicon_entries", "atoms", "column_offsets",
                     "column_atoms"):
             if key not in state:
-                raise ValueError(f"{where}: missing key {key!r}")
+                raise ValueError(Errors.E095.format(where=where, key=key))
         if state["version"] != STATE_VERSION:
-            raise ValueError(f"{where}: unsupported state version {state['version']!r} "
-                             f"(this code reads version {STATE_VERSION})")
+            raise ValueError(Errors.E080.format(where=where, state=state['version'], state_version=STATE_VERSION))
         cfg = state["config"]
         if not isinstance(cfg, dict):
-            raise ValueError(f"{where}: 'config' must be a dict")
+            raise ValueError(Errors.E081.format(where=where))
         cfg = {"label_dictionary": False, **cfg}  # states written before the label dictionary existed
         expected = set(self.config())
         if set(cfg) != expected:
-            raise ValueError(f"{where}: 'config' keys {sorted(cfg)} differ from the expected {sorted(expected)}")
+            raise ValueError(Errors.E082.format(where=where, cfg=sorted(cfg), expected=sorted(expected)))
         initialized = state["initialized"]
         if not isinstance(initialized, bool):
-            raise ValueError(f"{where}: 'initialized' must be true or false")
+            raise ValueError(Errors.E083.format(where=where))
         entries = state["lexicon_entries"]
         if not isinstance(entries, dict) or not all(
                 isinstance(k, str) and isinstance(v, list) and all(isinstance(e, str) for e in v)
                 for k, v in entries.items()):
-            raise ValueError(f"{where}: 'lexicon_entries' must map lexicon names to lists of strings")
+            raise ValueError(Errors.E084.format(where=where))
         label_counts = state.get("label_counts", {})
         if not isinstance(label_counts, dict) or not all(
                 isinstance(word, str) and isinstance(counts, dict) and all(
                     isinstance(label, str) and isinstance(n, int) and not isinstance(n, bool) and n > 0
                     for label, n in counts.items())
                 for word, counts in label_counts.items()):
-            raise ValueError(f"{where}: 'label_counts' must map words to {{label: positive count}}")
+            raise ValueError(Errors.E085.format(where=where))
         atoms = state["atoms"]
         if not isinstance(atoms, list) or not all(isinstance(a, str) for a in atoms):
-            raise ValueError(f"{where}: 'atoms' must be a list of strings")
+            raise ValueError(Errors.E086.format(where=where))
         if len(set(atoms)) != len(atoms):
-            raise ValueError(f"{where}: 'atoms' contains duplicate names")
+            raise ValueError(Errors.E087.format(where=where))
         offs, cols = state["column_offsets"], state["column_atoms"]
         for key, value in (("column_offsets", offs), ("column_atoms", cols)):
             if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool)
                                                       for v in value):
-                raise ValueError(f"{where}: {key!r} must be a list of integers")
+                raise ValueError(Errors.E096.format(where=where, key=key))
         if len(offs) != len(cols):
-            raise ValueError(f"{where}: 'column_offsets' and 'column_atoms' differ in length "
-                             f"({len(offs)} vs {len(cols)})")
+            raise ValueError(Errors.E088.format(where=where, n_offs=len(offs), n_cols=len(cols)))
         # Validate the options before touching self.
         probe = WindowFeaturizer.__new__(WindowFeaturizer)
         try:
             probe._configure(cfg)
         except ValueError as err:
-            raise ValueError(f"{where}: bad 'config': {err}") from None
+            raise ValueError(Errors.E097.format(where=where, err=err)) from None
         window = probe.window
         families = set(probe.family_names())
         for name in atoms:
             if "=" not in name or name[:name.index("=") + 1] not in families:
-                raise ValueError(f"{where}: atom {name!r} belongs to no test family of this configuration")
+                raise ValueError(Errors.E098.format(where=where, name=name))
         prev = (-window - 1, -2)
         for i, (off, atom) in enumerate(zip(offs, cols)):
             if not -window <= off <= window:
-                raise ValueError(f"{where}: column {i} has offset {off} outside the window {window}")
+                raise ValueError(Errors.E099.format(where=where, i=i, off=off, window=window))
             if not -1 <= atom < len(atoms):
-                raise ValueError(f"{where}: column {i} names atom {atom}, but there are {len(atoms)} atoms")
+                raise ValueError(Errors.E100.format(where=where, i=i, atom=atom, n_atoms=len(atoms)))
             if atom == -1 and off == 0:
-                raise ValueError(f"{where}: column {i} is a padding column at offset 0")
+                raise ValueError(Errors.E101.format(where=where, i=i))
             if (off, atom) <= prev:
-                raise ValueError(f"{where}: columns must be ordered by offset, then atom id (column {i})")
+                raise ValueError(Errors.E102.format(where=where, i=i))
             prev = (off, atom)
         if not initialized and (atoms or offs):
-            raise ValueError(f"{where}: an uninitialized state cannot carry atoms or columns")
+            raise ValueError(Errors.E089.format(where=where))
         self._configure(cfg)
         self._reset_state()
         self._set_lexicons(entries)
@@ -1019,12 +1011,11 @@ def _concat(parts):
 def _count_labels(docs: List[Doc], labels: Sequence[Sequence[Optional[str]]]) -> Dict[str, Dict[str, int]]:
     """text -> gold label -> how many training tokens with that text carry it."""
     if len(labels) != len(docs):
-        raise ValueError(f"window_features: {len(docs)} training docs but {len(labels)} lists of labels")
+        raise ValueError(Errors.E068.format(n_docs=len(docs), n_labels=len(labels)))
     counts: Dict[str, Counter] = {}
     for q, (doc, doc_labels) in enumerate(zip(docs, labels)):
         if len(doc_labels) != len(doc):
-            raise ValueError(f"window_features: training doc {q} ({doc.text[:40]!r}) has {len(doc)} tokens but "
-                             f"{len(doc_labels)} labels")
+            raise ValueError(Errors.E090.format(q=q, text=doc.text[:40], n_doc=len(doc), n_doc_labels=len(doc_labels)))
         for token, label in zip(doc, doc_labels):
             if label is not None:
                 counts.setdefault(token.text, Counter())[label] += 1
@@ -1034,7 +1025,7 @@ def _count_labels(docs: List[Doc], labels: Sequence[Sequence[Optional[str]]]) ->
 def _chunks_with_labels(docs: List[Doc], labels: Optional[Sequence[Sequence[Optional[str]]]]):
     """``_chunks`` of the docs, each with its slice of ``labels`` (None stays None)."""
     if labels is not None and len(labels) != len(docs):
-        raise ValueError(f"WindowFeaturizer: {len(docs)} docs but {len(labels)} lists of own labels")
+        raise ValueError(Errors.E069.format(n_docs=len(docs), n_labels=len(labels)))
     start = 0
     for chunk in _chunks(docs):
         yield chunk, (None if labels is None else labels[start:start + len(chunk)])

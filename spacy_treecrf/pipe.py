@@ -33,29 +33,12 @@ from .engine.missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
 from .engine.rules import ensemble_rules
 from .engine.transitions import bio_allowed
 from .features import MISSING_EXT, stored_token_values, window_features  # noqa: F401 (registers the features)
+from .errors import Errors, Warnings
 
 TARGETS = ("ner", "spans", "tag", "pos", "token_attr")
 BIO_TARGETS = ("ner", "spans")
 MARGINALS_EXT = "treecrf_marginals"
 INPUT_ATTRS = [ORTH, TAG, POS, LEMMA, DEP, ENT_IOB, ENT_TYPE]  # what the featurizer may read from a predicted doc
-
-
-class Errors:
-    E001 = "[treecrf] Unknown target {target!r}: choose one of {targets}."
-    E002 = "[treecrf] Target 'spans' needs a non-empty 'spans_key'."
-    E003 = "[treecrf] Target 'token_attr' needs 'token_attr', the name of a Token extension."
-    E004 = "[treecrf] Setting 'decode' must be one of {decoders}, got {decode!r}."
-    E005 = "[treecrf] No labels found for target {target!r} in the training data: check the reference docs."
-    E006 = "[treecrf] Target 'pos' takes Universal POS tags; {labels} are not UPOS."
-    E007 = ("[treecrf] Doc {doc} has overlapping gold spans {a} and {b} in {where}: a BIO target cannot "
-            "represent overlaps. Remove one of them or use several components.")
-    E008 = "[treecrf] The component '{name}' is not initialized: call nlp.initialize() or load a trained pipeline."
-    E009 = "[treecrf] Label {label!r} of component '{name}' is not a BIO label (B-X, I-X or O)."
-
-
-class Warnings:
-    W001 = ("[treecrf] Component '{name}': the settings {settings} now belong in [components.{name}.booster]; "
-            "move them there (they were applied for now).")
 
 
 @registry.architectures("spacy_treecrf.NoParams.v1")
@@ -204,7 +187,7 @@ class TreeCRFComponent(TrainablePipe):
 
     def add_label(self, label: str) -> int:
         if self.ensemble is not None and self.ensemble.n_trees:
-            raise ValueError(f"[treecrf] Cannot add label {label!r} to '{self.name}' after training started.")
+            raise ValueError(Errors.E105.format(label=label, name=self.name))
         if label in self.cfg["labels"]:
             return 0
         self.cfg["labels"].append(label)
@@ -411,7 +394,7 @@ class TreeCRFComponent(TrainablePipe):
         return self._trainer
 
     def get_loss(self, examples, scores):
-        raise NotImplementedError("[treecrf] The loss is computed inside update() by forward-backward.")
+        raise NotImplementedError(Errors.E103)
 
     # ---- prediction ------------------------------------------------------------------------------------------
     def predict(self, docs: Iterable[Doc]):
@@ -525,11 +508,10 @@ class TreeCRFComponent(TrainablePipe):
         msg = serialize.loads("treecrf", bytes_data)
         cfg = serialize.field(msg, "cfg", dict)
         if cfg.get("target") != self.target:
-            raise ValueError(f"[treecrf] The model data is for target {cfg.get('target')!r}, but component "
-                             f"'{self.name}' has target {self.target!r}.")
+            raise ValueError(Errors.E106.format(found=cfg.get('target'), name=self.name, target=self.target))
         labels = cfg.get("labels")
         if not isinstance(labels, list) or not labels or not all(isinstance(x, str) for x in labels):
-            raise ValueError("[treecrf] The model data has no valid label list.")
+            raise ValueError(Errors.E107)
         cfg = {key: cfg[key] for key in self.cfg if key in cfg}
         _check_loaded_cfg(cfg)
         featurizer = copy.copy(self.featurizer)  # from_dict replaces its state, never mutates it in place
@@ -540,18 +522,17 @@ class TreeCRFComponent(TrainablePipe):
         try:
             params = BoostParams(**{k: v for k, v in params.items() if k in BoostParams.__dataclass_fields__})
         except (TypeError, ValueError) as err:
-            raise ValueError(f"[treecrf] The model data has invalid settings: {err}") from None
+            raise ValueError(Errors.E111.format(err=err)) from None
         V = featurizer.n_variables
         n_features = featurizer.n_features + (V if params.missing == "indicator" else 0)
         ensemble = serialize.load_ensemble(serialize.field(msg, "ensemble", dict), K, n_features)
         if (params.missing == "surrogate") != (ensemble.n_surrogates > 0):
-            raise ValueError(f"[treecrf] The model data has missing={params.missing!r} but its trees have "
-                             f"{ensemble.n_surrogates} surrogate slots.")
+            raise ValueError(Errors.E108.format(missing=params.missing, n_surrogates=ensemble.n_surrogates))
         impute = np.full(V, -1, dtype=np.int32)  # files from before missing values have no table
         if "impute" in msg:
             impute = serialize.check_array(msg, "impute", np.int32, (V,))
             if np.any((impute < -1) | (impute >= featurizer.n_features)):
-                raise ValueError("[treecrf] The model data's imputation table names a column out of range.")
+                raise ValueError(Errors.E112)
         self.featurizer, self.allowed, self.ensemble, self.params = featurizer, allowed, ensemble, params
         self.impute = impute
         self.cfg.update(cfg)
@@ -568,11 +549,11 @@ class TreeCRFComponent(TrainablePipe):
     def from_disk(self, path, *, exclude=tuple()) -> "TreeCRFComponent":
         path = util.ensure_path(path) / "model.msgpack"
         if not path.exists():
-            raise ValueError(f"[treecrf] No model file at {path}: was component '{self.name}' saved?")
+            raise ValueError(Errors.E109.format(path=path, name=self.name))
         try:
             return self.from_bytes(path.read_bytes())
         except ValueError as err:
-            raise ValueError(f"{err} (file: {path})") from None
+            raise ValueError(Errors.E113.format(err=err, path=path)) from None
 
 
 def _check_loaded_cfg(cfg: dict) -> None:
@@ -581,11 +562,9 @@ def _check_loaded_cfg(cfg: dict) -> None:
              "overwrite": bool, "rounds": int}
     for key, typ in kinds.items():
         if key in cfg and (not isinstance(cfg[key], typ) or (typ is int and isinstance(cfg[key], bool))):
-            raise ValueError(f"[treecrf] The model data's setting {key!r} should be {typ.__name__}, "
-                             f"got {cfg[key]!r}.")
+            raise ValueError(Errors.E110.format(key=key, type_name=typ.__name__, cfg=cfg[key]))
     if "decode" in cfg and cfg["decode"] not in DECODERS:
-        raise ValueError(f"[treecrf] The model data's setting 'decode' must be one of {DECODERS}, "
-                         f"got {cfg['decode']!r}.")
+        raise ValueError(Errors.E104.format(decoders=DECODERS, cfg=cfg['decode']))
     if cfg["target"] == "spans" and not cfg.get("spans_key", "x"):
         raise ValueError(Errors.E002)
     if cfg["target"] == "token_attr" and not cfg.get("token_attr", "x"):

@@ -29,6 +29,7 @@ from spacy.parts_of_speech import IDS as POS_IDS
 from spacy.tokens import Doc, Span, Token
 from spacy.training import Example
 from spacy.vocab import Vocab
+from .errors import Errors
 
 ColumnRef = Union[str, int]
 Row = Tuple[str, ...]
@@ -53,7 +54,7 @@ NETTALK_SPLITS = ("train_1000", "test_1000", "all")
 def _open(path: Union[str, Path], encoding: str = "utf8"):
     p = Path(path)
     if not p.is_file():
-        raise ValueError(f"{path}: file not found")
+        raise ValueError(Errors.E115.format(path=path))
     return p.open(encoding=encoding)
 
 
@@ -80,8 +81,8 @@ def _iter_sentences(path: Union[str, Path], n_columns: Optional[int], sep: Optio
             if n_columns is None:
                 n_columns = len(fields)
             if len(fields) != n_columns:
-                raise ValueError(f"{path}, line {lineno}: expected {n_columns} columns, found {len(fields)}: "
-                                 f"{line!r}")
+                raise ValueError(Errors.E133.format(path=path, lineno=lineno, n_columns=n_columns,
+                                                    n_fields=len(fields), line=line))
             rows.append(tuple(fields))
             linenos.append(lineno)
     if rows:
@@ -101,9 +102,9 @@ def read_columns(path: Union[str, Path], columns: Optional[Sequence[str]], label
     if columns is not None:
         columns = list(columns)
         if len(set(columns)) != len(columns):
-            raise ValueError(f"read_columns: duplicate column names in {columns}")
+            raise ValueError(Errors.E123.format(columns=columns))
         if label_column is not None and label_column not in columns:
-            raise ValueError(f"read_columns: label column {label_column!r} is not one of {columns}")
+            raise ValueError(Errors.E124.format(label_column=label_column, columns=columns))
     for rows, _ in _iter_sentences(path, None if columns is None else len(columns), sep):
         yield rows
 
@@ -129,8 +130,7 @@ def read_nettalk_entries(path_dir: Union[str, Path]) -> Tuple[List[Tuple[str, st
                     continue
                 in_header = False
             if len(fields) < 3:
-                raise ValueError(f"{path}, line {lineno}: expected 4 tab-separated fields, found {len(fields)}: "
-                                 f"{line!r}")
+                raise ValueError(Errors.E134.format(path=path, lineno=lineno, n_fields=len(fields), line=line))
             word, phonemes, stress = fields[:3]
             if not word or not len(word) == len(phonemes) == len(stress):
                 skipped.append(lineno)
@@ -144,7 +144,7 @@ def _nettalk_selection(path_dir: Union[str, Path], split: str) -> List[Tuple[str
     if split == "all":
         return entries
     if split not in NETTALK_SPLITS:
-        raise ValueError(f"NETtalk split must be one of {list(NETTALK_SPLITS)}, not {split!r}")
+        raise ValueError(Errors.E116.format(nettalk_splits=list(NETTALK_SPLITS), split=split))
     first: Dict[str, Tuple[str, str, str, int]] = {}
     for entry in entries:
         first.setdefault(entry[0], entry)
@@ -156,7 +156,7 @@ def _nettalk_selection(path_dir: Union[str, Path], split: str) -> List[Tuple[str
             if not word:
                 continue
             if word not in first:
-                raise ValueError(f"{split_path}, line {lineno}: word {word!r} has no aligned entry in nettalk.data")
+                raise ValueError(Errors.E135.format(split_path=split_path, lineno=lineno, word=word))
             out.append(first[word])
     return out
 
@@ -170,7 +170,7 @@ def read_nettalk(path_dir: Union[str, Path], split: str = "train_1000", label: s
     order). ``label``: ``stress`` (5 symbols ``< > 0 1 2``) or ``phonemes``.
     """
     if label not in ("stress", "phonemes"):
-        raise ValueError(f"read_nettalk: label must be 'stress' or 'phonemes', not {label!r}")
+        raise ValueError(Errors.E117.format(label=label))
     col = 2 if label == "stress" else 1
     return [(list(e[0]), list(e[col])) for e in _nettalk_selection(path_dir, split)]
 
@@ -188,7 +188,7 @@ def read_protein(path: Union[str, Path], split_at: str = "segment") -> List[Tupl
 
 def _protein_sentences(path: Union[str, Path], split_at: str = "segment") -> List[Tuple[List[Row], List[int]]]:
     if split_at not in ("segment", "protein"):
-        raise ValueError(f"read_protein: split_at must be 'segment' or 'protein', not {split_at!r}")
+        raise ValueError(Errors.E118.format(split_at=split_at))
     out: List[Tuple[List[Row], List[int]]] = []
     rows: List[Row] = []
     linenos: List[int] = []
@@ -206,7 +206,7 @@ def _protein_sentences(path: Union[str, Path], split_at: str = "segment") -> Lis
                 continue
             fields = line.split()
             if len(fields) != 2 or len(fields[0]) != 1 or fields[1] not in ("h", "e", "_"):
-                raise ValueError(f"{path}, line {lineno}: expected '<residue> <h|e|_>', found {line!r}")
+                raise ValueError(Errors.E136.format(path=path, lineno=lineno, line=line))
             rows.append((fields[0], fields[1]))
             linenos.append(lineno)
     if rows:
@@ -227,7 +227,7 @@ def bio_to_spans(labels: Sequence[str], where: Callable[[int], str] = lambda i: 
         elif len(tag) > 2 and tag[1] == "-" and tag[0] in "BI":
             kind, typ = tag[0], tag[2:]
         else:
-            raise ValueError(f"{where(i)}: invalid BIO label {tag!r} (expected O, B-X or I-X)")
+            raise ValueError(Errors.E137.format(where=where(i), tag=tag))
         if kind == "I" and cur == typ:
             continue
         if cur is not None:
@@ -241,8 +241,7 @@ def bio_to_spans(labels: Sequence[str], where: Callable[[int], str] = lambda i: 
 def _check_attr(attr: str, setting: str) -> str:
     if attr in SETTABLE_ATTRS or (attr.startswith("_.") and len(attr) > 2):
         return attr
-    raise ValueError(f"{setting}: cannot set token attribute {attr!r}; use one of {list(SETTABLE_ATTRS)} or "
-                     f"'_.<extension>'")
+    raise ValueError(Errors.E114.format(setting=setting, attr=attr, settable_attrs=list(SETTABLE_ATTRS)))
 
 
 def _ensure_extension(attr: str) -> None:
@@ -266,7 +265,7 @@ def make_doc(vocab: Vocab, words: List[str], attrs: Optional[Dict[str, List[str]
         elif attr == "pos_":
             for i, v in enumerate(values):
                 if v not in UPOS:
-                    raise ValueError(f"{where(i)}: {v!r} is not a Universal POS tag (pos_)")
+                    raise ValueError(Errors.E146.format(where=where(i), value=v))
             kwargs["pos"] = values
         elif attr == "lemma_":
             kwargs["lemmas"] = values
@@ -292,7 +291,7 @@ def set_gold(doc: Doc, labels: List[str], label_scheme: str, spans_key: str = "s
     elif label_scheme in ("tag", "pos", "token_attr"):
         attr = {"tag": "tag_", "pos": "pos_"}.get(label_scheme, token_attr)
         if attr is None:
-            raise ValueError("label scheme 'token_attr' needs token_attr")
+            raise ValueError(Errors.E138)
         _check_attr(attr, "token_attr")
         if attr.startswith("_."):
             _ensure_extension(attr)
@@ -301,23 +300,22 @@ def set_gold(doc: Doc, labels: List[str], label_scheme: str, spans_key: str = "s
         else:
             for i, (token, value) in enumerate(zip(doc, labels)):
                 if attr == "pos_" and value not in UPOS:
-                    raise ValueError(f"{where(i)}: {value!r} is not a Universal POS tag (pos_)")
+                    raise ValueError(Errors.E146.format(where=where(i), value=value))
                 setattr(token, attr, value)
     else:
-        raise ValueError(f"unknown label scheme {label_scheme!r}; use one of {list(LABEL_SCHEMES)}")
+        raise ValueError(Errors.E125.format(label_scheme=label_scheme, label_schemes=list(LABEL_SCHEMES)))
     return doc
 
 
 def _column_index(ref: ColumnRef, names: Optional[List[str]], setting: str) -> int:
     if isinstance(ref, int) and not isinstance(ref, bool):
         if names is not None and not -len(names) <= ref < len(names):
-            raise ValueError(f"{setting}: column index {ref} is out of range for columns {names}")
+            raise ValueError(Errors.E126.format(setting=setting, ref=ref, names=names))
         return ref
     if names is None:
-        raise ValueError(f"{setting}: column {ref!r} is given by name, but no column names were given "
-                         f"(pass columns=[...] or use integer positions)")
+        raise ValueError(Errors.E119.format(setting=setting, ref=ref))
     if ref not in names:
-        raise ValueError(f"{setting}: unknown column {ref!r}; the columns are {names}")
+        raise ValueError(Errors.E120.format(setting=setting, ref=ref, names=names))
     return names.index(ref)
 
 
@@ -330,11 +328,11 @@ class _Layout:
         self.words = _column_index(words_column, names, "words_column")
         self.label = None if label_column is None else _column_index(label_column, names, "label_column")
         if label_scheme is not None and label_scheme not in LABEL_SCHEMES:
-            raise ValueError(f"label_scheme must be one of {list(LABEL_SCHEMES)}, not {label_scheme!r}")
+            raise ValueError(Errors.E127.format(label_schemes=list(LABEL_SCHEMES), label_scheme=label_scheme))
         self.scheme = label_scheme
         if label_scheme == "token_attr":
             if token_attr is None:
-                raise ValueError("label scheme / target 'token_attr' needs the token_attr setting")
+                raise ValueError(Errors.E139)
             _check_attr(token_attr, "token_attr")
         self.token_attr = token_attr
         gold_attr = {"tag": "tag_", "pos": "pos_", "token_attr": token_attr}.get(label_scheme or "")
@@ -343,9 +341,9 @@ class _Layout:
         for col, attr in (input_columns or {}).items():
             _check_attr(attr, "input columns")
             if attr in seen_attrs:
-                raise ValueError(f"input columns: two columns are mapped to {attr!r}")
+                raise ValueError(Errors.E140.format(attr=attr))
             if attr == gold_attr:
-                raise ValueError(f"input columns: {attr!r} already holds the gold labels")
+                raise ValueError(Errors.E141.format(attr=attr))
             seen_attrs.add(attr)
             self.inputs.append((_column_index(col, names, "input columns"), attr))
 
@@ -386,7 +384,7 @@ def columns_to_docs(vocab: Vocab, path: Union[str, Path], words_column: ColumnRe
     names = list(columns) if columns is not None else None
     layout = _Layout(names, words_column, label_column, label_scheme, input_columns, token_attr)
     if label_scheme is not None and layout.label is None:
-        raise ValueError(f"label scheme {label_scheme!r} needs a label_column")
+        raise ValueError(Errors.E121.format(label_scheme=label_scheme))
     docs = []
     for rows, linenos in _iter_sentences(path, None if names is None else len(names), sep):
         if limit and len(docs) >= limit:
@@ -399,8 +397,7 @@ def _sentence_doc(vocab, layout: _Layout, rows, linenos, path, gold: bool, spans
                   spaces: Optional[List[bool]] = None) -> Doc:
     where = _where(path, linenos)
     if layout.max_index >= len(rows[0]):  # every row of a file has the same number of columns
-        raise ValueError(f"{where(0)}: the column settings need {layout.max_index + 1} columns, but the line "
-                         f"has only {len(rows[0])}")
+        raise ValueError(Errors.E122.format(where=where(0), value=layout.max_index + 1, n_rows=len(rows[0])))
     doc = make_doc(vocab, layout.words_of(rows), layout.inputs_of(rows), spaces=spaces, where=where)
     if gold and layout.scheme is not None:
         set_gold(doc, layout.labels_of(rows), layout.scheme, spans_key, layout.token_attr, where)
@@ -415,7 +412,7 @@ def sequences_to_docs(vocab: Vocab, sequences: Iterable[Tuple[List[str], List[st
     docs = []
     for q, (tokens, labels) in enumerate(sequences):
         if len(tokens) != len(labels):
-            raise ValueError(f"sequence {q}: {len(tokens)} tokens but {len(labels)} labels")
+            raise ValueError(Errors.E128.format(q=q, n_tokens=len(tokens), n_labels=len(labels)))
         where = (lambda q: (lambda i: f"sequence {q}, token {i}"))(q)
         doc = make_doc(vocab, list(tokens), spaces=[spaces] * len(tokens), where=where)
         if label_scheme is not None:
@@ -441,32 +438,29 @@ class ColumnCorpus:
                  columns: Optional[Sequence[str]] = None, words_column: Optional[str] = None,
                  label_column: Optional[str] = None, sep: Optional[str] = None):
         if format not in FORMATS and format != "columns":
-            raise ValueError(f"ColumnCorpus: format must be one of {list(FORMATS) + ['columns']}, not {format!r}")
+            raise ValueError(Errors.E129.format(value=list(FORMATS) + ['columns'], format=format))
         if format == "columns":
             if not columns or words_column is None or label_column is None or target is None:
-                raise ValueError("ColumnCorpus: format 'columns' needs columns, words_column, label_column and "
-                                 "target")
+                raise ValueError(Errors.E142)
             names, words, label, default_target = list(columns), words_column, label_column, target
         else:
             if columns:
-                raise ValueError(f"ColumnCorpus: format {format!r} has fixed columns {FORMATS[format][0]}; "
-                                 f"'columns' is only for format 'columns'")
+                raise ValueError(Errors.E143.format(format=format, formats=FORMATS[format][0]))
             names, words, label, default_target = FORMATS[format]
             names = list(names)
             words = words_column or words
             label = label_column or label
         target = target or default_target
         if target not in TARGETS:
-            raise ValueError(f"ColumnCorpus: target must be one of {list(TARGETS)}, not {target!r}")
+            raise ValueError(Errors.E130.format(targets=list(TARGETS), target=target))
         if format == "nettalk":
             split = split or "train_1000"
             if split not in NETTALK_SPLITS:
-                raise ValueError(f"ColumnCorpus: NETtalk split must be one of {list(NETTALK_SPLITS)}, "
-                                 f"not {split!r}")
+                raise ValueError(Errors.E144.format(nettalk_splits=list(NETTALK_SPLITS), split=split))
         elif split is not None:
-            raise ValueError("ColumnCorpus: 'split' only applies to format 'nettalk'")
+            raise ValueError(Errors.E145)
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-            raise ValueError(f"ColumnCorpus: limit must be an integer >= 0, not {limit!r}")
+            raise ValueError(Errors.E131.format(limit=limit))
         self.path = None if path is None else Path(path)
         self.format = format
         self.target = target
@@ -478,7 +472,7 @@ class ColumnCorpus:
 
     def _sentences(self) -> Iterator[Tuple[List[Row], List[int], object]]:
         if self.path is None:
-            raise ValueError("ColumnCorpus: 'path' is not set")
+            raise ValueError(Errors.E132)
         if self.format == "nettalk":
             for word, phon, stress, lineno in _nettalk_selection(self.path, self.split):
                 yield list(zip(word, phon, stress)), [lineno] * len(word), self.path / "nettalk.data"

@@ -24,6 +24,7 @@ from .predict_walk import multiply_tree as walk_multiply, walk_potentials
 from .sparse import csc_index
 from .trees import (LEAF, Forest, GrowSettings, Rows, Target, Tree, TREE_FIELDS, concat_trees, empty_tree,
                     no_missing, scaled_tree, tree_depth)
+from ..errors import Errors
 
 LOSSES = ("crf", "pseudo_likelihood", "hamming", "rank")
 DECODERS = ("viterbi", "marginal")
@@ -58,15 +59,13 @@ class BoostParams:
 
     def __post_init__(self):
         if self.loss not in LOSSES:
-            raise ValueError(f"TreeCRF setting 'loss' must be one of {LOSSES}, got {self.loss!r}")
+            raise ValueError(Errors.E010.format(losses=LOSSES, loss=self.loss))
         if self.leaf_values not in LEAF_VALUES:
-            raise ValueError(f"TreeCRF setting 'leaf_values' must be one of {LEAF_VALUES}, got {self.leaf_values!r}")
+            raise ValueError(Errors.E011.format(choices=LEAF_VALUES, leaf_values=self.leaf_values))
         if self.label_splits not in LABEL_SPLITS:
-            raise ValueError(f"TreeCRF setting 'label_splits' must be one of {LABEL_SPLITS}, got "
-                             f"{self.label_splits!r}")
+            raise ValueError(Errors.E012.format(choices=LABEL_SPLITS, label_splits=self.label_splits))
         if self.leaf_values == "newton" and self.loss != "crf":
-            raise ValueError(f"TreeCRF setting leaf_values='newton' needs loss='crf' (its Hessian), got "
-                             f"loss={self.loss!r}")
+            raise ValueError(Errors.E013.format(loss=self.loss))
         missing.check_strategy(self.missing, "TreeCRF")
         checks = [
             ("max_leaves", self.max_leaves >= 2, "an integer >= 2"),
@@ -82,7 +81,7 @@ class BoostParams:
         ]
         for name, ok, want in checks:
             if not ok:
-                raise ValueError(f"TreeCRF setting '{name}' must be {want}, got {getattr(self, name)!r}")
+                raise ValueError(Errors.E015.format(name=name, want=want, value=getattr(self, name)))
         self.max_leaves = int(self.max_leaves)
 
     @property
@@ -417,8 +416,7 @@ class Trainer:
         with_missing = mr is not None and (mr.any or (n_surrogates > 0 and bool((mr.feature_var >= 0).any())))
         leaf_values = self.params.leaf_values
         if leaf_values != "mean" and with_missing:
-            raise ValueError(f"TreeCRF setting leaf_values={leaf_values!r} is not available with missing input values "
-                             "(or missing='surrogate'): use leaf_values='mean'")
+            raise ValueError(Errors.E014.format(leaf_values=leaf_values))
         positions = self._round_positions()
         feature_masks = [self._tree_features() for _ in range(K)]
         skipped = np.setdiff1d(self.all_positions, positions, assume_unique=True) if len(positions) < len(

@@ -28,6 +28,10 @@ from .partition import partition, partition_routed
 from .split import (Candidates, Compact, SurrogateScratch, best_feature, best_feature_known, best_state,
                     record_candidate, surrogates)
 from .trees import FEATURE, LEAF, TIE, Tree, routes_missing
+from ..errors import Errors
+
+
+TOO_MANY_POSITIONS = Errors.E016  # a constant: the compiled grower raises it
 
 
 class Nodes(NamedTuple):
@@ -197,12 +201,13 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
     rows: the training Rows; index: their ColumnIndex (sparse.csc_index, built once per training set);
     positions: the positions this tree is fitted on (sorted here if they are not ascending); feature_ok (bool
     per feature): the features it may split on (column subsampling); missing: a MissingIndex
-    (trees.no_missing() for rows without missing values). Returns a Grown tree: the Tree and, without missing values, the Segments of its nodes."""
+    (trees.no_missing() for rows without missing values). Returns a Grown tree: the Tree and, without missing
+    values, the Segments of its nodes."""
     T = target.D.shape[0]
     S = target.D.shape[1]
     n_features = index.ptr.shape[0] - 1
     if T >= 2 ** 31:
-        raise ValueError("grow_tree: at most 2**31 - 1 positions")
+        raise ValueError(TOO_MANY_POSITIONS)
     routed = routes_missing(missing)
     max_leaves = settings.max_leaves
     lam = settings.lam

@@ -24,6 +24,7 @@ from numba import njit
 
 from .sparse import has_feature
 from .trees import MissingIndex
+from ..errors import Errors
 
 STRATEGIES = ("instance_weighting", "surrogate", "imputation", "indicator")
 ENGINE_STRATEGIES = ("instance_weighting", "surrogate")  # the others are input transforms (estimator, featurizer)
@@ -32,7 +33,7 @@ N_SURROGATES = 4
 
 def check_strategy(value, where: str) -> str:
     if value not in STRATEGIES:
-        raise ValueError(f"{where} setting 'missing' must be one of {STRATEGIES}, got {value!r}")
+        raise ValueError(Errors.E017.format(where=where, strategies=STRATEGIES, value=value))
     return value
 
 

@@ -158,7 +158,8 @@ def bitmask_potentials(rows, n_labels, labels, index):
 
     Rows may hold feature ids no tree tests."""
     indptr, indices = rows.indptr, rows.indices
-    defaults, feature_ptr, entry_tree, entry_mask = index.defaults, index.feature_ptr, index.entry_tree, index.entry_mask
+    defaults, feature_ptr, entry_tree = index.defaults, index.feature_ptr, index.entry_tree
+    entry_mask = index.entry_mask
     state_mask, state_sensitive, slot_value = index.state_mask, index.state_sensitive, index.slot_value
     T = indptr.shape[0] - 1
     n_trees, S, n_words = state_mask.shape

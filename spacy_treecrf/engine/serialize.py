@@ -8,6 +8,7 @@ from typing import Any, Dict
 
 import numpy as np
 import srsly
+from ..errors import Errors
 
 # 2: surrogate splits in the ensemble and the missing-value settings and tables (absent in version 1 files, which
 # load as models without them)
@@ -21,7 +22,7 @@ def _encode(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
         name = DTYPE_NAMES.get(obj.dtype)
         if name is None:
-            raise TypeError(f"Cannot serialize array of dtype {obj.dtype}")
+            raise TypeError(Errors.E038.format(dtype=obj.dtype))
         return {"__ndarray__": True, "dtype": name, "shape": list(obj.shape),
                 "data": np.ascontiguousarray(obj).astype(obj.dtype.newbyteorder("<")).tobytes()}
     if isinstance(obj, dict):
@@ -41,10 +42,10 @@ def _decode(obj: Any, where: str) -> Any:
             data = obj.get("data")
             if dtype is None or not isinstance(shape, list) or not isinstance(data, bytes) or not all(
                     isinstance(n, int) and n >= 0 for n in shape):
-                raise ValueError(f"Model data: malformed array at '{where}'")
+                raise ValueError(Errors.E045.format(where=where))
             expected = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
             if len(data) != expected:
-                raise ValueError(f"Model data: array at '{where}' has {len(data)} bytes, expected {expected}")
+                raise ValueError(Errors.E046.format(where=where, n_data=len(data), expected=expected))
             return np.frombuffer(data, dtype=np.dtype(dtype).newbyteorder("<")).astype(dtype).reshape(shape)
         return {k: _decode(v, f"{where}.{k}") for k, v in obj.items()}
     if isinstance(obj, list):
@@ -52,7 +53,7 @@ def _decode(obj: Any, where: str) -> Any:
     if obj is None or isinstance(obj, (str, bytes, bool, int, float)):
         return obj
     # msgpack extension types, timestamps and anything a decoding hook made are refused, never interpreted
-    raise ValueError(f"Model data: unsupported value of type {type(obj).__name__} at '{where}'")
+    raise ValueError(Errors.E018.format(type_name=type(obj).__name__, where=where))
 
 
 def dumps(kind: str, payload: Dict[str, Any]) -> bytes:
@@ -63,41 +64,40 @@ def dumps(kind: str, payload: Dict[str, Any]) -> bytes:
 def loads(kind: str, data: bytes) -> Dict[str, Any]:
     """Decode and check the envelope: a truncated, foreign or newer file is a ValueError, never a crash."""
     if not isinstance(data, (bytes, bytearray)):
-        raise ValueError(f"{kind} model data must be bytes, got {type(data).__name__}")
+        raise ValueError(Errors.E019.format(kind=kind, type_name=type(data).__name__))
     try:
         # object_pairs_hook bypasses the decoders registered with srsly (numpy, entry points): plain msgpack only
         msg = srsly.msgpack.unpackb(bytes(data), raw=False, use_list=True, object_pairs_hook=dict)
     except Exception as err:  # msgpack raises several types for garbage
-        raise ValueError(f"{kind} model data is corrupt or truncated ({type(err).__name__}: {err})") from None
+        raise ValueError(Errors.E039.format(kind=kind, type_name=type(err).__name__, err=err)) from None
     if not isinstance(msg, dict) or msg.get("format") != "spacy_treecrf":
-        raise ValueError(f"{kind} model data is not a spacy_treecrf model")
+        raise ValueError(Errors.E020.format(kind=kind))
     if msg.get("kind") != kind:
-        raise ValueError(f"Model data holds a {msg.get('kind')!r}, expected {kind!r}")
+        raise ValueError(Errors.E021.format(found=msg.get('kind'), kind=kind))
     version = msg.get("version")
     if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise ValueError(f"{kind} model data has format version {version!r}; this spacy_treecrf reads up to "
-                         f"{FORMAT_VERSION}: upgrade spacy_treecrf")
+        raise ValueError(Errors.E022.format(kind=kind, version=version, format_version=FORMAT_VERSION))
     payload = msg.get("payload")
     if not isinstance(payload, dict):
-        raise ValueError(f"{kind} model data has no payload")
+        raise ValueError(Errors.E023.format(kind=kind))
     return _decode(payload, kind)
 
 
 def field(msg: Dict[str, Any], name: str, typ):
     if name not in msg:
-        raise ValueError(f"Model data lacks the field '{name}'")
+        raise ValueError(Errors.E024.format(name=name))
     value = msg[name]
     if not isinstance(value, typ):
-        raise ValueError(f"Model data field '{name}' should be {typ.__name__}, got {type(value).__name__}")
+        raise ValueError(Errors.E025.format(name=name, type_name=typ.__name__, type_name_2=type(value).__name__))
     return value
 
 
 def check_array(msg: Dict[str, Any], name: str, dtype, shape) -> np.ndarray:
     arr = field(msg, name, np.ndarray)
     if arr.dtype != np.dtype(dtype):
-        raise ValueError(f"Model array '{name}' has dtype {arr.dtype}, expected {np.dtype(dtype)}")
+        raise ValueError(Errors.E026.format(name=name, dtype=arr.dtype, dtype_2=np.dtype(dtype)))
     if len(arr.shape) != len(shape) or any(want is not None and got != want for got, want in zip(arr.shape, shape)):
-        raise ValueError(f"Model array '{name}' has shape {arr.shape}, expected {shape}")
+        raise ValueError(Errors.E027.format(name=name, shape=arr.shape, shape_2=shape))
     return np.ascontiguousarray(arr)
 
 
@@ -117,21 +117,21 @@ def load_ensemble(arrays: Dict[str, Any], n_labels: int, n_features: int):
     roots = check_array(arrays, "roots", np.int64, (None,))
     labels = check_array(arrays, "labels", np.int32, (len(roots) - 1,))
     if len(roots) == 0 or roots[0] != 0 or roots[-1] != n or np.any(np.diff(roots) < 1):
-        raise ValueError("Model trees: tree offsets are not increasing from 0 to the node count")
+        raise ValueError(Errors.E028)
     if np.any((labels < 0) | (labels >= n_labels)):
-        raise ValueError("Model trees: a tree names a label out of range")
+        raise ValueError(Errors.E029)
     if np.any((kind < 0) | (kind > 2)):
-        raise ValueError("Model trees: unknown node kind")
+        raise ValueError(Errors.E030)
     if not np.all(np.isfinite(value)):
-        raise ValueError("Model trees: non-finite leaf value")
+        raise ValueError(Errors.E031)
     sizes = np.repeat(np.diff(roots), np.diff(roots))
     local = np.arange(n) - np.repeat(roots[:-1], np.diff(roots))
     inner = kind != 0
     for name, child in (("yes", yes), ("no", no)):
         if np.any(inner & ((child <= local) | (child >= sizes))):
-            raise ValueError(f"Model trees: a '{name}' child index points outside its tree or backwards")
+            raise ValueError(Errors.E040.format(name=name))
     if np.any(~inner & ((yes != -1) | (no != -1))):
-        raise ValueError("Model trees: a leaf has children")
+        raise ValueError(Errors.E032)
     # each node but a root is the child of exactly one node: a shared node would make the depth, and so the
     # kernels' traversal stack, too small
     base = np.repeat(roots[:-1], np.diff(roots))
@@ -139,11 +139,11 @@ def load_ensemble(arrays: Dict[str, Any], n_labels: int, n_features: int):
     is_root = np.zeros(n, dtype=np.bool_)
     is_root[roots[:-1]] = True
     if np.any(parents != np.where(is_root, 0, 1)):
-        raise ValueError("Model trees: a node is not reached from its tree's root by exactly one path")
+        raise ValueError(Errors.E033)
     if np.any((kind == 1) & ((feature < 0) | (feature >= n_features))):
-        raise ValueError("Model trees: a split tests a feature id out of range")
+        raise ValueError(Errors.E034)
     if np.any(count < 0) or not np.all(np.isfinite(count)):
-        raise ValueError("Model trees: a node count is negative or not finite")
+        raise ValueError(Errors.E035)
     checked = {"kind": kind, "feature": feature, "yes": yes, "no": no, "value": value, "count": count,
                "states": states, "roots": roots, "labels": labels}
     if "surr_feature" in arrays or "surr_same" in arrays:
@@ -151,11 +151,11 @@ def load_ensemble(arrays: Dict[str, Any], n_labels: int, n_features: int):
         checked["surr_feature"] = surr
         checked["surr_same"] = check_array(arrays, "surr_same", np.bool_, surr.shape)
         if np.any((surr < -1) | (surr >= n_features)):
-            raise ValueError("Model trees: a surrogate split tests a feature id out of range")
+            raise ValueError(Errors.E041)
         if np.any((kind != 1)[:, None] & (surr >= 0)):
-            raise ValueError("Model trees: a node that does not test a feature has surrogates")
+            raise ValueError(Errors.E042)
         if surr.shape[1] > 1 and np.any((surr[:, :-1] < 0) & (surr[:, 1:] >= 0)):
-            raise ValueError("Model trees: a surrogate list has a gap (-1 before a feature)")
+            raise ValueError(Errors.E043)
     return Ensemble.from_arrays(S, n_labels, checked)
 
 
@@ -164,16 +164,16 @@ def check_missing_table(msg: Dict[str, Any], n_features: int) -> Dict[str, Any]:
     each variable's imputed feature and indicator feature (-1: none). Version 1 files have none: empty tables."""
     variables = msg.get("variables", [])
     if not isinstance(variables, list) or not all(isinstance(v, str) for v in variables):
-        raise ValueError("Model data field 'variables' should be a list of names")
+        raise ValueError(Errors.E036)
     V = len(variables)
     if "feature_var" not in msg:
         return {"variables": variables, "feature_var": np.full(n_features, -1, dtype=np.int32),
                 "impute": np.full(V, -1, dtype=np.int32), "indicator": np.full(V, -1, dtype=np.int32)}
     out = {"variables": variables, "feature_var": check_array(msg, "feature_var", np.int32, (n_features,))}
     if np.any((out["feature_var"] < -1) | (out["feature_var"] >= V)):
-        raise ValueError("Model array 'feature_var' names a variable out of range")
+        raise ValueError(Errors.E037)
     for name in ("impute", "indicator"):
         out[name] = check_array(msg, name, np.int32, (V,))
         if np.any((out[name] < -1) | (out[name] >= n_features)):
-            raise ValueError(f"Model array '{name}' names a feature out of range")
+            raise ValueError(Errors.E044.format(name=name))
     return out

@@ -3,6 +3,10 @@ from typing import NamedTuple
 
 import numpy as np
 from numba import njit
+from ..errors import Errors
+
+
+TOO_MANY_POSITIONS = Errors.E047  # a constant: the compiled index raises it
 
 
 class ColumnIndex(NamedTuple):
@@ -17,7 +21,7 @@ def csc_index(indptr, indices, n_features):
     grow_tree."""
     T = indptr.shape[0] - 1
     if T >= 2 ** 31:
-        raise ValueError("csc_index: at most 2**31 - 1 positions")
+        raise ValueError(TOO_MANY_POSITIONS)
     col_ptr, col_pos = transpose(indptr, indices, n_features)
     return ColumnIndex(col_ptr, col_pos)
 

@@ -3,6 +3,7 @@ j + 1 = labels allowed after label j)."""
 from typing import Sequence
 
 import numpy as np
+from ..errors import Errors
 
 
 def bio_allowed(labels: Sequence[str]) -> np.ndarray:
@@ -25,7 +26,7 @@ def transitions_allowed(labels: Sequence[str], transitions) -> np.ndarray:
         return np.ones((K + 1, K), dtype=np.bool_)
     if isinstance(transitions, str):
         if transitions.lower() != "bio":
-            raise ValueError(f"allowed_transitions must be None, 'bio' or (previous, label) pairs, got {transitions!r}")
+            raise ValueError(Errors.E048.format(transitions=transitions))
         return bio_allowed(labels)
     index = {label: k for k, label in enumerate(labels)}
     allowed = np.zeros((K + 1, K), dtype=np.bool_)

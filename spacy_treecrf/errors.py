@@ -1,0 +1,183 @@
+"""Every message a user sees, in one place, each with a code (spaCy's style: ``Errors.E001`` reads as
+"[E001] <message>", so a message can be looked up by its code). The catalogue imports nothing, so the engine uses it
+too."""
+
+
+class _WithCodes(type):
+    def __getattribute__(self, code: str) -> str:
+        msg = super().__getattribute__(code)
+        if code.startswith("__"):
+            return msg
+        return f"[{code}] {msg}"
+
+
+class Warnings(metaclass=_WithCodes):
+    W001 = ("Component '{name}': the settings {settings} now belong in [components.{name}.booster]; move them there "
+            '(they were applied for now).')
+
+
+class Errors(metaclass=_WithCodes):
+    # the treecrf component (pipe.py)
+    E001 = 'Unknown target {target!r}: choose one of {targets}.'
+    E002 = "Target 'spans' needs a non-empty 'spans_key'."
+    E003 = "Target 'token_attr' needs 'token_attr', the name of a Token extension."
+    E004 = "Setting 'decode' must be one of {decoders}, got {decode!r}."
+    E005 = 'No labels found for target {target!r} in the training data: check the reference docs.'
+    E006 = "Target 'pos' takes Universal POS tags; {labels} are not UPOS."
+    E007 = ('Doc {doc} has overlapping gold spans {a} and {b} in {where}: a BIO target cannot represent overlaps. '
+            'Remove one of them or use several components.')
+    E008 = "The component '{name}' is not initialized: call nlp.initialize() or load a trained pipeline."
+    E009 = "Label {label!r} of component '{name}' is not a BIO label (B-X, I-X or O)."
+    # boosting settings and rounds (engine/booster.py)
+    E010 = "TreeCRF setting 'loss' must be one of {losses}, got {loss!r}"
+    E011 = "TreeCRF setting 'leaf_values' must be one of {choices}, got {leaf_values!r}"
+    E012 = "TreeCRF setting 'label_splits' must be one of {choices}, got {label_splits!r}"
+    E013 = "TreeCRF setting leaf_values='newton' needs loss='crf' (its Hessian), got loss={loss!r}"
+    E014 = ('TreeCRF setting leaf_values={leaf_values!r} is not available with missing input values (or '
+            "missing='surrogate'): use leaf_values='mean'")
+    E015 = "TreeCRF setting '{name}' must be {want}, got {value!r}"
+    # the grower (engine/grow.py)
+    E016 = 'grow_tree: at most 2**31 - 1 positions'
+    # missing values (engine/missing.py)
+    E017 = "{where} setting 'missing' must be one of {strategies}, got {value!r}"
+    # model files (engine/serialize.py)
+    E018 = "Model data: unsupported value of type {type_name} at '{where}'"
+    E019 = '{kind} model data must be bytes, got {type_name}'
+    E020 = '{kind} model data is not a spacy_treecrf model'
+    E021 = 'Model data holds a {found!r}, expected {kind!r}'
+    E022 = ('{kind} model data has format version {version!r}; this spacy_treecrf reads up to {format_version}: '
+            'upgrade spacy_treecrf')
+    E023 = '{kind} model data has no payload'
+    E024 = "Model data lacks the field '{name}'"
+    E025 = "Model data field '{name}' should be {type_name}, got {type_name_2}"
+    E026 = "Model array '{name}' has dtype {dtype}, expected {dtype_2}"
+    E027 = "Model array '{name}' has shape {shape}, expected {shape_2}"
+    E028 = 'Model trees: tree offsets are not increasing from 0 to the node count'
+    E029 = 'Model trees: a tree names a label out of range'
+    E030 = 'Model trees: unknown node kind'
+    E031 = 'Model trees: non-finite leaf value'
+    E032 = 'Model trees: a leaf has children'
+    E033 = "Model trees: a node is not reached from its tree's root by exactly one path"
+    E034 = 'Model trees: a split tests a feature id out of range'
+    E035 = 'Model trees: a node count is negative or not finite'
+    E036 = "Model data field 'variables' should be a list of names"
+    E037 = "Model array 'feature_var' names a variable out of range"
+    E038 = 'Cannot serialize array of dtype {dtype}'
+    E039 = '{kind} model data is corrupt or truncated ({type_name}: {err})'
+    E040 = "Model trees: a '{name}' child index points outside its tree or backwards"
+    E041 = 'Model trees: a surrogate split tests a feature id out of range'
+    E042 = 'Model trees: a node that does not test a feature has surrogates'
+    E043 = 'Model trees: a surrogate list has a gap (-1 before a feature)'
+    E044 = "Model array '{name}' names a feature out of range"
+    E045 = "Model data: malformed array at '{where}'"
+    E046 = "Model data: array at '{where}' has {n_data} bytes, expected {expected}"
+    # sparse rows (engine/sparse.py)
+    E047 = 'csc_index: at most 2**31 - 1 positions'
+    # transition masks (engine/transitions.py)
+    E048 = "allowed_transitions must be None, 'bio' or (previous, label) pairs, got {transitions!r}"
+    # the estimator (estimator.py)
+    E049 = 'TreeCRF got unknown settings {unknown}; the settings are {param_names}'
+    E050 = "TreeCRF setting 'decode' must be one of {decoders}, got {decode!r}"
+    E051 = "TreeCRF setting 'n_rounds' must be an integer >= 0, got {n_rounds!r}"
+    E052 = "TreeCRF setting 'patience' must be None or an integer >= 1, got {patience!r}"
+    E053 = 'TreeCRF has no settings {unknown}; the settings are {param_names}'
+    E054 = 'fit: X has {n_x} sequences but y has {n_y}'
+    E055 = 'fit: no known label in y: at least one position must be labelled'
+    E056 = 'This TreeCRF is not fitted yet: call fit() or from_bytes() first'
+    E057 = 'TreeCRF model bytes: missing={missing!r} but the trees have {n_surrogates} surrogate slots'
+    E058 = 'TreeCRF model bytes: unknown decode {decode!r}'
+    E059 = 'fit: sequence {q} has {n_xs} positions but {n_ys} labels'
+    E060 = 'TreeCRF model bytes: invalid settings: {err}'
+    E061 = ('Sequence {q}, position {t}: a position must be a dict or an iterable of feature names, not the string '
+            '{position!r}')
+    # features (features.py)
+    E062 = "window_features: '{name}' must be true or false, not {value!r}"
+    E063 = "window_features: '{name}' must be an integer, not {value!r}"
+    E064 = "window_features: '{name}' must be >= {minimum}, got {value}"
+    E065 = "window_features: 'attrs' must be a list of attribute names, not {attrs!r}"
+    E066 = "window_features: 'lexicons' must map a lexicon name to a file path, not {lexicons!r}"
+    E067 = 'window_features: lexicon file not found: {path}'
+    E068 = 'window_features: {n_docs} training docs but {n_labels} lists of labels'
+    E069 = 'WindowFeaturizer: {n_docs} docs but {n_labels} lists of own labels'
+    E070 = "window_features: 'attrs' entries must be strings, not {attr!r}"
+    E071 = "window_features: unknown attribute {attr!r} in 'attrs'; use one of {allowed} or '_.<extension>'"
+    E072 = "window_features: attribute {attr!r} is listed twice in 'attrs'"
+    E073 = "window_features: lexicon name {name!r} in 'lexicons' must be a non-empty string without whitespace"
+    E074 = "window_features: the path of lexicon {name!r} in 'lexicons' must be a string, not {path!r}"
+    E075 = 'window_features: lexicon file {path} is not valid UTF-8 ({err})'
+    E076 = "window_features: 'missing_text' must be a string or null, not {missing!r}"
+    E078 = 'WindowFeaturizer is not initialized: call initialize(docs) or from_dict(state) first'
+    E079 = '{where}: expected a dict, got {type_name}'
+    E080 = '{where}: unsupported state version {state!r} (this code reads version {state_version})'
+    E081 = "{where}: 'config' must be a dict"
+    E082 = "{where}: 'config' keys {cfg} differ from the expected {expected}"
+    E083 = "{where}: 'initialized' must be true or false"
+    E084 = "{where}: 'lexicon_entries' must map lexicon names to lists of strings"
+    E085 = "{where}: 'label_counts' must map words to {{label: positive count}}"
+    E086 = "{where}: 'atoms' must be a list of strings"
+    E087 = "{where}: 'atoms' contains duplicate names"
+    E088 = "{where}: 'column_offsets' and 'column_atoms' differ in length ({n_offs} vs {n_cols})"
+    E089 = '{where}: an uninitialized state cannot carry atoms or columns'
+    E090 = 'window_features: training doc {q} ({text!r}) has {n_doc} tokens but {n_doc_labels} labels'
+    E091 = ("window_features: 'attrs' names {attr!r} but no Token extension {attr_2!r} is registered "
+            '(Token.set_extension)')
+    E092 = 'WindowFeaturizer: all docs of one call must share the same Vocab'
+    E093 = 'WindowFeaturizer: doc {q} ({text!r}) has {n_doc} tokens but {n_labels} own labels'
+    E094 = "window_features: 'label_dictionary' needs the gold labels of the training docs (initialize(docs, labels))"
+    E095 = '{where}: missing key {key!r}'
+    E096 = '{where}: {key!r} must be a list of integers'
+    E097 = "{where}: bad 'config': {err}"
+    E098 = '{where}: atom {name!r} belongs to no test family of this configuration'
+    E099 = '{where}: column {i} has offset {off} outside the window {window}'
+    E100 = '{where}: column {i} names atom {atom}, but there are {n_atoms} atoms'
+    E101 = '{where}: column {i} is a padding column at offset 0'
+    E102 = '{where}: columns must be ordered by offset, then atom id (column {i})'
+    # the treecrf component (pipe.py)
+    E103 = 'The loss is computed inside update() by forward-backward.'
+    E104 = "The model data's setting 'decode' must be one of {decoders}, got {cfg!r}."
+    E105 = "Cannot add label {label!r} to '{name}' after training started."
+    E106 = "The model data is for target {found!r}, but component '{name}' has target {target!r}."
+    E107 = 'The model data has no valid label list.'
+    E108 = 'The model data has missing={missing!r} but its trees have {n_surrogates} surrogate slots.'
+    E109 = "No model file at {path}: was component '{name}' saved?"
+    E110 = "The model data's setting {key!r} should be {type_name}, got {cfg!r}."
+    E111 = 'The model data has invalid settings: {err}'
+    E112 = "The model data's imputation table names a column out of range."
+    E113 = '{err} (file: {path})'
+    # readers and column files (readers.py)
+    E114 = "{setting}: cannot set token attribute {attr!r}; use one of {settable_attrs} or '_.<extension>'"
+    E115 = '{path}: file not found'
+    E116 = 'NETtalk split must be one of {nettalk_splits}, not {split!r}'
+    E117 = "read_nettalk: label must be 'stress' or 'phonemes', not {label!r}"
+    E118 = "read_protein: split_at must be 'segment' or 'protein', not {split_at!r}"
+    E119 = ('{setting}: column {ref!r} is given by name, but no column names were given (pass columns=[...] or use '
+            'integer positions)')
+    E120 = '{setting}: unknown column {ref!r}; the columns are {names}'
+    E121 = 'label scheme {label_scheme!r} needs a label_column'
+    E122 = '{where}: the column settings need {value} columns, but the line has only {n_rows}'
+    E123 = 'read_columns: duplicate column names in {columns}'
+    E124 = 'read_columns: label column {label_column!r} is not one of {columns}'
+    E125 = 'unknown label scheme {label_scheme!r}; use one of {label_schemes}'
+    E126 = '{setting}: column index {ref} is out of range for columns {names}'
+    E127 = 'label_scheme must be one of {label_schemes}, not {label_scheme!r}'
+    E128 = 'sequence {q}: {n_tokens} tokens but {n_labels} labels'
+    E129 = 'ColumnCorpus: format must be one of {value}, not {format!r}'
+    E130 = 'ColumnCorpus: target must be one of {targets}, not {target!r}'
+    E131 = 'ColumnCorpus: limit must be an integer >= 0, not {limit!r}'
+    E132 = "ColumnCorpus: 'path' is not set"
+    E133 = '{path}, line {lineno}: expected {n_columns} columns, found {n_fields}: {line!r}'
+    E134 = '{path}, line {lineno}: expected 4 tab-separated fields, found {n_fields}: {line!r}'
+    E135 = '{split_path}, line {lineno}: word {word!r} has no aligned entry in nettalk.data'
+    E136 = "{path}, line {lineno}: expected '<residue> <h|e|_>', found {line!r}"
+    E137 = '{where}: invalid BIO label {tag!r} (expected O, B-X or I-X)'
+    E138 = "label scheme 'token_attr' needs token_attr"
+    E139 = "label scheme / target 'token_attr' needs the token_attr setting"
+    E140 = 'input columns: two columns are mapped to {attr!r}'
+    E141 = 'input columns: {attr!r} already holds the gold labels'
+    E142 = "ColumnCorpus: format 'columns' needs columns, words_column, label_column and target"
+    E143 = "ColumnCorpus: format {format!r} has fixed columns {formats}; 'columns' is only for format 'columns'"
+    E144 = 'ColumnCorpus: NETtalk split must be one of {nettalk_splits}, not {split!r}'
+    E145 = "ColumnCorpus: 'split' only applies to format 'nettalk'"
+    E146 = '{where}: {value!r} is not a Universal POS tag (pos_)'
+    # the command line (cli.py)
+    E148 = 'No treecrf component in {pipeline}'
