@@ -1,10 +1,14 @@
-"""Shared helpers and fixtures: CSR rows of small dense problems, start masks, and the grower and tree kernels
-called the way the booster calls them."""
+"""Shared helpers and fixtures: CSR rows of small dense problems, start masks, the grower and tree kernels called
+the way the booster calls them, a tiny NER corpus and small trained components."""
 import numpy as np
+import pytest
+import spacy
+from spacy.tokens import Doc
+from spacy.training import Example
 
 from spacy_treecrf.engine.grow import grow_tree
 from spacy_treecrf.engine.sparse import csc_index
-from spacy_treecrf.engine.trees import GrowSettings, Rows, Target, Tree, no_missing, tree_depth
+from spacy_treecrf.engine.trees import GrowSettings, Rows, Target, Tree, no_missing
 
 TREE_KEYS = Tree._fields + ("pbuf", "pstart", "plen")
 
@@ -15,6 +19,20 @@ def dense_csr(X):
     indptr = np.concatenate([[0], np.cumsum(X.sum(axis=1))]).astype(np.int64)
     indices = np.nonzero(X)[1].astype(np.int32)  # row-major, so sorted within each row
     return indptr, indices
+
+
+def ids_csr(rows, n):
+    """CSR (indptr, sorted ids) of a list of id lists; n = number of rows."""
+    assert len(rows) == n
+    indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
+    indices = np.array([i for r in rows for i in sorted(r)], dtype=np.int32)
+    return indptr, indices
+
+
+def gain(gl, nl, g, n, lam):
+    """The penalised squared-error gain of a split, written out (the reference the kernels are checked against)."""
+    gr, nr = g - gl, n - nl
+    return gl * gl / (nl + lam) + gr * gr / (nr + lam) - g * g / (n + lam)
 
 
 def start_mask(seq_starts, T):
@@ -47,10 +65,6 @@ def as_tree(tr) -> Tree:
     return Tree(*(np.asarray(tr[name]) if name in tr else slots[name] for name in Tree._fields))
 
 
-def depth(tr) -> int:
-    return tree_depth(tr["yes"], tr["no"])
-
-
 def component_config(config: dict) -> dict:
     """A treecrf component's config with its boosting settings in the [booster] block where they belong."""
     from spacy_treecrf.engine.booster import BoostParams
@@ -58,3 +72,99 @@ def component_config(config: dict) -> dict:
     booster = {key: value for key, value in config.items() if key in BoostParams.__dataclass_fields__}
     rest = {key: value for key, value in config.items() if key not in booster}
     return {**rest, "booster": {**rest.get("booster", {}), **booster}} if booster else rest
+
+
+# ---- the component on tiny data
+
+NER_DATA = [
+    ("Alice lives in Paris .", [(0, 5, "PER"), (15, 20, "LOC")]),
+    ("Bob visited New York today .", [(0, 3, "PER"), (12, 20, "LOC")]),
+    ("Paris is big .", [(0, 5, "LOC")]),
+    ("Carol met Alice in Rome", [(0, 5, "PER"), (10, 15, "PER"), (19, 23, "LOC")]),
+    ("We flew to New York with Bob .", [(11, 19, "LOC"), (25, 28, "PER")]),
+]
+WINDOW = {"@misc": "spacy_treecrf.window_features.v1"}
+SMALL = {"max_leaves": 6, "shrinkage": 1.0}
+LANG = "xx"  # spaCy's multi-language tokenizer: the same splits here, and three times faster to build
+
+
+def make_nlp(**config):
+    nlp = spacy.blank(LANG)
+    crf = nlp.add_pipe("treecrf", config=component_config({**SMALL, **config}))
+    return nlp, crf
+
+
+def ner_examples(nlp, data=NER_DATA):
+    """Examples of the tiny NER corpus (or of ``data``: (text, entity offsets) pairs)."""
+    return [Example.from_dict(nlp.make_doc(text), {"entities": ents}) for text, ents in data]
+
+
+def tag_examples(nlp, sentences):
+    """sentences: lists of (word, tag); an empty tag is missing gold."""
+    return [Example.from_dict(Doc(nlp.vocab, words=[w for w, _ in s]), {"tags": [t for _, t in s]})
+            for s in sentences]
+
+
+def train(nlp, examples, rounds=4, **init):
+    if init:
+        nlp.get_pipe("treecrf").initialize(lambda: examples, nlp=nlp, **init)
+    else:
+        nlp.initialize(lambda: examples)
+    losses = [nlp.update(examples, losses={})["treecrf"] for _ in range(rounds)]
+    return losses
+
+
+def marginals(doc, name="treecrf"):
+    labels, probs = doc.user_data[("treecrf", "marginals")][name]
+    return labels, probs
+
+
+def assert_normalised(doc, tol=1e-4):
+    _, probs = marginals(doc)
+    assert probs.shape[0] == len(doc)
+    assert np.all(np.isfinite(probs))
+    assert np.all(probs >= -1e-6)
+    if len(doc):
+        assert np.abs(probs.sum(axis=1) - 1.0).max() < tol
+
+
+def raw_labels(crf, docs):
+    scores = crf.predict(docs)
+    labels = crf.labels
+    starts = scores["seq_starts"]
+    return ([[labels[k] for k in scores["ids"][a:b]] for a, b in zip(starts[:-1], starts[1:])],
+            scores["gamma"])
+
+
+def assert_valid_bio(tags):
+    prev = "O"
+    for i, tag in enumerate(tags):
+        assert tag == "O" or tag[:2] in ("B-", "I-"), tags
+        if tag.startswith("I-"):
+            assert i > 0, f"I- at the start: {tags}"
+            assert prev[2:] == tag[2:] and prev != "O", f"invalid transition {prev} -> {tag}: {tags}"
+        prev = tag
+
+
+@pytest.fixture(scope="module")
+def ner_model():
+    nlp, crf = make_nlp()
+    train(nlp, ner_examples(nlp), rounds=8)
+    return nlp, crf.to_bytes()
+
+
+def fresh_component(target="ner", **config):
+    return spacy.blank(LANG).add_pipe("treecrf", config=component_config({"target": target, **config}))
+
+
+@pytest.fixture(scope="module")
+def sharp_model():
+    """A small model with very large potentials, the hardest case for overflow: trained, then every leaf value
+    multiplied by 100 (as a long-trained, unshrunk model would have)."""
+    nlp, crf = make_nlp(max_leaves=4, shrinkage=0.0)
+    train(nlp, ner_examples(nlp), rounds=4)
+    crf.ensemble.arrays()
+    crf.ensemble.nodes = crf.ensemble.nodes._replace(value=crf.ensemble.nodes.value * 100.0)
+    phi = crf.ensemble.potentials(*crf.featurizer([nlp.make_doc("Alice lives in Paris .")])[:2])
+    assert np.abs(phi).max() > 200  # exp() of these overflows float32 without the per-position scaling
+    return nlp

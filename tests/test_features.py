@@ -206,7 +206,6 @@ def test_attrs_pos_and_extension(vocab):
         g.initialize([doc])
 
 
-
 def test_extension_attrs_read_stored_values_defaults_and_getters(vocab):
     """Attribute extensions are read from where spaCy keeps their values (default where a token has none),
     getter extensions per token; across docs of several lengths, an empty one among them."""

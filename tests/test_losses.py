@@ -9,7 +9,7 @@ from conftest import component_config
 from spacy_treecrf import TreeCRF
 from spacy_treecrf.engine import booster
 from test_estimator import toy_data
-from test_pipe import ner_examples
+from conftest import ner_examples
 
 LOSSES = booster.LOSSES
 SEEDS = range(12)

@@ -2,20 +2,12 @@
 import numpy as np
 import pytest
 
-from conftest import as_tree, component_config, grow
+from conftest import as_tree, component_config, grow, ids_csr as csr
 from spacy_treecrf import TreeCRF
 from spacy_treecrf.engine import booster as B, missing, serialize
 from spacy_treecrf.engine.missing import MissingRows
 from spacy_treecrf.engine.predict_walk import walk_potentials
 from spacy_treecrf.engine.trees import FEATURE, LEAF, STATE, MissingIndex, Rows, Tree
-
-
-def csr(rows, n):
-    """CSR (indptr, sorted ids) of a list of id lists; n = number of rows."""
-    assert len(rows) == n
-    indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
-    indices = np.array([i for r in rows for i in sorted(r)], dtype=np.int32)
-    return indptr, indices
 
 
 def hand_ensemble(n_surrogates=0):

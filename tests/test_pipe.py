@@ -8,21 +8,8 @@ import spacy
 from spacy.tokens import Doc, Span, Token
 from spacy.training import Example
 
-from conftest import component_config
+from conftest import component_config, ner_examples
 import spacy_treecrf.pipe  # noqa: F401
-
-NER_DATA = [
-    ("Alice lives in Paris .", [(0, 5, "PER"), (15, 20, "LOC")]),
-    ("Bob visited New York today .", [(0, 3, "PER"), (12, 20, "LOC")]),
-    ("Paris is big .", [(0, 5, "LOC")]),
-    ("Carol met Alice in Rome", [(0, 5, "PER"), (10, 15, "PER"), (19, 23, "LOC")]),
-    ("We flew to New York with Bob .", [(11, 19, "LOC"), (25, 28, "PER")]),
-]
-
-
-def ner_examples(nlp):
-    return [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in NER_DATA]
-
 
 def trained_ner(rounds=12, **config):
     nlp = spacy.blank("en")

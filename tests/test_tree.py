@@ -4,7 +4,7 @@ import itertools
 import numpy as np
 import pytest
 
-from conftest import as_tree, dense_csr as csr, grow, start_mask
+from conftest import as_tree, dense_csr as csr, gain, grow, start_mask
 from spacy_treecrf.engine.grow import influential_positions
 from spacy_treecrf.engine.leaves import apply_leaves, step_leaf_values
 from spacy_treecrf.engine.predict_bitmask import bitmask_index, bitmask_potentials
@@ -59,11 +59,6 @@ def depth(tr):
             return 0
         return 1 + max(rec(tr["yes"][node]), rec(tr["no"][node]))
     return rec(0)
-
-
-def gain(gl, nl, g, n, lam):
-    gr, nr = g - gl, n - nl
-    return gl * gl / (nl + lam) + gr * gr / (nr + lam) - g * g / (n + lam)
 
 
 def split_gain(tr, node, lam):
@@ -259,7 +254,6 @@ def test_leaf_values_counts_and_segments(seed):
         assert split_gain(tr, node, lam) > 0.0
 
 
-
 @pytest.mark.parametrize("newton", [True, False])
 @pytest.mark.parametrize("seed", range(12))
 def test_step_leaf_values_over_the_cells_routed_to_each_leaf(seed, newton):
@@ -388,7 +382,6 @@ def test_best_first_expands_the_leaf_with_the_largest_gain(seed):
         assert split_gain(tr, expanded, 0.0) == pytest.approx(max(leaf_gains.values()), rel=1e-9)
         assert leaf_gains[expanded] == pytest.approx(max(leaf_gains.values()), rel=1e-9)
         prev = tr
-
 
 
 def test_states_last_splits_on_a_state_only_where_no_feature_split_gains():
@@ -563,7 +556,6 @@ def test_partition_potentials_on_large_trees_with_dropped_states(seed):
                       int(k), 1.0, depth(tr))
         one = np.array([[walk_with_drops(tr, X, t, s) for s in range(S)] for t in range(X.shape[0])])
         assert np.allclose(np.log(E[:, :, k].astype(np.float64)), one, rtol=1e-5, atol=1e-5)
-
 
 
 @pytest.mark.parametrize("seed", range(4))

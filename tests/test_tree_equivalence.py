@@ -15,18 +15,13 @@ import math
 import numpy as np
 import pytest
 
-from conftest import as_tree, grow
+from conftest import as_tree, dense_csr as csr, gain, grow
 from spacy_treecrf.engine.grow import Segments
 from spacy_treecrf.engine.leaves import LeafTable, apply_leaves, apply_trees
 from spacy_treecrf.engine.trees import FEATURE, LEAF, STATE
 
 REL = 1e-9
 TIE = 1e-12  # exact gains this close count as tied: the lower id must win
-
-
-def csr(X):
-    indptr = np.concatenate([[0], np.cumsum(X.sum(axis=1))]).astype(np.int64)
-    return indptr, np.nonzero(X)[1].astype(np.int32)
 
 
 def random_problem(seed):
@@ -73,11 +68,6 @@ def examples_by_node(tr, X, is_start, allowed, positions):
                 else:
                     node = tr["yes"][node] if tr["states"][tr["yes"][node], s] else tr["no"][node]
     return out
-
-
-def gain(gl, nl, g, n, lam):
-    gr, nr = g - gl, n - nl
-    return gl * gl / (nl + lam) + gr * gr / (nr + lam) - g * g / (n + lam)
 
 
 def allowed_split(nl, n, min_leaf):

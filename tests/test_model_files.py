@@ -1,0 +1,311 @@
+"""Damaged or hostile model files: truncated or random bytes, other targets or versions, wrong types, tree
+indices out of range, pickles and extension types: each refused with a clear error, nothing run, nothing changed."""
+import builtins
+import copy
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+import spacy
+import srsly
+from srsly.msgpack.ext import Timestamp
+
+from conftest import LANG, fresh_component, make_nlp, ner_examples, train
+import spacy_treecrf.pipe  # noqa: F401  (registers the factory)
+from spacy_treecrf import TreeCRF
+from spacy_treecrf.engine import serialize
+
+
+def _arr(d):
+    return np.frombuffer(d["data"], dtype=np.dtype(d["dtype"]).newbyteorder("<")).reshape(d["shape"]).copy()
+
+
+def _put(d, a):
+    d.update(serialize._encode(np.ascontiguousarray(a)))
+
+
+def _reencode(msg):
+    return srsly.msgpack_dumps(msg)
+
+
+_UNLOADED = {}
+
+
+def assert_refused(data, match=None, target="ner"):
+    """The bytes are refused with a ValueError, and the component is left as it was (never initialized)."""
+    if target not in _UNLOADED:
+        _UNLOADED[target] = fresh_component(target)
+    comp = _UNLOADED[target]
+    try:
+        with pytest.raises(ValueError, match=match):
+            comp.from_bytes(data)
+        assert comp.ensemble is None and not comp.labels  # nothing half-loaded
+    finally:
+        if comp.ensemble is not None or comp.labels:
+            del _UNLOADED[target]  # a failure here must not spill into the next case
+
+
+@pytest.fixture(scope="module")
+def model_msg(ner_model):
+    _, data = ner_model
+    return srsly.msgpack_loads(data)
+
+
+def test_truncated_model_bytes(ner_model, tmp_path):
+    _, data = ner_model
+    cuts = sorted(set(range(0, 40)) | set(range(len(data) - 40, len(data)))
+                  | set(np.linspace(0, len(data) - 1, 60).astype(int).tolist()))
+    for cut in cuts:
+        assert_refused(data[:cut])
+    # from disk, the message names the file
+    nlp, crf = make_nlp()
+    train(nlp, ner_examples(nlp), rounds=2)
+    nlp.to_disk(tmp_path / "model")
+    path = tmp_path / "model" / "treecrf" / "model.msgpack"
+    path.write_bytes(path.read_bytes()[:100])
+    with pytest.raises(ValueError, match="model.msgpack"):
+        spacy.load(tmp_path / "model")
+
+
+def test_random_bytes_and_bit_flips(ner_model):
+    _, data = ner_model
+    rng = np.random.default_rng(0)
+    for n in [1, 2, 7, 100, len(data)]:
+        for _ in range(5):
+            assert_refused(rng.integers(0, 256, n, dtype=np.uint8).tobytes())
+    assert_refused(b"")
+    assert_refused(srsly.msgpack_dumps([1, 2, 3]), match="not a spacy_treecrf model")
+    # single bit flips anywhere: either refused with a ValueError, or a model that still predicts
+    nlp = spacy.blank(LANG)
+    comp = nlp.add_pipe("treecrf")
+    refused = 0
+    for pos in rng.choice(len(data), 250, replace=False):
+        flipped = bytearray(data)
+        flipped[pos] ^= 1 << int(rng.integers(0, 8))
+        try:
+            comp.from_bytes(bytes(flipped))
+        except ValueError:
+            refused += 1
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # absurd leaf values may overflow: no crash is the claim
+            doc = nlp("Alice lives in Paris .")
+        assert len(doc) == 5
+    assert refused > 0
+
+
+def test_model_from_another_target_or_kind(ner_model):
+    _, data = ner_model
+    assert_refused(data, match="target 'ner'", target="tag")
+    est = TreeCRF(n_rounds=1, max_leaves=2).fit([[{"w": "a"}, {"w": "b"}]], [["X", "Y"]])
+    assert_refused(est.to_bytes(), match="'TreeCRF', expected 'treecrf'")
+    with pytest.raises(ValueError, match="'treecrf', expected 'TreeCRF'"):
+        TreeCRF().from_bytes(data)
+
+
+def test_model_from_a_newer_format_version(ner_model, model_msg, monkeypatch):
+    with monkeypatch.context() as m:
+        m.setattr(serialize, "FORMAT_VERSION", serialize.FORMAT_VERSION + 1)
+        newer = serialize.dumps("treecrf", model_msg["payload"])
+    assert_refused(newer, match=f"format version {serialize.FORMAT_VERSION + 1}.*upgrade")
+    msg = copy.deepcopy(model_msg)
+    msg["version"] = "1"
+    assert_refused(_reencode(msg), match="format version")
+    msg = copy.deepcopy(model_msg)
+    msg["payload"]["features"]["version"] = 99
+    assert_refused(_reencode(msg), match="state version 99")
+
+
+def _mutated(msg, path, fn):
+    msg = copy.deepcopy(msg)
+    node = msg
+    for key in path[:-1]:
+        node = node[key]
+    fn(node, path[-1])
+    return _reencode(msg)
+
+
+def _set_array(name, make, where="ensemble"):
+    def fn(node, key):
+        arrays = {k: _arr(v) for k, v in node.items()}
+        _put(node[key], make(arrays))
+    return ["payload", where, name], fn
+
+
+DTYPE_SHAPE_CASES = {
+    "value float32": (_set_array("value", lambda a: a["value"].astype(np.float32)), "dtype"),
+    "kind int32": (_set_array("kind", lambda a: a["kind"].astype(np.int32)), "dtype"),
+    "roots int32": (_set_array("roots", lambda a: a["roots"].astype(np.int32)), "dtype"),
+    "states extra column": (_set_array("states", lambda a: np.ones((len(a["kind"]), a["states"].shape[1] + 1), bool)),
+                            "shape"),
+    "states 1-d": (_set_array("states", lambda a: a["states"][:, 0].copy()), "shape"),
+    "yes too short": (_set_array("yes", lambda a: a["yes"][:-1]), "shape"),
+    "labels too long": (_set_array("labels", lambda a: np.append(a["labels"], 0).astype(np.int32)), "shape"),
+    "value as a list": ((["payload", "ensemble", "value"], lambda n, k: n.__setitem__(k, [0.0])), "ndarray"),
+    "allowed wrong shape": ((["payload", "allowed"], lambda n, k: _put(n[k], np.ones((2, 2), bool))), "shape"),
+    "allowed wrong dtype": ((["payload", "allowed"], lambda n, k: _put(n[k], _arr(n[k]).astype(np.uint8))), "dtype"),
+    "array byte count": ((["payload", "ensemble", "count", "data"], lambda n, k: n.__setitem__(k, n[k][:-3])),
+                         "bytes"),
+    "negative shape": ((["payload", "ensemble", "count", "shape"], lambda n, k: n.__setitem__(k, [-1])),
+                       "malformed"),
+    "no ensemble": ((["payload", "ensemble"], lambda n, k: n.pop(k)), "ensemble"),
+    "labels not strings": ((["payload", "cfg", "labels"], lambda n, k: n.__setitem__(k, [1, 2, 3, 4])), "label"),
+    "decode unknown": ((["payload", "cfg", "decode"], lambda n, k: n.__setitem__(k, "beam")), "decode"),
+    "store_scores not bool": ((["payload", "cfg", "store_scores"], lambda n, k: n.__setitem__(k, "yes")),
+                              "store_scores"),
+    "max_leaves not a number": ((["payload", "params", "max_leaves"], lambda n, k: n.__setitem__(k, "many")),
+                                "settings"),
+    "feature column out of window": ((["payload", "features", "column_offsets"],
+                                      lambda n, k: n.__setitem__(k, [99] + n[k][1:])), "window"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DTYPE_SHAPE_CASES))
+def test_model_with_wrong_types_dtypes_or_shapes(model_msg, case):
+    (path, fn), match = DTYPE_SHAPE_CASES[case]
+    assert_refused(_mutated(model_msg, path, fn), match=match)
+
+
+def _tree_case(mutate):
+    """Mutate the ensemble arrays (a dict of numpy arrays, plus the model's feature and label counts) in place."""
+    def fn(node, key):
+        arrays = {k: _arr(v) for k, v in node[key].items()}
+        counts = {"n_features": len(node["features"]["column_atoms"]), "n_labels": len(node["cfg"]["labels"])}
+        mutate({**arrays, **counts})
+        for k, v in arrays.items():
+            _put(node[key][k], v)
+    return ["payload", "ensemble"], fn
+
+
+def _first_inner(a, kind=None):
+    return int(np.flatnonzero(a["kind"] != 0 if kind is None else a["kind"] == kind)[0])
+
+
+def _share_a_child(a):
+    """Give a node of the first tree a second parent (a DAG, not a tree): the root's 'no' child becomes the
+    'no' child of the root's 'yes' child as well. Every index stays in range and points forwards."""
+    root_yes, root_no = int(a["yes"][0]), int(a["no"][0])
+    assert a["kind"][0] != 0 and a["kind"][root_yes] != 0 and root_no > root_yes
+    a["no"][root_yes] = root_no
+
+
+TREE_CASES = {
+    "child past its tree": (lambda a: a["yes"].__setitem__(_first_inner(a), a["roots"][1]), "'yes' child"),
+    "child far out of range": (lambda a: a["no"].__setitem__(_first_inner(a), 2 ** 31 - 1), "'no' child"),
+    "child pointing backwards": (lambda a: a["yes"].__setitem__(_first_inner(a), 0), "'yes' child"),
+    "negative child": (lambda a: a["no"].__setitem__(_first_inner(a), -5), "'no' child"),
+    "leaf with children": (lambda a: a["yes"].__setitem__(int(np.flatnonzero(a["kind"] == 0)[-1]), 2 ** 20),
+                           "leaf has children"),
+    "shared child": (_share_a_child, "exactly one path"),
+    "feature id = n_features": (lambda a: a["feature"].__setitem__(_first_inner(a, 1), a["n_features"]),
+                                "feature id"),
+    "feature id far out": (lambda a: a["feature"].__setitem__(_first_inner(a, 1), 2 ** 31 - 1), "feature id"),
+    "negative feature id": (lambda a: a["feature"].__setitem__(_first_inner(a, 1), -1), "feature id"),
+    "label id = K": (lambda a: a["labels"].__setitem__(0, a["n_labels"]), "label out of range"),
+    "negative label id": (lambda a: a["labels"].__setitem__(-1, -1), "label out of range"),
+    "unknown node kind": (lambda a: a["kind"].__setitem__(0, 7), "node kind"),
+    "roots not from 0": (lambda a: a["roots"].__setitem__(0, 1), "tree offsets"),
+    "roots past the nodes": (lambda a: a["roots"].__setitem__(-1, a["roots"][-1] + 5), "tree offsets"),
+    "empty tree": (lambda a: a["roots"].__setitem__(1, 0), "tree offsets"),
+    "infinite leaf value": (lambda a: a["value"].__setitem__(int(np.flatnonzero(a["kind"] == 0)[0]), np.inf),
+                            "non-finite"),
+    "NaN leaf value": (lambda a: a["value"].__setitem__(int(np.flatnonzero(a["kind"] == 0)[0]), np.nan),
+                       "non-finite"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TREE_CASES))
+def test_model_with_tree_indices_out_of_range(model_msg, case):
+    mutate, match = TREE_CASES[case]
+    assert_refused(_mutated(model_msg, *_tree_case(mutate)), match=match)
+
+
+def test_deep_shared_subtree_is_refused_not_run(model_msg):
+    """A chain of state splits reached by a long and by a short path: before the loader checked that every
+    node has one parent, the traversal stack was sized by the short path and the kernel wrote past it."""
+    S = len(model_msg["payload"]["cfg"]["labels"]) + 1
+    chain, tail = 150, 150
+    X, J = chain + 1, chain + 2
+    n_inner = J + tail
+    yes, no = [], []
+    next_leaf = iter(range(n_inner, 10 ** 6))
+    for i in range(n_inner):
+        if i == 0:
+            yes.append(1), no.append(X)
+        elif i in (chain, X):
+            yes.append(J), no.append(next(next_leaf))
+        elif i == n_inner - 1:
+            yes.append(next(next_leaf)), no.append(next(next_leaf))
+        else:
+            yes.append(i + 1), no.append(next(next_leaf))
+    n = next(next_leaf)
+    arrays = {"kind": np.array([2] * n_inner + [0] * (n - n_inner), np.int8),
+              "feature": np.full(n, -1, np.int32), "yes": np.array(yes + [-1] * (n - n_inner), np.int32),
+              "no": np.array(no + [-1] * (n - n_inner), np.int32), "value": np.full(n, 0.01),
+              "count": np.ones(n), "states": np.ones((n, S), bool), "roots": np.array([0, n], np.int64),
+              "labels": np.array([0], np.int32)}
+    msg = copy.deepcopy(model_msg)
+    msg["payload"]["ensemble"] = serialize._encode(arrays)
+    assert_refused(_reencode(msg), match="exactly one path")
+
+
+_PWNED = "_treecrf_test_unpickled"
+
+
+class _Evil:
+    def __reduce__(self):
+        return exec, (f"import builtins; builtins.{_PWNED} = True",)
+
+
+def test_loader_never_unpickles_or_interprets_extensions(model_msg, monkeypatch):
+    def no_pickle(*args, **kwargs):
+        raise AssertionError("the model loader must never unpickle")
+
+    monkeypatch.setattr(pickle, "loads", no_pickle)
+    monkeypatch.setattr(pickle, "load", no_pickle)
+    evil = pickle.dumps(_Evil())
+    assert fresh_component().from_bytes(_reencode(model_msg)).labels  # the real thing loads without pickle
+    n = len(_arr(model_msg["payload"]["ensemble"]["value"]))
+    payloads = {
+        "ext type in cfg": (["payload", "cfg", "labels"], srsly.msgpack.ExtType(1, evil), "ExtType"),
+        "ext type as array": (["payload", "ensemble", "value"], srsly.msgpack.ExtType(42, evil), "ExtType"),
+        "ext type in an unused key": (["payload", "cfg", "extra"], srsly.msgpack.ExtType(0, evil), "ExtType"),
+        "timestamp ext type": (["payload", "params", "n_threads"], Timestamp(1, 0), "Timestamp"),
+        "object dtype": (["payload", "ensemble", "value"],
+                         {"__ndarray__": True, "dtype": "object", "shape": [1], "data": evil}, "malformed array"),
+        "numpy '|O' dtype": (["payload", "ensemble", "value"],
+                             {"__ndarray__": True, "dtype": "|O", "shape": [n], "data": b"\0" * 8 * n},
+                             "malformed array"),
+        "srsly numpy encoding, object dtype": (["payload", "ensemble", "value"],
+                                               {b"nd": True, b"type": "|O", b"kind": b"", b"shape": [1],
+                                                b"data": evil}, "ndarray"),
+        "srsly numpy encoding, float dtype": (["payload", "ensemble", "value"],
+                                              {b"nd": True, b"type": "<f8", b"kind": b"", b"shape": [n],
+                                               b"data": np.zeros(n).tobytes()}, "ndarray"),
+        "srsly complex encoding": (["payload", "cfg", "rounds"], {b"complex": True, b"data": "1j"}, "rounds"),
+    }
+    for name, (path, value, match) in payloads.items():
+        data = _mutated(model_msg, path, lambda node, key: node.__setitem__(key, value))
+        assert_refused(data, match=match)
+    ext_envelope = srsly.msgpack_dumps(srsly.msgpack.ExtType(1, evil))
+    assert_refused(ext_envelope)
+    assert_refused(evil)
+    assert_refused(pickle.dumps({"format": "spacy_treecrf"}))
+    assert not hasattr(builtins, _PWNED)
+
+
+def test_refused_model_leaves_a_trained_component_unchanged(ner_model, model_msg):
+    nlp, data = ner_model
+    nlp2, crf2 = make_nlp()
+    crf2.from_bytes(data)
+    before = [(e.start, e.end, e.label_) for e in nlp2("Bob lives in Rome .").ents]
+    # the features of another model but a broken ensemble: nothing may be replaced
+    other_nlp, other = make_nlp(target="ner")
+    train(other_nlp, ner_examples(other_nlp, [("x y z", [(0, 1, "PER")])]), rounds=1)
+    msg = srsly.msgpack_loads(other.to_bytes())
+    msg["payload"]["ensemble"]["labels"] = {"__ndarray__": True, "dtype": "float64", "shape": [0], "data": b""}
+    with pytest.raises(ValueError):
+        crf2.from_bytes(_reencode(msg))
+    assert crf2.to_bytes() == data
+    assert [(e.start, e.end, e.label_) for e in nlp2("Bob lives in Rome .").ents] == before
