@@ -135,7 +135,7 @@ def reference_value(arrays, X, gone, fvar, t, s, proportional):
 def test_fitted_trees_evaluate_as_the_recursive_reference(seed, n_surrogates):
     X, gone, indptr, indices, mr, D, is_start, allowed = random_problem(seed, rate=0.3)
     arrays = fit_missing(indptr, indices, X.shape[1], D, is_start, allowed, mr, n_surrogates)
-    assert (arrays[0] == FEATURE).sum() >= 3
+    assert (arrays.kind == FEATURE).sum() >= 3
     ens = B.Ensemble(D.shape[1], 1, n_surrogates)
     ens.add(0, arrays)
     phi = ens.potentials(indptr, indices, 1, mr)
@@ -176,7 +176,7 @@ def test_the_surrogate_chosen_is_the_feature_agreeing_most_with_the_split():
     D = np.where(X[:, [0]], 1.0, -1.0) + 0.1 * rng.normal(size=(T, 2))
     arrays = fit_missing(indptr, indices, 4, D, np.zeros(T, dtype=bool), np.ones(2, dtype=bool), mr, 3,
                          max_leaves=2)
-    feature, surr_f, surr_same = arrays[1], arrays[7], arrays[8]
+    feature, surr_f, surr_same = arrays.feature, arrays.surr_feature, arrays.surr_same
     assert feature[0] == 0
     assert list(surr_f[0, :2]) == [2, 1] and list(surr_same[0, :2]) == [False, True]
 
