@@ -34,12 +34,17 @@ def measure(rounds: int) -> dict:
     from spacy_treecrf.readers import ColumnCorpus
 
     data = Path(os.environ["TREECRF_DATA_DIR"]) / "conll2003"
-    config = load_config(ROOT / "configs" / "ner.cfg", overrides=SETTINGS)
-    if "booster" in config["components"]["treecrf"]:  # settings grouped in a [booster] block
-        block = config["components"]["treecrf"]["booster"]
-        for key in list(config["components"]["treecrf"]):
-            if key in block:
-                block[key] = config["components"]["treecrf"].pop(key)
+    import spacy_treecrf.pipe  # noqa: F401  (the factory of the package on the path)
+
+    config = load_config(ROOT / "configs" / "ner.cfg")
+    component = config["components"]["treecrf"]
+    block = component.pop("booster", {})
+    block.pop("@misc", None)
+    settings = {**block, **{key.rsplit(".", 1)[1]: value for key, value in SETTINGS.items()}}
+    if "booster" in spacy.Language.get_factory_meta("treecrf").default_config:  # settings in a [booster] block
+        component["booster"] = {"@misc": "spacy_treecrf.booster.v1", **settings}
+    else:  # a commit from before the block
+        component.update(settings)
     nlp = spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
     keep = dict(config["corpora"]["train"].get("keep_columns", {}))
     train = list(ColumnCorpus(data / "train.txt", format="conll2003", keep_columns=keep)(nlp))
