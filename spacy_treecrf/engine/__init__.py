@@ -10,6 +10,8 @@ Data flows one way through its modules:
   share and the row transformations of the other strategies;
 - prediction: predict_walk.py (one position, one tree: training-time evaluation and rows with missing values),
   predict_partition.py (large batches), predict_bitmask.py (small batches); intrinsics.py (prefetch, bit scan);
-- booster.py: the boosting rounds, the Ensemble and the dev-set cache;
+- booster.py: the boosting settings (BoostParams), rounds, the Ensemble and the dev-set cache;
+- transitions.py (which label may follow which), rules.py (an ensemble's strongest paths, readable);
 - serialize.py: the one place where model state becomes msgpack bytes and back.
+User-facing messages come from the package's Errors catalogue (errors.py, which imports nothing).
 """
