@@ -9,6 +9,7 @@ import spacy
 import srsly
 from spacy.lang.en import English
 from spacy.tokens import Doc, Token
+from spacy.training import Example
 from spacy.vocab import create_vocab
 
 from spacy_treecrf.features import REGEXES, WindowFeaturizer, _pairs_to_rows, regex_tests, window_features
@@ -442,3 +443,33 @@ def test_conll2000_features(vocab):
     for i in range(1, b - a):
         assert sets[i][-1] == sets[i - 1][0]
     assert {"w=Rockwell", "a:tag_=NNP"} <= sets[0][0]
+
+
+def test_rewritten_patterns_match_mallets_on_every_short_class_string():
+    """'X.' and 'A.A.' are written so that matching is linear in the token's length; on every class string of up
+    to 7 characters over the classes that matter they accept exactly what MALLET's patterns accept."""
+    import itertools
+    import re
+
+    mallet = {"X.": r"[^.]+.*\.", "A.A.": r"A[A.]*\.[A.]*"}
+    ours = dict(REGEXES)
+    for n in range(8):
+        for chars in itertools.product("Aa.D-", repeat=n):
+            text = "".join(chars)
+            for name, pattern in mallet.items():
+                assert bool(re.fullmatch(pattern, text, re.DOTALL)) == bool(re.fullmatch(ours[name], text, re.DOTALL))
+
+
+@pytest.mark.parametrize("token", ["a" * 200_000, "A." * 100_000 + "a", "1" * 200_000])
+def test_a_200000_character_token_is_tagged_without_quadratic_matching(token):
+    """The quadratic patterns took 16.7 s on such a token; linear matching takes milliseconds (the bound here is
+    loose so that a slow machine passes, a quadratic pattern does not)."""
+    import time
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("treecrf", config={"target": "tag", "booster": {"max_leaves": 2}})
+    nlp.initialize(lambda: [Example.from_dict(Doc(nlp.vocab, words=["a", "b"]), {"tags": ["X", "Y"]})])
+    doc = Doc(nlp.vocab, words=["before", token, "after"])
+    start = time.perf_counter()
+    nlp(doc)
+    assert time.perf_counter() - start < 1.0
