@@ -324,9 +324,10 @@ class TreeCRFComponent(TrainablePipe):
         examples = list(examples)
         validate_examples(examples, "TreeCRFComponent.update")
         self._check_initialized()
-        self._pending.extend(examples)
-        trainer = self._trainer_for(self._pending)
+        pending = self._pending + examples  # kept only once their gradient pass ran: a refused batch leaves nothing
+        trainer = self._trainer_for(pending)
         self._passes = trainer.gradient_pass()
+        self._pending = pending
         losses[self.name] += -self._passes.objective
         return losses
 

@@ -11,6 +11,7 @@ from spacy.training import Example
 from conftest import (LANG, NER_DATA, SMALL, WINDOW, assert_normalised, assert_valid_bio, component_config,
                       fresh_component, make_nlp, marginals, ner_examples, raw_labels, tag_examples, train)
 import spacy_treecrf.pipe  # noqa: F401  (registers the factory)
+from spacy_treecrf import TreeCRF
 
 
 def test_empty_docs_predict_train_and_evaluate(ner_model):
@@ -306,3 +307,17 @@ def test_missing_lexicon_file_is_refused_at_initialize_naming_the_file(tmp_path)
     data = crf3.to_bytes()
     missing.unlink()
     assert fresh_component().from_bytes(data).to_bytes() == data
+
+
+def test_empty_sequences_anywhere_train_the_estimator_and_the_component():
+    """An empty sequence last (or first, or between) used to raise IndexError in the trainer's per-sequence
+    count of unknown labels."""
+    for X, y in (([[{"w": "a"}, {"w": "b"}], []], [["A", "B"], []]),
+                 ([[], [{"w": "a"}, {"w": "b"}], [], []], [[], ["A", None], [], []])):
+        model = TreeCRF(n_rounds=2, max_leaves=2).fit(X, y)
+        assert model.predict(X) == [["A", "B"][:len(seq)] for seq in X]
+    nlp, crf = make_nlp(target="tag")
+    examples = tag_examples(nlp, [[("a", "X"), ("b", "Y")], [], [("b", "Y")], []])
+    train(nlp, examples, rounds=2)
+    assert [t.tag_ for t in nlp(Doc(nlp.vocab, words=["a", "b"]))] == ["X", "Y"]
+

@@ -344,9 +344,8 @@ class Trainer:
         self.E, self.c = initial if initial is not None else crf.initial_potentials(T, self.allowed,
                                                                                       self.seq_starts)
         self.is_start = crf.start_mask(self.seq_starts, T)
-        lengths = np.diff(self.seq_starts)
-        unknown = np.add.reduceat(self.y < 0, self.seq_starts[:-1]) if T else np.zeros(0, dtype=np.int64)
-        self.partial = np.where(lengths > 0, unknown, 0) > 0
+        unknown_before = np.concatenate([[0], np.cumsum(self.y < 0)])  # unknown labels before each position
+        self.partial = unknown_before[self.seq_starts[1:]] > unknown_before[self.seq_starts[:-1]]
         self.rng = np.random.default_rng(params.random_state)
         self.all_positions = np.arange(T, dtype=np.int64)
         self.rows = Rows(self.indptr, self.indices)
