@@ -27,7 +27,7 @@ class Errors(metaclass=_WithCodes):
     E007 = ('Doc {doc} has overlapping gold spans {a} and {b} in {where}: a BIO target cannot represent overlaps. '
             'Remove one of them or use several components.')
     E008 = "The component '{name}' is not initialized: call nlp.initialize() or load a trained pipeline."
-    E009 = "Label {label!r} of component '{name}' is not a BIO label (B-X, I-X or O)."
+    E009 = "Label {label!r} of component '{name}' is not a BIO label (B-X, I-X or O, X not empty)."
     # boosting settings and rounds (engine/booster.py)
     E010 = "TreeCRF setting 'loss' must be one of {losses}, got {loss!r}"
     E011 = "TreeCRF setting 'leaf_values' must be one of {choices}, got {leaf_values!r}"
@@ -81,12 +81,20 @@ class Errors(metaclass=_WithCodes):
     E051 = "TreeCRF setting 'n_rounds' must be an integer >= 0, got {n_rounds!r}"
     E052 = "TreeCRF setting 'patience' must be None or an integer >= 1, got {patience!r}"
     E053 = 'TreeCRF has no settings {unknown}; the settings are {param_names}'
-    E054 = 'fit: X has {n_x} sequences but y has {n_y}'
+    E054 = 'fit: {x_name} has {n_x} sequences but {y_name} has {n_y}'
     E055 = 'fit: no known label in y: at least one position must be labelled'
     E056 = 'This TreeCRF is not fitted yet: call fit() or from_bytes() first'
     E057 = 'TreeCRF model bytes: missing={missing!r} but the trees have {n_surrogates} surrogate slots'
-    E058 = 'TreeCRF model bytes: unknown decode {decode!r}'
-    E059 = 'fit: sequence {q} has {n_xs} positions but {n_ys} labels'
+    E059 = 'fit: sequence {q} of {x_name} has {n_xs} positions but {y_name} gives it {n_ys} labels'
+    E149 = ('fit: label {label!r} ({type_name}) at sequence {q}, position {t} of {y_name}: a label must be a string '
+            'or an integer (None: unknown)')
+    E150 = ('fit: labels {a!r} and {b!r} read the same as text: they would be one label in a saved model; use '
+            'one type of label')
+    E151 = 'fit: X_dev and y_dev go together: one of them is None'
+    E153 = 'TreeCRF model bytes: feature names must be distinct strings; {name!r} is not (or is repeated)'
+    E154 = 'TreeCRF model bytes: best_round must be an integer in [0, n_rounds], got {best_round!r}'
+    E155 = "Label {label!r} of component '{name}' is listed twice."
+    E152 = 'TreeCRF model bytes: class {label!r} is not a string or an integer, or two classes are equal'
     E060 = 'TreeCRF model bytes: invalid settings: {err}'
     E061 = ('Sequence {q}, position {t}: a position must be a dict or an iterable of feature names, not the string '
             '{position!r}')

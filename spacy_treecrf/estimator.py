@@ -228,14 +228,18 @@ class TreeCRF:
 
     # ---- training -------------------------------------------------------------------------------------------
     def fit(self, X, y, X_dev=None, y_dev=None):
-        if len(X) != len(y):
-            raise ValueError(Errors.E054.format(n_x=len(X), n_y=len(y)))
-        for q, (xs, ys) in enumerate(zip(X, y)):
-            if len(xs) != len(ys):
-                raise ValueError(Errors.E059.format(q=q, n_xs=len(xs), n_ys=len(ys)))
-        self.classes_ = sorted({label for ys in y for label in ys if label is not None}, key=str)
-        if not self.classes_:
+        """Fit on sequences X with labels y (None: unknown); with X_dev / y_dev, keep the round with the best dev
+        token accuracy (a dev label never seen in training counts as an error). The data is checked before the
+        estimator changes: a refused call leaves a fitted model as it was."""
+        check_sequences(X, y, "X", "y")
+        if (X_dev is None) != (y_dev is None):
+            raise ValueError(Errors.E151)
+        if X_dev is not None:
+            check_sequences(X_dev, y_dev, "X_dev", "y_dev")
+        classes = label_set(y)
+        if not classes:
             raise ValueError(Errors.E055)
+        self.classes_ = classes
         self.features = FeatureIndex()
         indptr, indices, seq_starts, missing_rows = self._rows(X, fit=True)
         label_ids = self._label_ids(y)
@@ -256,7 +260,7 @@ class TreeCRF:
             objective = trainer.fit_round(self.ensemble, on_tree=dev.add_tree if dev else None)
             entry = {"round": r, "train_loss_before": -objective, "seconds": time.perf_counter() - start}
             if dev is not None:
-                known = dev_gold >= 0
+                known = dev_gold != -1  # unseen labels (-2) count as errors
                 pred = dev.predict(self.decode, self.params.threads)
                 acc = float((pred[known] == dev_gold[known]).mean()) if known.any() else 0.0
                 entry["dev_accuracy"] = acc
@@ -344,32 +348,71 @@ class TreeCRF:
     def from_bytes(self, data: bytes) -> "TreeCRF":
         msg = serialize.loads("TreeCRF", data)
         classes = serialize.field(msg, "classes", list)
+        if not all(is_label(c) for c in classes) or len({str(c) for c in classes}) != len(classes):
+            raise ValueError(Errors.E152.format(label=classes))
         features = serialize.field(msg, "features", list)
         K = len(classes)
         allowed = serialize.check_array(msg, "allowed", np.bool_, (K + 1, K))
         ensemble = serialize.load_ensemble(serialize.field(msg, "ensemble", dict), K, len(features))
-        params = serialize.field(msg, "params", dict)
-        try:
-            params = BoostParams(**{k: v for k, v in params.items() if k in BoostParams.__dataclass_fields__})
+        seen = set()
+        for name in features:
+            if not isinstance(name, str) or name in seen:
+                raise ValueError(Errors.E153.format(name=name))
+            seen.add(name)
+        settings = {k: v for k, v in serialize.field(msg, "params", dict).items() if k in BOOST_SETTINGS}
+        try:  # the file's settings, checked as TreeCRF(...) checks them
+            loaded = TreeCRF(n_rounds=serialize.field(msg, "n_rounds", int), decode=serialize.field(msg, "decode", str),
+                             patience=msg.get("patience"), allowed_transitions=self.allowed_transitions,
+                             verbose=self.verbose, **settings)
         except (TypeError, ValueError) as err:
             raise ValueError(Errors.E060.format(err=err)) from None
+        params = loaded.params
         if (params.missing == "surrogate") != (ensemble.n_surrogates > 0):
             raise ValueError(Errors.E057.format(missing=params.missing, n_surrogates=ensemble.n_surrogates))
+        best_round = msg.get("best_round", 0)
+        if not isinstance(best_round, int) or isinstance(best_round, bool) or not 0 <= best_round <= loaded.n_rounds:
+            raise ValueError(Errors.E154.format(best_round=best_round))
         table = serialize.check_missing_table(msg, len(features))
-        for name in BOOST_SETTINGS:
-            setattr(self, name, getattr(params, name))
-        self.n_rounds = serialize.field(msg, "n_rounds", int)
-        self.patience = msg.get("patience")
-        self.decode = serialize.field(msg, "decode", str)
-        if self.decode not in DECODERS:
-            raise ValueError(Errors.E058.format(decode=self.decode))
-        self.classes_ = [str(c) for c in classes]
-        self.features = FeatureIndex([str(f) for f in features], table["variables"], table["feature_var"],
-                                     table["impute"], table["indicator"])
+        for name, value in loaded.get_params().items():
+            setattr(self, name, value)
+        self.classes_ = classes
+        self.features = FeatureIndex(features, table["variables"], table["feature_var"], table["impute"],
+                                     table["indicator"])
         self.allowed = allowed
         self.ensemble = ensemble
-        self.best_round_ = int(msg.get("best_round", 0))
+        self.best_round_ = best_round
         return self
+
+
+def is_label(label) -> bool:
+    return isinstance(label, (str, int, np.integer)) and not isinstance(label, (bool, np.bool_))
+
+
+def check_sequences(X, y, x_name: str, y_name: str):
+    """Equal numbers of sequences and of positions per sequence; labels that are strings, integers or None."""
+    if len(X) != len(y):
+        raise ValueError(Errors.E054.format(x_name=x_name, n_x=len(X), y_name=y_name, n_y=len(y)))
+    for q, (xs, ys) in enumerate(zip(X, y)):
+        if len(xs) != len(ys):
+            raise ValueError(Errors.E059.format(q=q, x_name=x_name, n_xs=len(xs), y_name=y_name, n_ys=len(ys)))
+        for t, label in enumerate(ys):
+            if label is not None and not is_label(label):
+                raise ValueError(Errors.E149.format(label=label, type_name=type(label).__name__, q=q, t=t,
+                                                    y_name=y_name))
+
+
+def label_set(y) -> list:
+    """The distinct known labels of y in text order; two labels that read the same as text are refused (a saved
+    model keeps each label's type, but a label must be one label whatever reads it)."""
+    by_text = {}
+    for ys in y:
+        for label in ys:
+            if label is not None:
+                label = label.item() if isinstance(label, np.integer) else label
+                other = by_text.setdefault(str(label), label)
+                if other != label or type(other) is not type(label):
+                    raise ValueError(Errors.E150.format(a=other, b=label))
+    return [by_text[text] for text in sorted(by_text)]
 
 
 def _signature() -> inspect.Signature:

@@ -59,9 +59,9 @@ name       MALLET name     pattern (over the original characters)       example
 =========  ==============  ==========================================  ======================
 
 Two patterns are written in an equivalent form that the regular-expression engine matches in linear time: MALLET's
-``[^.]+.*\.`` and ``A[A.]*\.[A.]*`` backtrack quadratically on a long token without a (final) dot (a
-200,000-character token took 16.7 s), so they read ``[^.].*\.`` (the rest of a run of non-dots is part of
-``.*``) and ``(?=[A.]*\.)A[A.]*`` (only A and dots, starting with A, with a dot somewhere).
+``[^.]+.*\\.`` and ``A[A.]*\\.[A.]*`` backtrack quadratically on a long token without a (final) dot (a
+200,000-character token took 16.7 s), so they read ``[^.].*\\.`` (the rest of a run of non-dots is part of
+``.*``) and ``(?=[A.]*\\.)A[A.]*`` (only A and dots, starting with A, with a dot somewhere).
 
 Prefix / suffix tests of length k are produced only for tokens of at least k characters. Shape and the
 lexical flags come from the Doc's ``Vocab`` (its language's lexical attribute getters), so a bare

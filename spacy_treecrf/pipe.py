@@ -251,14 +251,7 @@ class TreeCRFComponent(TrainablePipe):
             labels = sorted(found)
         if not labels:
             raise ValueError(Errors.E005.format(target=self.target))
-        if self.target == "pos":
-            bad = [lab for lab in labels if lab not in UPOS_IDS]
-            if bad:
-                raise ValueError(Errors.E006.format(labels=bad))
-        if self.target in BIO_TARGETS:
-            for lab in labels:
-                if lab != "O" and not lab[:2] in ("B-", "I-"):
-                    raise ValueError(Errors.E009.format(label=lab, name=self.name))
+        check_labels(self.target, labels, self.name)
         self.cfg["labels"] = list(labels)
         self.cfg["rounds"] = 0
         if lexicons:
@@ -513,6 +506,7 @@ class TreeCRFComponent(TrainablePipe):
         labels = cfg.get("labels")
         if not isinstance(labels, list) or not labels or not all(isinstance(x, str) for x in labels):
             raise ValueError(Errors.E107)
+        check_labels(self.target, labels, self.name)
         cfg = {key: cfg[key] for key in self.cfg if key in cfg}
         _check_loaded_cfg(cfg)
         featurizer = copy.copy(self.featurizer)  # from_dict replaces its state, never mutates it in place
@@ -555,6 +549,24 @@ class TreeCRFComponent(TrainablePipe):
             return self.from_bytes(path.read_bytes())
         except ValueError as err:
             raise ValueError(Errors.E113.format(err=err, path=path)) from None
+
+
+def check_labels(target: str, labels: Sequence[str], name: str) -> None:
+    """The label set of a component, the same check whether it comes from initialize or from a model file:
+    distinct labels; UPOS tags for target pos; O, B-X or I-X with a non-empty X for BIO targets."""
+    seen = set()
+    for label in labels:
+        if label in seen:
+            raise ValueError(Errors.E155.format(label=label, name=name))
+        seen.add(label)
+    if target == "pos":
+        bad = [label for label in labels if label not in UPOS_IDS]
+        if bad:
+            raise ValueError(Errors.E006.format(labels=bad))
+    if target in BIO_TARGETS:
+        for label in labels:
+            if label != "O" and not (label[:2] in ("B-", "I-") and len(label) > 2):
+                raise ValueError(Errors.E009.format(label=label, name=name))
 
 
 def _check_loaded_cfg(cfg: dict) -> None:

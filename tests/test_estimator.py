@@ -210,3 +210,47 @@ def test_grid_search_over_max_leaves_runs_on_sequences():
     assert set(search.cv_results_["param_max_leaves"]) == {2, 6}
     assert search.best_estimator_.max_leaves == search.best_params_["max_leaves"]
     assert search.score(X, y) > 0.9
+
+
+def test_labels_keep_their_type_through_save_and_load_and_ambiguous_ones_are_refused():
+    X = [[{"w": "a"}, {"w": "b"}, {"w": "c"}]] * 4
+    model = TreeCRF(n_rounds=3, max_leaves=3).fit(X, [[1, 2, 10]] * 4)
+    assert model.predict(X[:1]) == [[1, 2, 10]]
+    again = TreeCRF().from_bytes(model.to_bytes())
+    assert again.classes_ == [1, 10, 2] and again.predict(X[:1]) == [[1, 2, 10]]
+    for labels in ([1, "1", 1], [1, 1.0, 2], [True, "a", "b"]):
+        with pytest.raises(ValueError, match=r"E1(49|50)"):
+            TreeCRF(n_rounds=1).fit(X[:1], [labels])
+
+
+def test_dev_labels_never_seen_in_training_count_as_errors():
+    X, y = toy_data(40, 0)
+    model = TreeCRF(n_rounds=2, max_leaves=4).fit(X, y, X[:5], [["NEW"] * len(seq) for seq in X[:5]])
+    assert all(entry["dev_accuracy"] == 0.0 for entry in model.history_)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda X, y: TreeCRF(n_rounds=1).fit(X, y, X[:2], y[:1]), "X_dev has 2 sequences but y_dev has 1"),
+    (lambda X, y: TreeCRF(n_rounds=1).fit(X, y, X[:2], None), "X_dev and y_dev go together"),
+    (lambda X, y: TreeCRF(n_rounds=1).fit(X, y, X[:1], [y[0][:-1]]), "sequence 0 of X_dev"),
+    (lambda X, y: TreeCRF(max_leaves="10"), "'max_leaves' must be an integer"),
+    (lambda X, y: TreeCRF(shrinkage=float("nan")), "'shrinkage' must be a finite number"),
+    (lambda X, y: TreeCRF(n_threads=10 ** 6), r"'n_threads' must be in \[0, 256\]"),
+    (lambda X, y: TreeCRF(max_leaves=10 ** 9), r"'max_leaves' must be an integer in \[2, 100000\]"),
+    (lambda X, y: TreeCRF(n_rounds=2.5), "'n_rounds' must be an integer"),
+])
+def test_bad_arguments_are_value_errors_naming_the_argument(call, match):
+    X, y = toy_data(6, 0)
+    with pytest.raises(ValueError, match=match):
+        call(X, y)
+
+
+def test_a_refused_fit_leaves_a_fitted_model_as_it_was():
+    X, y = toy_data(20, 0)
+    model = TreeCRF(n_rounds=2, max_leaves=4).fit(X, y)
+    before = model.to_bytes()
+    with pytest.raises(ValueError):
+        model.fit(X, y[:-1])
+    with pytest.raises(ValueError):
+        model.fit(X[:2], [[1.5] * len(X[0]), y[1]])
+    assert model.to_bytes() == before

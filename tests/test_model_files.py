@@ -309,3 +309,41 @@ def test_refused_model_leaves_a_trained_component_unchanged(ner_model, model_msg
         crf2.from_bytes(_reencode(msg))
     assert crf2.to_bytes() == data
     assert [(e.start, e.end, e.label_) for e in nlp2("Bob lives in Rome .").ents] == before
+
+
+@pytest.mark.parametrize("old, new, match", [
+    ("I-LOC", "B-LOC", "listed twice"),
+    ("B-LOC", "LOC", "not a BIO label"),
+    ("B-LOC", "B-", "not a BIO label"),
+])
+def test_component_labels_a_model_file_gives_are_checked_as_initialize_checks_them(model_msg, old, new, match):
+    def put(node, key):
+        assert old in node[key]
+        node[key] = [new if label == old else label for label in node[key]]
+    assert_refused(_mutated(model_msg, ["payload", "cfg", "labels"], put), match)
+
+
+def estimator_bytes_with(change):
+    X = [[{"w": "a"}, {"w": "b"}]] * 3
+    msg = serialize.loads("TreeCRF", TreeCRF(n_rounds=2, max_leaves=2).fit(X, [["A", "B"]] * 3).to_bytes())
+    change(msg)
+    return serialize.dumps("TreeCRF", msg)
+
+
+@pytest.mark.parametrize("change, match", [
+    (lambda m: m.update(best_round=float("inf")), "best_round must be an integer"),
+    (lambda m: m.update(best_round=-1), "best_round must be an integer"),
+    (lambda m: m.update(features=m["features"][:1] * len(m["features"])), "feature names must be distinct"),
+    (lambda m: m.update(features=[None] + m["features"][1:]), "feature names must be distinct"),
+    (lambda m: m.update(classes=[1, "1"]), "is not a string or an integer"),
+    (lambda m: m["params"].update(n_threads=10 ** 6), "'n_threads' must be in"),
+    (lambda m: m["params"].update(max_leaves="10"), "'max_leaves' must be an integer"),
+    (lambda m: m.update(n_rounds=float("inf")), "n_rounds"),
+])
+def test_estimator_model_bytes_with_bad_fields_are_refused_and_change_nothing(change, match):
+    X = [[{"w": "a"}, {"w": "c"}]] * 3
+    model = TreeCRF(n_rounds=2, max_leaves=2).fit(X, [["A", "C"]] * 3)
+    before = model.to_bytes()
+    with pytest.raises(ValueError, match=match):
+        model.from_bytes(estimator_bytes_with(change))
+    assert model.to_bytes() == before

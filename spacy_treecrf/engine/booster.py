@@ -7,6 +7,7 @@ position, sequences concatenated), ``seq_starts`` (sequence offsets), ``y`` (int
 from concurrent.futures import ThreadPoolExecutor
 import ctypes
 import ctypes.util
+import dataclasses
 from dataclasses import dataclass
 import os
 from typing import List, NamedTuple, Optional, Tuple
@@ -35,6 +36,11 @@ LEAF_VALUES = ("mean", "newton", "position_mean")
 LABEL_SPLITS = ("best", "fallback")
 MAX_MOVE = 10.0  # a round changes no log potential by more than this: exp() stays finite in the float32 cache
 GOLDEN = (np.sqrt(5.0) - 1.0) / 2.0
+# Bounds of what a config or a model file may ask for: larger trees than MAX_LEAVES leaves would allocate their
+# node arrays (2 * max_leaves rows of S states) before growing anything; threads beyond MAX_THREADS only cost.
+MAX_LEAVES = 100_000
+MAX_THREADS = 256
+TYPE_WORDS = {int: "an integer", float: "a finite number", str: "a string"}
 LINE_SEARCH_STEPS = 6  # golden-section steps of the rank loss's line search (step known to 0.618**7 of its range)
 
 
@@ -58,6 +64,17 @@ class BoostParams:
     label_splits: str = "best"
 
     def __post_init__(self):
+        for f in dataclasses.fields(self):  # the type first: a string "10" must not reach a comparison
+            value = getattr(self, f.name)
+            if f.type is str:
+                ok = isinstance(value, str)
+            elif f.type is int:
+                ok = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+            else:
+                ok = (isinstance(value, (int, float, np.integer, np.floating))
+                      and not isinstance(value, (bool, np.bool_)) and bool(np.isfinite(value)))
+            if not ok:
+                raise ValueError(Errors.E015.format(name=f.name, want=TYPE_WORDS[f.type], value=value))
         if self.loss not in LOSSES:
             raise ValueError(Errors.E010.format(losses=LOSSES, loss=self.loss))
         if self.leaf_values not in LEAF_VALUES:
@@ -68,7 +85,7 @@ class BoostParams:
             raise ValueError(Errors.E013.format(loss=self.loss))
         missing.check_strategy(self.missing, "TreeCRF")
         checks = [
-            ("max_leaves", self.max_leaves >= 2, "an integer >= 2"),
+            ("max_leaves", 2 <= self.max_leaves <= MAX_LEAVES, f"an integer in [2, {MAX_LEAVES}]"),
             ("shrinkage", self.shrinkage >= 0, ">= 0"),
             ("learning_rate", 0 < self.learning_rate <= 10, "in (0, 10] (|leaf value| <= 1, so this keeps exp() "
                                                                   "of a round finite in the float32 cache)"),
@@ -77,7 +94,7 @@ class BoostParams:
             ("subsample", 0 < self.subsample <= 1, "in (0, 1]"),
             ("colsample", 0 < self.colsample <= 1, "in (0, 1]"),
             ("trim", 0 <= self.trim < 1, "in [0, 1)"),
-            ("n_threads", self.n_threads >= 0, ">= 0 (0 = all cores)"),
+            ("n_threads", 0 <= self.n_threads <= MAX_THREADS, f"in [0, {MAX_THREADS}] (0 = all cores)"),
         ]
         for name, ok, want in checks:
             if not ok:
@@ -86,7 +103,9 @@ class BoostParams:
 
     @property
     def threads(self) -> int:
-        return self.n_threads or min(os.cpu_count() or 1, 8)
+        """Worker threads: n_threads (0: up to 8), never more than the machine's cores, which is all they
+        could use."""
+        return min(self.n_threads or 8, os.cpu_count() or 1)
 
 
 def _glibc_malloc_trim():
