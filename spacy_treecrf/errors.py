@@ -94,6 +94,13 @@ class Errors(metaclass=_WithCodes):
     E153 = 'TreeCRF model bytes: feature names must be distinct strings; {name!r} is not (or is repeated)'
     E154 = 'TreeCRF model bytes: best_round must be an integer in [0, n_rounds], got {best_round!r}'
     E155 = "Label {label!r} of component '{name}' is listed twice."
+    E156 = ('fit: label {label!r} at sequence {q}, position {t} of y follows {prev}, which allowed_transitions '
+            'forbids: no label path can reach it. Fix the labels (IOB1 data needs converting to BIO) or the constraints.')
+    E157 = ('Doc {doc}: gold label {label!r} of token {i} ({token!r}) follows {prev}, which the transition constraints '
+            "of component '{name}' forbid: no label path can reach it. IOB1 entities need converting to BIO "
+            "(IOB2), or set constrain_bio = false.")
+    E158 = ('The training loss of round {round} is not finite ({objective}): a gold label sequence has no path the '
+            'transition constraints allow, or the settings overflow.')
     E152 = 'TreeCRF model bytes: class {label!r} is not a string or an integer, or two classes are equal'
     E060 = 'TreeCRF model bytes: invalid settings: {err}'
     E061 = ('Sequence {q}, position {t}: a position must be a dict or an iterable of feature names, not the string '

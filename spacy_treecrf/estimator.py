@@ -10,7 +10,7 @@ import numpy as np
 from .engine import booster as boost
 from .engine.booster import DECODERS, BoostParams, Ensemble
 from .engine.rules import ensemble_rules
-from .engine.transitions import transitions_allowed
+from .engine.transitions import first_forbidden, transitions_allowed
 from .engine import missing, serialize
 from .engine.missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
 from .errors import Errors
@@ -239,11 +239,25 @@ class TreeCRF:
         classes = label_set(y)
         if not classes:
             raise ValueError(Errors.E055)
+        before = dict(vars(self))
+        try:
+            return self._fit(classes, X, y, X_dev, y_dev)
+        except Exception:
+            vars(self).clear()
+            vars(self).update(before)  # a refused fit leaves the estimator as it was
+            raise
+
+    def _fit(self, classes, X, y, X_dev, y_dev) -> "TreeCRF":
         self.classes_ = classes
         self.features = FeatureIndex()
         indptr, indices, seq_starts, missing_rows = self._rows(X, fit=True)
         label_ids = self._label_ids(y)
         self.allowed = transitions_allowed(self.classes_, self.allowed_transitions)
+        bad = first_forbidden(label_ids, seq_starts, self.allowed)
+        if bad is not None:
+            q, t, prev, k = bad
+            raise ValueError(Errors.E156.format(label=self.classes_[k], q=q, t=t, prev=(
+                "the start of the sequence" if prev < 0 else repr(self.classes_[prev]))))
         K = len(self.classes_)
         self.ensemble = Ensemble(K + 1, K, N_SURROGATES if self.params.missing == "surrogate" else 0)
         trainer = boost.Trainer(indptr, indices, len(self.features.names), label_ids, seq_starts, self.allowed,

@@ -31,7 +31,7 @@ from .engine import crf, missing, serialize
 from .engine.booster import DECODERS, BoostParams, Ensemble
 from .engine.missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
 from .engine.rules import ensemble_rules
-from .engine.transitions import bio_allowed
+from .engine.transitions import bio_allowed, first_forbidden
 from .features import MISSING_EXT, stored_token_values, window_features  # noqa: F401 (registers the features)
 from .errors import Errors, Warnings
 
@@ -378,6 +378,13 @@ class TreeCRFComponent(TrainablePipe):
                      dtype=np.int32)
         indptr, indices, seq_starts, missing_rows = self._rows([eg.predicted for eg in examples],
                                                                self._own_labels(examples, gold))
+        bad = first_forbidden(y, seq_starts, self.allowed)
+        if bad is not None:
+            q, i, prev, k = bad
+            labels = self.cfg["labels"]
+            doc = examples[q].predicted
+            raise ValueError(Errors.E157.format(doc=doc.text[:60], label=labels[k], i=i, token=doc[i].text, prev=(
+                "the start of the doc" if prev < 0 else repr(labels[prev])), name=self.name))
         initial = None
         if self.ensemble.n_trees:
             initial = self.ensemble.scaled_potentials(indptr, indices, self.allowed, seq_starts, self.params.threads,

@@ -51,8 +51,10 @@ def test_iterable_positions_and_string_values_are_features():
 
 
 def test_bio_mask_is_honoured_by_viterbi_even_against_the_evidence():
-    X = [[{"w": "i"}], [{"w": "b"}, {"w": "i"}], [{"w": "o"}, {"w": "i"}]] * 5
-    y = [["I-X"], ["B-X", "I-X"], ["O", "I-X"]] * 5
+    """'i' is always I-X in training (always after B-X: IOB1 gold is refused), yet never opens a sequence or
+    follows O in a prediction."""
+    X = [[{"w": "b"}, {"w": "i"}], [{"w": "o"}], [{"w": "b"}, {"w": "i"}, {"w": "i"}]] * 5
+    y = [["B-X", "I-X"], ["O"], ["B-X", "I-X", "I-X"]] * 5
     model = TreeCRF(n_rounds=5, max_leaves=4, allowed_transitions="bio").fit(X, y)
     for seq in model.predict([[{"w": "i"}], [{"w": "o"}, {"w": "i"}]]):
         for prev, cur in zip([None] + seq[:-1], seq):
@@ -254,3 +256,22 @@ def test_a_refused_fit_leaves_a_fitted_model_as_it_was():
     with pytest.raises(ValueError):
         model.fit(X[:2], [[1.5] * len(X[0]), y[1]])
     assert model.to_bytes() == before
+
+
+@pytest.mark.parametrize("transitions, y, match", [
+    ("bio", [["I-PER", "O"]], r"E156.*'I-PER' at sequence 0, position 0 of y follows the start"),
+    ([(None, "A"), ("A", "B")], [["A", "A"]], r"E156.*'A' at sequence 0, position 1 of y follows 'A'"),
+])
+def test_gold_labels_the_transition_constraints_forbid_are_refused_before_training(transitions, y, match):
+    """IOB1 tags (I-X opening an entity) under BIO constraints used to train with an infinite loss every round
+    and predict nothing but O."""
+    X = [[{"w": "a"}, {"w": "b"}]] * 3
+    with pytest.raises(ValueError, match=match):
+        TreeCRF(n_rounds=2, allowed_transitions=transitions).fit(X, y * 3)
+
+
+def test_a_gold_sequence_without_any_allowed_path_stops_training_with_a_clear_error():
+    """A -> (unknown) -> A where nothing leads back to A: no single transition is forbidden, but no path exists."""
+    X = [[{"w": "a"}, {"w": "b"}, {"w": "c"}]] * 3
+    with pytest.raises(ValueError, match="E158.*not finite"):
+        TreeCRF(n_rounds=2, allowed_transitions=[(None, "A"), ("A", "B"), ("B", "B")]).fit(X, [["A", None, "A"]] * 3)

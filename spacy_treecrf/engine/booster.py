@@ -371,6 +371,7 @@ class Trainer:
         self.column_index = csc_index(self.indptr, self.indices, self.n_features)
         self.all_features = np.ones(self.n_features, dtype=np.bool_)
         self.missing_rows = missing_rows
+        self.rounds = 0  # rounds fitted on this state
 
     def gradient_pass(self) -> "Passes":
         """What the loss's functional gradient needs: forward-backward (free and, for partially labelled sequences,
@@ -428,6 +429,8 @@ class Trainer:
         With missing values (or surrogates to learn) the trees are grown with the routing rule and move the
         cached potentials by evaluation over all positions."""
         passes = passes if passes is not None else self.gradient_pass()
+        if not np.isfinite(passes.objective) and self.params.loss != "rank":  # rank: exp of the loss may overflow
+            raise ValueError(Errors.E158.format(round=self.rounds + 1, objective=passes.objective))
         K = self.allowed.shape[1]
         mr = self.missing_rows
         n_surrogates = ensemble.n_surrogates
@@ -475,6 +478,7 @@ class Trainer:
                 on_tree(k, tree)
         crf.rescale(self.E, self.c)
         release_freed_memory()
+        self.rounds += 1
         return passes.objective
 
     def _step(self, fitted, passes) -> float:

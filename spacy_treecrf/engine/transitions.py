@@ -36,3 +36,25 @@ def transitions_allowed(labels: Sequence[str], transitions) -> np.ndarray:
             continue  # a pair over labels the data never shows constrains nothing
         allowed[0 if prev is None else index[prev] + 1, index[label]] = True
     return allowed
+
+
+def first_forbidden(y: np.ndarray, seq_starts: np.ndarray, allowed: np.ndarray):
+    """The first gold label the mask forbids where it stands, as (sequence, position in it, previous label id or -1
+    at a sequence start, label id), or None. Only known labels next to known labels (or a sequence start) are
+    checked: training on such a sequence has no path, so its loss would be infinite every round."""
+    y = np.asarray(y)
+    T = len(y)
+    if T == 0:
+        return None
+    is_start = np.zeros(T, dtype=bool)
+    is_start[seq_starts[:-1][seq_starts[:-1] < seq_starts[1:]]] = True
+    prev = np.concatenate([[-1], y[:-1]])
+    state = np.where(is_start, 0, prev + 1)  # 0: start; j + 1: after label j; 0 also where prev is unknown
+    checked = (y >= 0) & (is_start | (prev >= 0))
+    bad = np.flatnonzero(checked & ~allowed[state, np.maximum(y, 0)])
+    if not len(bad):
+        return None
+    t = int(bad[0])
+    q = int(np.searchsorted(seq_starts, t, side="right") - 1)
+    return q, t - int(seq_starts[q]), -1 if is_start[t] else int(prev[t]), int(y[t])
+
