@@ -15,6 +15,9 @@ class Warnings(metaclass=_WithCodes):
     W001 = ("Component '{name}': the settings {settings} now belong in [components.{name}.booster]; move them there "
             '(they were applied for now).')
 
+    W002 = ("Component '{name}': its trees were grown with missing={trained!r}, which is part of the model; the "
+            "configured missing={configured!r} cannot apply to them and is replaced.")
+
 
 class Errors(metaclass=_WithCodes):
     # the treecrf component (pipe.py)

@@ -263,12 +263,17 @@ class TreeCRFComponent(TrainablePipe):
         if self.params.missing == "imputation":
             indptr, indices, _, found = self.featurizer(docs, with_missing=True, **own)
             self.impute = missing.most_common_columns(indptr, indices, self._missing_rows(found))
+        self.allowed = self._transition_mask(labels)
         K = len(labels)
-        self.allowed = (bio_allowed(labels) if self.target in BIO_TARGETS and self.cfg["constrain_bio"]
-                        else np.ones((K + 1, K), dtype=np.bool_))
         self.ensemble = Ensemble(K + 1, K, N_SURROGATES if self.params.missing == "surrogate" else 0)
         self._trainer = self._trainer_key = self._passes = None
         self._pending = []
+
+    def _transition_mask(self, labels: Sequence[str]) -> np.ndarray:
+        """Which label may follow which: BIO's rules for BIO targets with constrain_bio, else anything."""
+        if self.target in BIO_TARGETS and self.cfg["constrain_bio"]:
+            return bio_allowed(labels)
+        return np.ones((len(labels) + 1, len(labels)), dtype=np.bool_)
 
     @property
     def n_features(self) -> int:
@@ -505,7 +510,11 @@ class TreeCRFComponent(TrainablePipe):
         })
 
     def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "TreeCRFComponent":
-        """Everything is checked before anything is replaced: a refused model leaves the component as it was."""
+        """The learned state of a saved component: labels, rounds, the featurizer's columns, the trees and the
+        missing-value strategy they were grown with. Settings stay the ones this component was made with (its
+        config, with whatever a user set at load time): decode, store_scores, overwrite, spans_key, token_attr,
+        constrain_bio and the boosting settings; the file's are only checked. Everything is checked before
+        anything is replaced: a refused model leaves the component as it was."""
         msg = serialize.loads("treecrf", bytes_data)
         cfg = serialize.field(msg, "cfg", dict)
         if cfg.get("target") != self.target:
@@ -514,17 +523,20 @@ class TreeCRFComponent(TrainablePipe):
         if not isinstance(labels, list) or not labels or not all(isinstance(x, str) for x in labels):
             raise ValueError(Errors.E107)
         check_labels(self.target, labels, self.name)
-        cfg = {key: cfg[key] for key in self.cfg if key in cfg}
-        _check_loaded_cfg(cfg)
+        _check_loaded_cfg({key: cfg[key] for key in self.cfg if key in cfg})
+        rounds = cfg.get("rounds", 0)
         featurizer = copy.copy(self.featurizer)  # from_dict replaces its state, never mutates it in place
         featurizer.from_dict(serialize.field(msg, "features", dict))
         K = len(labels)
-        allowed = serialize.check_array(msg, "allowed", np.bool_, (K + 1, K))
+        serialize.check_array(msg, "allowed", np.bool_, (K + 1, K))  # the mask is this component's (constrain_bio)
         params = serialize.field(msg, "params", dict)
         try:
             params = BoostParams(**{k: v for k, v in params.items() if k in BoostParams.__dataclass_fields__})
         except (TypeError, ValueError) as err:
             raise ValueError(Errors.E111.format(err=err)) from None
+        if params.missing != self.params.missing:
+            warnings.warn(Warnings.W002.format(name=self.name, trained=params.missing, configured=self.params.missing))
+        params = dataclasses.replace(self.params, missing=params.missing)
         V = featurizer.n_variables
         n_features = featurizer.n_features + (V if params.missing == "indicator" else 0)
         ensemble = serialize.load_ensemble(serialize.field(msg, "ensemble", dict), K, n_features)
@@ -535,11 +547,10 @@ class TreeCRFComponent(TrainablePipe):
             impute = serialize.check_array(msg, "impute", np.int32, (V,))
             if np.any((impute < -1) | (impute >= featurizer.n_features)):
                 raise ValueError(Errors.E112)
-        self.featurizer, self.allowed, self.ensemble, self.params = featurizer, allowed, ensemble, params
+        self.featurizer, self.ensemble, self.params = featurizer, ensemble, params
+        self.allowed = self._transition_mask(labels)
         self.impute = impute
-        self.cfg.update(cfg)
-        if self.target == "token_attr" and not Token.has_extension(self.cfg["token_attr"]):
-            Token.set_extension(self.cfg["token_attr"], default=None)
+        self.cfg.update(labels=list(labels), rounds=rounds)
         self._trainer = self._trainer_key = None
         return self
 

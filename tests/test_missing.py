@@ -390,7 +390,11 @@ def test_the_component_trains_and_reloads_with_every_strategy(strategy):
     assert scores["tag_acc"] > 0.75
     nlp2 = spacy.blank("en")
     crf2 = nlp2.add_pipe("treecrf", config=component_config({"target": "tag", "features": features}))
-    crf2.from_bytes(crf.to_bytes())
+    if strategy == "instance_weighting":
+        crf2.from_bytes(crf.to_bytes())
+    else:  # the strategy is part of the trees: it replaces the default one, with a warning
+        with pytest.warns(UserWarning, match="W002"):
+            crf2.from_bytes(crf.to_bytes())
     assert crf2.params.missing == strategy
     docs = [eg.predicted for eg in test[:10]]
     assert np.array_equal(crf.predict(docs)["gamma"], crf2.predict(docs)["gamma"])

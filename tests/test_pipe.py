@@ -311,3 +311,40 @@ def test_boosting_settings_live_in_the_booster_block_and_the_old_place_still_loa
     with pytest.warns(UserWarning, match="now belong"):
         loaded = spacy.load(tmp_path / "old")
     assert loaded.get_pipe("treecrf").params.max_leaves == 9
+
+
+def test_settings_given_at_load_time_are_the_ones_used(tmp_path):
+    """spacy.load(path, config=...) used to report the new settings in nlp.config while the component kept the
+    model file's: decode, store_scores, n_threads, token_attr were silently ignored."""
+    nlp, _ = trained_ner(rounds=3, store_scores=True, decode="viterbi")
+    nlp.to_disk(tmp_path / "ner")
+    override = {"components": {"treecrf": {"decode": "marginal", "store_scores": False, "constrain_bio": False,
+                                           "booster": {"n_threads": 1, "max_leaves": 5}}}}
+    loaded = spacy.load(tmp_path / "ner", config=override)
+    crf = loaded.get_pipe("treecrf")
+    assert (crf.cfg["decode"], crf.cfg["store_scores"], crf.cfg["constrain_bio"]) == ("marginal", False, False)
+    assert (crf.params.n_threads, crf.params.max_leaves) == (1, 5)
+    assert crf.allowed.all()  # no BIO mask: constrain_bio = false means what it says
+    doc = loaded("Alice lives in Paris .")
+    assert ("treecrf", "marginals") not in doc.user_data
+    # without overrides: what was saved
+    again = spacy.load(tmp_path / "ner").get_pipe("treecrf")
+    assert (again.cfg["decode"], again.cfg["store_scores"], again.params.max_leaves) == ("viterbi", True, 8)
+    assert not again.allowed.all()
+
+
+def test_a_token_attr_given_at_load_time_is_the_one_written(tmp_path):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("treecrf", config={"target": "token_attr", "token_attr": "stress_a", "booster": {"max_leaves": 4}})
+    words = list("abba")
+    examples = [Example(Doc(nlp.vocab, words=words), Doc(nlp.vocab, words=words))]
+    for token, value in zip(examples[0].reference, "1001"):
+        token._.set("stress_a", value)
+    nlp.initialize(lambda: examples)
+    nlp.update(examples)
+    nlp.to_disk(tmp_path / "m")
+    loaded = spacy.load(tmp_path / "m", config={"components": {"treecrf": {"token_attr": "stress_b"}}})
+    if not Token.has_extension("stress_b"):
+        Token.set_extension("stress_b", default=None)
+    doc = loaded(Doc(loaded.vocab, words=words))
+    assert [t._.stress_b for t in doc] == list("1001") and all(t._.stress_a is None for t in doc)
