@@ -104,6 +104,10 @@ class Errors(metaclass=_WithCodes):
             "(IOB2), or set constrain_bio = false.")
     E158 = ('The training loss of round {round} is not finite ({objective}): a gold label sequence has no path the '
             'transition constraints allow, or the settings overflow.')
+    E159 = "window_features: '{name}' must be <= {maximum}, got {value}"
+    E160 = "{where}: atom {atom!r} has no column (a frozen vocabulary keeps only atoms that have one)"
+    E161 = ("window_features: lexicon {name!r} has no file to read (its entries came with a loaded model): give "
+            "its path in 'lexicons'")
     E152 = 'TreeCRF model bytes: class {label!r} is not a string or an integer, or two classes are equal'
     E060 = 'TreeCRF model bytes: invalid settings: {err}'
     E061 = ('Sequence {q}, position {t}: a position must be a dict or an iterable of feature names, not the string '

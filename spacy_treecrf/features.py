@@ -129,6 +129,11 @@ _COMPILED = tuple((name, re.compile(pattern, re.DOTALL)) for name, pattern in RE
 # Families subject to the min_freq cut-off.
 _FREQ_FAMILIES = ("w=", "lw=")
 _CHUNK_TOKENS = 200_000
+# Bounds of what a config or a model file may ask for. Columns are looked up in an atoms x (2 window + 1) table,
+# and every affix length is a test per token: a window of 25 (51 tokens of context) or affixes of 30 characters are
+# beyond any use, and larger values would let a few bytes of config allocate gigabytes.
+MAX_WINDOW = 25
+MAX_AFFIX = 30
 
 
 def char_classes(text: str) -> str:
@@ -289,11 +294,13 @@ def _check_bool(name: str, value: Any) -> bool:
     return bool(value)
 
 
-def _check_int(name: str, value: Any, minimum: int) -> int:
+def _check_int(name: str, value: Any, minimum: int, maximum: Optional[int] = None) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ValueError(Errors.E063.format(name=name, value=value))
     if value < minimum:
         raise ValueError(Errors.E064.format(name=name, minimum=minimum, value=value))
+    if maximum is not None and value > maximum:
+        raise ValueError(Errors.E159.format(name=name, maximum=maximum, value=value))
     return int(value)
 
 
@@ -406,13 +413,13 @@ class WindowFeaturizer:
     # ---- configuration
 
     def _configure(self, cfg: Dict[str, Any]) -> None:
-        self.window = _check_int("window", cfg["window"], 0)
+        self.window = _check_int("window", cfg["window"], 0, MAX_WINDOW)
         self.word = _check_bool("word", cfg["word"])
         self.lower = _check_bool("lower", cfg["lower"])
         self.min_freq = _check_int("min_freq", cfg["min_freq"], 1)
         self.regexes = _check_bool("regexes", cfg["regexes"])
-        self.prefix = _check_int("prefix", cfg["prefix"], 0)
-        self.suffix = _check_int("suffix", cfg["suffix"], 0)
+        self.prefix = _check_int("prefix", cfg["prefix"], 0, MAX_AFFIX)
+        self.suffix = _check_int("suffix", cfg["suffix"], 0, MAX_AFFIX)
         self.shape = _check_bool("shape", cfg["shape"])
         self.flags = _check_bool("flags", cfg["flags"])
         self.attrs = _check_attrs(cfg["attrs"])
@@ -426,7 +433,8 @@ class WindowFeaturizer:
 
     @property
     def lexicons(self) -> Dict[str, str]:
-        """Lexicon name -> file path (read by ``initialize``). Assigning validates like the constructor."""
+        """Lexicon name -> file path (read by ``initialize``; "" for a lexicon whose entries a loaded model
+        carries, with no file to read). Assigning validates like the constructor."""
         return self._lexicons
 
     @lexicons.setter
@@ -804,8 +812,12 @@ class WindowFeaturizer:
         """Read the lexicons, count the label dictionary from ``labels`` (the gold label or None of every token
         of every doc; needed with ``label_dictionary``), count the atomic tests over ``docs`` and freeze the
         column index."""
+        carried = self._lexicon_entries  # lexicons without a file ("") keep the entries a loaded model carries
         self._reset_state()
-        self._set_lexicons({name: read_lexicon(path, self.lexicon_lowercase)
+        for name, path in self.lexicons.items():
+            if not path and name not in carried:
+                raise ValueError(Errors.E161.format(name=name))
+        self._set_lexicons({name: read_lexicon(path, self.lexicon_lowercase) if path else carried[name]
                             for name, path in self.lexicons.items()})
         docs = list(docs)
         if self.label_dictionary:
@@ -906,7 +918,10 @@ class WindowFeaturizer:
 
     def from_dict(self, state: Dict[str, Any]) -> "WindowFeaturizer":
         """Restore a state made by ``to_dict``. Its options replace the current ones (the columns only make
-        sense with the options they were built with). Raises ``ValueError`` on malformed input."""
+        sense with the options they were built with), except the lexicon files: the state carries the lexicons'
+        entries, and a path in it is never kept as one to read (a later ``initialize`` reads the files this
+        featurizer was configured with, not whatever a model file names). Raises ``ValueError`` on malformed
+        input."""
         where = "WindowFeaturizer.from_dict"
         if not isinstance(state, dict):
             raise ValueError(Errors.E079.format(where=where, type_name=type(state).__name__))
@@ -974,7 +989,13 @@ class WindowFeaturizer:
             prev = (off, atom)
         if not initialized and (atoms or offs):
             raise ValueError(Errors.E089.format(where=where))
+        unused = set(range(len(atoms))) - set(cols)
+        if unused:  # a frozen vocabulary keeps only atoms that have a column: the lookup table grows with the columns
+            raise ValueError(Errors.E160.format(where=where, atom=atoms[min(unused)]))
+        own_lexicons = self._lexicons
         self._configure(cfg)
+        # the state's lexicon names stay (they are test families), their files are this featurizer's ("": none)
+        self._lexicons = {name: own_lexicons.get(name, "") for name in self._lexicons}
         self._reset_state()
         self._set_lexicons(entries)
         self._label_counts = {word: dict(counts) for word, counts in label_counts.items()}

@@ -369,7 +369,8 @@ def test_to_dict_from_dict_round_trip(vocab, tmp_path):
     new_docs = make_docs(vocab, [["The", "new", "York", "bank", "zzz"]], tags=True)
     for a, b in zip(f(docs + new_docs), g(docs + new_docs)):
         assert np.array_equal(a, b)
-    assert g.to_dict() == state
+    assert g.lexicons == {"L": ""}  # the entries came with the state; a path in it is never read
+    assert g.to_dict() == {**state, "config": {**state["config"], "lexicons": {"L": ""}}}
 
 
 def test_label_dictionary_round_trip_and_states_from_before_it(vocab):

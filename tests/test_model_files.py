@@ -2,8 +2,13 @@
 indices out of range, pickles and extension types: each refused with a clear error, nothing run, nothing changed."""
 import builtins
 import copy
+import json
 import pickle
+import subprocess
+import sys
+import textwrap
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -347,3 +352,79 @@ def test_estimator_model_bytes_with_bad_fields_are_refused_and_change_nothing(ch
     with pytest.raises(ValueError, match=match):
         model.from_bytes(estimator_bytes_with(change))
     assert model.to_bytes() == before
+
+
+def test_a_lexicon_path_inside_a_model_file_is_never_read(tmp_path):
+    """A model file naming a lexicon file used to make a later nlp.initialize() read that file into the next
+    model; the entries travel inside the model, the paths to read come from the component's own config."""
+    cities = tmp_path / "cities.txt"
+    cities.write_text("Paris\nRome\n", encoding="utf8")
+    nlp, crf = make_nlp(features={"@misc": "spacy_treecrf.window_features.v1", "lexicons": {"cities": str(cities)}})
+    train(nlp, ner_examples(nlp), rounds=2)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOPSECRET\n", encoding="utf8")
+
+    def put(node, key):
+        node[key] = {"cities": str(secret)}
+    data = _mutated(srsly.msgpack_loads(crf.to_bytes()), ["payload", "features", "config", "lexicons"], put)
+    nlp2 = spacy.blank(LANG)
+    loaded = nlp2.add_pipe("treecrf").from_bytes(data)
+    assert loaded.featurizer.lexicons == {"cities": ""}  # the entries came with the model; no file to read
+    loaded.initialize(lambda: ner_examples(nlp2), nlp=nlp2)
+    again = loaded.to_bytes()
+    assert b"TOPSECRET" not in again and b"paris" in again
+
+
+FUZZER = Path(__file__).resolve().parent / "fuzz_model_files.py"
+
+
+def test_structural_fuzzer_under_a_memory_limit_finds_nothing():
+    """Hypothesis rewrites the model file's structure (types, extreme numbers, long strings, declared array shapes,
+    same-kind perturbations); under a 1 GB address-space limit every file is refused with a ValueError or loads
+    and tags a doc (tests/fuzz_model_files.py; more examples: run it by hand)."""
+    out = subprocess.run([sys.executable, str(FUZZER), "1024", "200", "7"], capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    stats = json.loads(out.stdout.strip().splitlines()[-1])
+    assert stats["examples"] == 200 and stats["loaded"] > 0 and stats["refused"] > 0
+    assert stats["findings"] == []
+
+
+HOSTILE_SIZES = textwrap.dedent("""
+    import resource, sys
+    resource.setrlimit(resource.RLIMIT_AS, (1024 * 2 ** 20, 1024 * 2 ** 20))
+    import spacy, srsly
+    import spacy_treecrf.pipe
+    data = open(sys.argv[1], "rb").read()
+    results = []
+    for key, value in (("window", 10 ** 6), ("prefix", 10 ** 7), ("suffix", 10 ** 7)):
+        msg = srsly.msgpack_loads(data)
+        msg["payload"]["features"]["config"][key] = value
+        try:
+            spacy.blank("xx").add_pipe("treecrf").from_bytes(srsly.msgpack_dumps(msg))
+            results.append(f"file {key}: loaded")
+        except ValueError as err:
+            results.append(f"file {key}: refused {'E159' in str(err)}")
+        try:
+            spacy.blank("xx").add_pipe("treecrf", config={"features": {"@misc": "spacy_treecrf.window_features.v1",
+                                                                       key: value}})
+            results.append(f"config {key}: accepted")
+        except Exception as err:
+            results.append(f"config {key}: refused {'E159' in str(err)}")
+    print("|".join(results))
+""")
+
+
+def test_sizes_from_a_file_or_a_config_are_bounded_before_anything_is_allocated(ner_model, tmp_path):
+    """A model file or config with a huge window or affix length made loading allocate 7-15 GiB; under a 1 GB
+    address-space limit each is now refused naming the setting."""
+    _, data = ner_model
+    (tmp_path / "model.msgpack").write_bytes(data)
+    script = tmp_path / "hostile.py"
+    script.write_text(HOSTILE_SIZES, encoding="utf8")
+    out = subprocess.run([sys.executable, str(script), str(tmp_path / "model.msgpack")], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    results = out.stdout.strip().splitlines()[-1].split("|")
+    assert results == [f"{where} {key}: refused True" for key in ("window", "prefix", "suffix")
+                       for where in ("file", "config")]
