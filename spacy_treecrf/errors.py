@@ -108,6 +108,8 @@ class Errors(metaclass=_WithCodes):
     E160 = "{where}: atom {atom!r} has no column (a frozen vocabulary keeps only atoms that have one)"
     E161 = ("window_features: lexicon {name!r} has no file to read (its entries came with a loaded model): give "
             "its path in 'lexicons'")
+    E162 = 'The model file {path} is not a regular file (a device, a pipe or a link to one): refused'
+    E163 = 'The model file {path} has {size} bytes, more than the {limit} a treecrf model file may have'
     E152 = 'TreeCRF model bytes: class {label!r} is not a string or an integer, or two classes are equal'
     E060 = 'TreeCRF model bytes: invalid settings: {err}'
     E061 = ('Sequence {q}, position {t}: a position must be a dict or an iterable of feature names, not the string '

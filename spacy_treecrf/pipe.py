@@ -38,6 +38,7 @@ from .errors import Errors, Warnings
 TARGETS = ("ner", "spans", "tag", "pos", "token_attr")
 BIO_TARGETS = ("ner", "spans")
 MARGINALS_EXT = "treecrf_marginals"
+MAX_MODEL_BYTES = 2 ** 32  # a model file larger than this is refused before it is read
 INPUT_ATTRS = [ORTH, TAG, POS, LEMMA, DEP, ENT_IOB, ENT_TYPE]  # what the featurizer may read from a predicted doc
 
 
@@ -560,9 +561,15 @@ class TreeCRFComponent(TrainablePipe):
         (path / "model.msgpack").write_bytes(self.to_bytes())
 
     def from_disk(self, path, *, exclude=tuple()) -> "TreeCRFComponent":
+        """Read model.msgpack: only a regular file (a link to a device or a pipe would be read forever or
+        block) of at most MAX_MODEL_BYTES."""
         path = util.ensure_path(path) / "model.msgpack"
         if not path.exists():
             raise ValueError(Errors.E109.format(path=path, name=self.name))
+        if not path.is_file():
+            raise ValueError(Errors.E162.format(path=path))
+        if path.stat().st_size > MAX_MODEL_BYTES:
+            raise ValueError(Errors.E163.format(path=path, size=path.stat().st_size, limit=MAX_MODEL_BYTES))
         try:
             return self.from_bytes(path.read_bytes())
         except ValueError as err:

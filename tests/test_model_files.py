@@ -2,6 +2,7 @@
 indices out of range, pickles and extension types: each refused with a clear error, nothing run, nothing changed."""
 import builtins
 import copy
+import os
 import json
 import pickle
 import subprocess
@@ -428,3 +429,20 @@ def test_sizes_from_a_file_or_a_config_are_bounded_before_anything_is_allocated(
     results = out.stdout.strip().splitlines()[-1].split("|")
     assert results == [f"{where} {key}: refused True" for key in ("window", "prefix", "suffix")
                        for where in ("file", "config")]
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo", "directory"])
+def test_a_model_file_that_is_not_a_regular_file_is_refused_without_reading(ner_model, tmp_path, kind):
+    """A link to /dev/zero read until MemoryError; a FIFO hung."""
+    nlp, _ = ner_model
+    nlp.to_disk(tmp_path / "model")
+    target = tmp_path / "model" / "treecrf" / "model.msgpack"
+    target.unlink()
+    if kind == "device":
+        target.symlink_to("/dev/zero")
+    elif kind == "fifo":
+        os.mkfifo(target)
+    else:
+        target.mkdir()
+    with pytest.raises(ValueError, match="E162"):
+        spacy.load(tmp_path / "model")
