@@ -18,6 +18,9 @@ class Warnings(metaclass=_WithCodes):
     W002 = ("Component '{name}': its trees were grown with missing={trained!r}, which is part of the model; the "
             "configured missing={configured!r} cannot apply to them and is replaced.")
 
+    W003 = ("numba can cache the compiled kernels neither next to spacy_treecrf nor in the user's cache directory: "
+            "they are cached in {path} for this process (set NUMBA_CACHE_DIR to keep them across processes).")
+
 
 class Errors(metaclass=_WithCodes):
     # the treecrf component (pipe.py)

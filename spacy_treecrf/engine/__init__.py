@@ -15,3 +15,40 @@ Data flows one way through its modules:
 - serialize.py: the one place where model state becomes msgpack bytes and back.
 User-facing messages come from the package's Errors catalogue (errors.py, which imports nothing).
 """
+import os
+import tempfile
+import warnings
+
+import numba
+from numba.misc.appdirs import AppDirs
+
+from ..errors import Warnings
+
+
+def _can_write(path: str) -> bool:
+    """What numba checks before caching in a directory: it can be made, and a file can be written in it."""
+    try:
+        os.makedirs(path, exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()
+        return True
+    except OSError:
+        return False
+
+
+def _choose_kernel_cache() -> None:
+    """The kernels are compiled with cache=True; numba refuses to even define them when it can write neither next
+    to this package (a read-only install) nor in the user's cache (no writable HOME). Then they are cached in a
+    fresh temporary directory for this process, with one warning, instead of failing at import."""
+    if numba.config.CACHE_DIR:
+        return
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    folders = (package, os.path.join(package, "engine"))
+    in_tree = all(_can_write(os.path.join(folder, "__pycache__")) for folder in folders)
+    if in_tree or _can_write(AppDirs(appname="numba", appauthor=False).user_cache_dir):
+        return
+    numba.config.CACHE_DIR = tempfile.mkdtemp(prefix="spacy_treecrf_kernels_")
+    warnings.warn(Warnings.W003.format(path=numba.config.CACHE_DIR), stacklevel=2)
+
+
+_choose_kernel_cache()
+
