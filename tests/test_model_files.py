@@ -446,3 +446,39 @@ def test_a_model_file_that_is_not_a_regular_file_is_refused_without_reading(ner_
         target.mkdir()
     with pytest.raises(ValueError, match="E162"):
         spacy.load(tmp_path / "model")
+
+
+LOPSIDED = textwrap.dedent("""
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (1024 * 2 ** 20, 1024 * 2 ** 20))
+    import numpy as np
+    from spacy_treecrf.engine.booster import Ensemble
+    from spacy_treecrf.engine.trees import Tree
+
+    def tree(n_leaves, S):  # a chain of feature tests: node 2i tests feature i, its no-branch goes on
+        n = 2 * n_leaves - 1
+        kind = np.zeros(n, np.int8); feature = np.full(n, -1, np.int32)
+        yes = np.full(n, -1, np.int32); no = np.full(n, -1, np.int32)
+        for i in range(n_leaves - 1):
+            kind[2 * i], feature[2 * i], yes[2 * i], no[2 * i] = 1, i % 50, 2 * i + 1, 2 * i + 2
+        return Tree(kind, feature, yes, no, np.full(n, 0.01), np.ones(n), np.ones((n, S), bool),
+                    np.zeros((n, 0), np.int32), np.zeros((n, 0), bool))
+
+    ens = Ensemble(3, 2)
+    ens.add(0, tree(100_000, 3))
+    for i in range(20_000):
+        ens.add(i % 2, tree(1, 3))
+    indptr, indices = np.array([0, 2], np.int64), np.array([1, 3], np.int32)
+    phi = ens.potentials(indptr, indices)
+    print(phi.shape, round(float(phi[0, 1, 0]), 6))
+""")
+
+
+def test_one_huge_tree_among_many_small_ones_does_not_blow_up_single_row_prediction(tmp_path):
+    """The bit-mask tables grow as trees x the largest tree: 20,000 one-leaf trees beside one of 100,000 leaves
+    asked for ~2 GB to tag one row; the partition kernel serves such ensembles (here under a 1 GB limit)."""
+    script = tmp_path / "lopsided.py"
+    script.write_text(LOPSIDED, encoding="utf8")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["(1,", "3,", "2)", "100.01"]  # 10,000 one-leaf trees and the chain's leaf

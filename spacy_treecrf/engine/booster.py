@@ -130,6 +130,7 @@ def release_freed_memory():
 # visits every node that a tree's rows pass, however few the rows, so a single sentence costs it several times
 # what the bit masks cost; on the CoNLL-2003 models the two break even at a few hundred rows.
 PARTITION_ROWS = 512
+BITMASK_BYTES = 64 * 2 ** 20  # bit-mask tables beyond this plus 4 x the trees' own size: the partition kernel
 
 
 def in_chunks(seq_starts: np.ndarray, threads: int, call, min_positions: int = 20000) -> list:
@@ -268,7 +269,7 @@ class Ensemble:
             start_states, other_states = np.zeros_like(allowed, dtype=bool), allowed.astype(bool)
             start_states[0], other_states[0] = other_states[0], False
         rows = np.arange(T + 1, dtype=np.int64)  # any split of rows will do: treat each row as a sequence
-        kernel = "partition" if T >= PARTITION_ROWS else "bitmask"
+        kernel = "partition" if T >= PARTITION_ROWS or not self._bitmask_fits() else "bitmask"
         index = self._index(kernel)
         if kernel == "partition":
             words = label_state_words(start_states), label_state_words(other_states)
@@ -286,6 +287,20 @@ class Ensemble:
         if scaled:
             return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
         return np.concatenate(parts)
+
+    def _bitmask_fits(self) -> bool:
+        """Whether the bit-mask tables stay small next to the trees: they hold, per tree, a word of bits per 64
+        slots of the largest tree for every state, so one huge tree among many small ones would make them grow
+        as trees x largest tree (gigabytes from a model of megabytes); then the partition kernel serves every
+        batch."""
+        self._flush()
+        n_trees = len(self.labels)
+        if not n_trees:
+            return True
+        n_words = (int(np.diff(self.roots).max()) + 63) // 64
+        table_bytes = n_trees * (self.n_states + 1) * n_words * 8 * 2
+        node_bytes = len(self.nodes.kind) * (29 + self.n_states)
+        return table_bytes <= BITMASK_BYTES + 4 * node_bytes
 
     def _index(self, kernel: str):
         if kernel not in self._indexes:
