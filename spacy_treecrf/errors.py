@@ -101,7 +101,8 @@ class Errors(metaclass=_WithCodes):
     E154 = 'TreeCRF model bytes: best_round must be an integer in [0, n_rounds], got {best_round!r}'
     E155 = "Label {label!r} of component '{name}' is listed twice."
     E156 = ('fit: label {label!r} at sequence {q}, position {t} of y follows {prev}, which allowed_transitions '
-            'forbids: no label path can reach it. Fix the labels (IOB1 data needs converting to BIO) or the constraints.')
+            'forbids: no label path can reach it. Fix the labels (IOB1 data needs converting to BIO) or the '
+            'constraints.')
     E157 = ('Doc {doc}: gold label {label!r} of token {i} ({token!r}) follows {prev}, which the transition constraints '
             "of component '{name}' forbid: no label path can reach it. IOB1 entities need converting to BIO "
             "(IOB2), or set constrain_bio = false.")

@@ -185,7 +185,7 @@ class Ensemble:
         self.labels = np.zeros(0, dtype=np.int32)
         self.depths = np.zeros(0, dtype=np.int32)
         self._pending: List[Tuple[int, Tree]] = []
-        self._indexes = {}  # partition_index / bitmask_index of the current trees, built when first needed
+        self._indexes = {}  # the kernels' indexes of the current trees (and whether the bit masks fit), built lazily
 
     @property
     def n_trees(self) -> int:
@@ -294,13 +294,13 @@ class Ensemble:
         as trees x largest tree (gigabytes from a model of megabytes); then the partition kernel serves every
         batch."""
         self._flush()
-        n_trees = len(self.labels)
-        if not n_trees:
-            return True
-        n_words = (int(np.diff(self.roots).max()) + 63) // 64
-        table_bytes = n_trees * (self.n_states + 1) * n_words * 8 * 2
-        node_bytes = len(self.nodes.kind) * (29 + self.n_states)
-        return table_bytes <= BITMASK_BYTES + 4 * node_bytes
+        if "bitmask_fits" not in self._indexes:
+            n_trees = len(self.labels)
+            n_words = (int(np.diff(self.roots).max(initial=0)) + 63) // 64
+            table_bytes = n_trees * (self.n_states + 1) * n_words * 8 * 2
+            node_bytes = len(self.nodes.kind) * (29 + self.n_states)
+            self._indexes["bitmask_fits"] = table_bytes <= BITMASK_BYTES + 4 * node_bytes
+        return self._indexes["bitmask_fits"]
 
     def _index(self, kernel: str):
         if kernel not in self._indexes:
