@@ -27,7 +27,7 @@ import spacy
 from spacy.language import Language
 from spacy.parts_of_speech import IDS as POS_IDS
 from spacy.tokens import Doc, Span, Token
-from spacy.training import Example
+from spacy.training import Corpus, Example
 from spacy.vocab import Vocab
 from .errors import Errors
 
@@ -483,7 +483,31 @@ class ColumnCorpus:
             for rows, linenos in _iter_sentences(self.path, len(self.layout.names), self.sep):
                 yield rows, linenos, self.path
 
+    def _is_docbin(self) -> bool:
+        """A .spacy file, or a directory of them (spaCy's own corpus format, e.g. from `spacy convert`)."""
+        path = self.path
+        return path is not None and (path.suffix == ".spacy" or (path.is_dir() and any(path.glob("*.spacy"))))
+
+    def _docbin_examples(self, nlp: Language) -> Iterator[Example]:
+        """Examples of a .spacy corpus, tokenized as stored; the kept input attributes (keep_columns' values:
+        tag_, pos_, lemma_, extensions) are copied from each reference doc onto its predicted doc, as the column
+        reader puts input columns there."""
+        attrs = [attr for _, attr in self.layout.inputs]
+        for attr in attrs:
+            _ensure_extension(attr)
+        for eg in Corpus(self.path, gold_preproc=True, limit=self.limit)(nlp):
+            for attr in attrs:
+                for pred, ref in zip(eg.predicted, eg.reference):
+                    if attr.startswith("_."):
+                        pred._.set(attr[2:], ref._.get(attr[2:]))
+                    else:
+                        setattr(pred, attr, getattr(ref, attr))
+            yield eg
+
     def __call__(self, nlp: Language) -> Iterator[Example]:
+        if self._is_docbin():
+            yield from self._docbin_examples(nlp)
+            return
         spaces = self.format not in ("nettalk", "protein")
         n = 0
         for rows, linenos, path in self._sentences():

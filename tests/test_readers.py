@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import spacy
 from spacy.lang.en import English
+from spacy.tokens import Doc
 from spacy.vocab import create_vocab
 
 from spacy_treecrf.readers import (NETTALK_SPLITS, ColumnCorpus, bio_to_spans, columns_to_docs,
@@ -261,3 +262,24 @@ def test_protein_counts(vocab):
         assert (min(len(r) for r, _ in seqs), max(len(r) for r, _ in seqs)) == (lo, hi)
     egs = list(ColumnCorpus(root / "protein-secondary-structure.test", format="protein")(fake_nlp(vocab)))
     assert len(egs) == 17 and sum(len(eg.reference) for eg in egs) == 3520
+
+
+def test_column_corpus_reads_spacy_docbins_too(tmp_path):
+    """The shipped configs' reader given a .spacy file (from `spacy convert`) used to fail with a raw
+    UnicodeDecodeError; it reads the DocBin as spaCy's corpus does and puts the kept input attributes on the
+    predicted docs, as it does with input columns."""
+    from spacy.tokens import DocBin
+
+    nlp = spacy.blank("en")
+    doc = Doc(nlp.vocab, words=["Alice", "lives", "in", "Paris"], tags=["NNP", "VBZ", "IN", "NNP"],
+              ents=["B-PER", "O", "O", "B-LOC"])
+    DocBin(docs=[doc, doc]).to_disk(tmp_path / "train.spacy")
+    (tmp_path / "dir").mkdir()
+    DocBin(docs=[doc]).to_disk(tmp_path / "dir" / "part.spacy")
+    for path, n in ((tmp_path / "train.spacy", 2), (tmp_path / "dir", 1)):
+        examples = list(ColumnCorpus(path, format="conll2003", keep_columns={"pos": "tag_"})(nlp))
+        assert len(examples) == n
+        for eg in examples:
+            assert [t.tag_ for t in eg.predicted] == ["NNP", "VBZ", "IN", "NNP"]
+            assert [(e.text, e.label_) for e in eg.reference.ents] == [("Alice", "PER"), ("Paris", "LOC")]
+            assert not eg.predicted.ents
