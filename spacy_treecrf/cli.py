@@ -39,20 +39,34 @@ def inspect(pipeline: Path = typer.Argument(..., help="A trained pipeline direct
 @app.command()
 def convert(input_path: Path = typer.Argument(..., help="Column file (NETtalk: the data directory)"),
             output_path: Path = typer.Argument(..., help="Output .spacy file"),
-            format: str = typer.Option("conll2003", help="conll2000 | conll2003 | nettalk | protein"),
+            format: str = typer.Option("conll2003", help="conll2000 | conll2003 | nettalk | protein | columns"),
+            columns: Optional[str] = typer.Option(None, help="format columns: the column names, e.g. word,tag"),
+            words_column: Optional[str] = typer.Option(None, help="format columns: the words' column"),
+            label_column: Optional[str] = typer.Option(None, help="format columns: the labels' column"),
+            sep: Optional[str] = typer.Option(None, help="column separator (default: any whitespace)"),
             target: Optional[str] = typer.Option(None, help="ner | spans | tag | pos | token_attr"),
             spans_key: str = typer.Option("chunks", help="doc.spans key for target spans"),
             keep: List[str] = typer.Option([], help="column=attribute to keep as input, e.g. pos=tag_"),
             split: Optional[str] = typer.Option(None, help="NETtalk split: train_1000 | test_1000 | all"),
             lang: str = typer.Option("en", help="Language of the blank vocab")):
-    """Convert a column file to a .spacy DocBin (gold on the docs; kept columns as token attributes)."""
+    """Convert a column file to a .spacy DocBin (gold on the docs; kept columns as token attributes). Any layout:
+    --format columns --columns word,pos,tag --words-column word --label-column tag --target tag."""
     from .readers import ColumnCorpus
 
-    keep_columns = dict(item.split("=", 1) for item in keep)
-    corpus = ColumnCorpus(str(input_path), format=format, target=target, spans_key=spans_key,
-                          keep_columns=keep_columns, split=split)
-    nlp = spacy.blank(lang)
-    docs = [eg.reference for eg in corpus(nlp)]
+    try:
+        bad = [item for item in keep if "=" not in item]
+        if bad:
+            raise ValueError(Errors.E164.format(item=bad[0]))
+        keep_columns = dict(item.split("=", 1) for item in keep)
+        corpus = ColumnCorpus(str(input_path), format=format, target=target, spans_key=spans_key,
+                              keep_columns=keep_columns, split=split,
+                              columns=columns.split(",") if columns else None, words_column=words_column,
+                              label_column=label_column, sep=sep)
+        nlp = spacy.blank(lang)
+        docs = [eg.reference for eg in corpus(nlp)]
+    except ValueError as err:
+        typer.echo(str(err), err=True)
+        raise typer.Exit(1)
     for doc in docs:  # column files do not record spacing: `spacy evaluate` then keeps these tokens
         doc.has_unknown_spaces = True
     DocBin(docs=docs, store_user_data=True).to_disk(output_path)

@@ -42,3 +42,20 @@ def test_convert_inspect_evaluate(tmp_path):
     out = runner.invoke(app, ["evaluate", str(tmp_path / "model"), str(src), "--format", "conll2003"])
     assert out.exit_code == 0, out.output
     assert "ents_f" in out.output
+
+
+def test_convert_any_column_layout_and_clear_errors(tmp_path):
+    """Two-column files (word, tag) and any other layout convert with --format columns; bad options are one
+    line naming the problem, not a traceback."""
+    src = tmp_path / "two.txt"
+    src.write_text("The\tDT\ndog\tNN\n\nRuns\tVBZ\n", encoding="utf8")
+    runner = CliRunner()
+    out = runner.invoke(app, ["convert", str(src), str(tmp_path / "two.spacy"), "--format", "columns", "--columns",
+                              "word,tag", "--words-column", "word", "--label-column", "tag", "--target", "tag"])
+    assert out.exit_code == 0, out.output
+    docs = [eg.reference for eg in Corpus(str(tmp_path / "two.spacy"))(spacy.blank("en"))]
+    assert [[(t.text, t.tag_) for t in d] for d in docs] == [[("The", "DT"), ("dog", "NN")], [("Runs", "VBZ")]]
+    out = runner.invoke(app, ["convert", str(src), str(tmp_path / "x.spacy"), "--format", "columns"])
+    assert out.exit_code == 1 and "E142" in out.output
+    out = runner.invoke(app, ["convert", str(src), str(tmp_path / "x.spacy"), "--keep", "pos"])
+    assert out.exit_code == 1 and "E164" in out.output
