@@ -1002,6 +1002,9 @@ class WindowFeaturizer:
         self._atom_names = list(atoms)
         self._atom_ids = {name: i for i, name in enumerate(atoms)}
         self._set_columns(np.asarray(offs, np.int32), np.asarray(cols, np.int32))
+        for attr in self.attrs if initialized else ():  # a trained model reads these: a new process may lack them
+            if attr.startswith("_.") and not Token.has_extension(attr[2:]):
+                Token.set_extension(attr[2:], default=None)  # unset values are missing, as on any token
         self._frozen = initialized
         self.initialized = initialized
         return self

@@ -348,3 +348,27 @@ def test_a_token_attr_given_at_load_time_is_the_one_written(tmp_path):
         Token.set_extension("stress_b", default=None)
     doc = loaded(Doc(loaded.vocab, words=words))
     assert [t._.stress_b for t in doc] == list("1001") and all(t._.stress_a is None for t in doc)
+
+
+def test_a_saved_pipeline_that_reads_a_token_extension_tags_text_in_a_new_process(tmp_path):
+    """A pipeline trained on a corpus that put `_.chunk` on its tokens failed in a new process with E091 (no such
+    extension) on nlp(text); loading registers the extensions its features read, unset values being missing."""
+    if not Token.has_extension("chunk_t"):
+        Token.set_extension("chunk_t", default=None)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("treecrf", config={"booster": {"max_leaves": 4},
+                                    "features": {"@misc": "spacy_treecrf.window_features.v1", "attrs": ["_.chunk_t"]}})
+    examples = ner_examples(nlp)
+    for eg in examples:
+        for token in eg.predicted:
+            token._.chunk_t = "NP" if token.is_title else "O"
+    nlp.initialize(lambda: examples)
+    for _ in range(3):
+        nlp.update(examples)
+    nlp.to_disk(tmp_path / "m")
+    code = ("import spacy, sys; nlp = spacy.load(sys.argv[1]); "
+            "print([(e.text, e.label_) for e in nlp('Alice lives in Paris .').ents])")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "m")], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-1500:]
+    assert "Alice" in out.stdout
