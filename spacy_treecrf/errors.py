@@ -115,6 +115,7 @@ class Errors(metaclass=_WithCodes):
     E162 = 'The model file {path} is not a regular file (a device, a pipe or a link to one): refused'
     E163 = 'The model file {path} has {size} bytes, more than the {limit} a treecrf model file may have'
     E164 = "convert: --keep takes column=attribute (e.g. pos=tag_), got {item!r}"
+    E165 = 'predict_nbest: n must be an integer in [1, {maximum}], got {n!r}'
     E152 = 'TreeCRF model bytes: class {label!r} is not a string or an integer, or two classes are equal'
     E060 = 'TreeCRF model bytes: invalid settings: {err}'
     E061 = ('Sequence {q}, position {t}: a position must be a dict or an iterable of feature names, not the string '

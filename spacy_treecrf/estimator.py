@@ -11,12 +11,13 @@ from .engine import booster as boost
 from .engine.booster import DECODERS, BoostParams, Ensemble
 from .engine.rules import ensemble_rules
 from .engine.transitions import first_forbidden, transitions_allowed
-from .engine import missing, serialize
+from .engine import crf, missing, serialize
 from .engine.missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
 from .errors import Errors
 
 Position = Union[Dict[str, object], Iterable[str]]
 BOOST_SETTINGS = {f.name: f.default for f in dataclasses.fields(BoostParams)}
+MAX_NBEST = 1000  # k-best Viterbi keeps n partial paths per position and label
 
 
 class FeatureIndex:
@@ -334,6 +335,21 @@ class TreeCRF:
         _, gamma, seq_starts = self._decode(X, "marginal")
         return [[dict(zip(self.classes_, map(float, row))) for row in gamma[a:b]]
                 for a, b in zip(seq_starts[:-1], seq_starts[1:])]
+
+    def predict_nbest(self, X, n: int = 5) -> List[List[Tuple[List, float]]]:
+        """Per sequence, its n most probable label sequences with their probabilities P(Y | X), best first (exact:
+        k-best Viterbi and the forward pass's Z; fewer where the transition constraints allow fewer paths)."""
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= MAX_NBEST:
+            raise ValueError(Errors.E165.format(n=n, maximum=MAX_NBEST))
+        self._check_fitted()
+        indptr, indices, seq_starts, missing_rows = self._rows(X)
+        threads = self.params.threads
+        E, c = self.ensemble.scaled_potentials(indptr, indices, self.allowed, seq_starts, threads, missing_rows)
+        log_z = boost.forward_backward(E, c, seq_starts, np.full(len(E), -1, dtype=np.int32), False, threads)[3]
+        paths, logp = crf.nbest(E, c, seq_starts, log_z, int(n))
+        return [[([self.classes_[k] for k in paths[q, r, :b - a]], float(np.exp(logp[q, r])))
+                 for r in range(int(n)) if np.isfinite(logp[q, r])]
+                for q, (a, b) in enumerate(zip(seq_starts[:-1], seq_starts[1:]))]
 
     def score(self, X, y) -> float:
         """Token accuracy over the known labels of y."""

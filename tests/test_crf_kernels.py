@@ -493,3 +493,31 @@ def test_scaled_potentials_keep_valid_cells_and_their_log_values():
             continue
         assert c[t] == phi[t][valid].max() and E[t][valid].max() == 1.0
         assert np.allclose(E[t][valid], np.exp(phi[t][valid] - c[t]).astype(np.float32), rtol=1e-6, atol=0.0)
+
+
+@pytest.mark.parametrize("p_forbid, spread", SETTINGS)
+@pytest.mark.parametrize("n", [1, 3, 7])
+def test_nbest_is_the_top_of_brute_force_enumeration(p_forbid, spread, n):
+    """The n best paths are distinct allowed paths whose exact probabilities are the n largest of every path's
+    (fewer than n allowed paths leave -inf ranks); the first is Viterbi's path unless the top two tie."""
+    for seed in SEEDS:
+        _, m = problem(seed, p_forbid, spread, min_len=0)
+        log_z = crf.forward_backward(m["E"], m["c"], m["seq_starts"], no_labels(len(m["E"])), False)[3]
+        paths, logp = crf.nbest(m["E"], m["c"], m["seq_starts"], log_z, n)
+        best = crf.viterbi(m["E"], m["seq_starts"])
+        for q, (a, b) in enumerate(sequences(m["seq_starts"])):
+            if b == a:
+                assert logp[q, 0] == 0.0 and np.all(np.isneginf(logp[q, 1:]))
+                continue
+            every, scores = all_path_scores(m["phi"], a, b)
+            scores = scores[np.isfinite(scores)]
+            exact = np.sort(scores - logsumexp(scores))[::-1][:n]
+            got = np.flatnonzero(np.isfinite(logp[q]))
+            assert len(got) == len(exact)
+            np.testing.assert_allclose(logp[q, got], exact, rtol=0, atol=1e-6)
+            found = [tuple(paths[q, r, :b - a]) for r in got]
+            assert len(set(found)) == len(found)
+            for r, path in zip(got, found):  # each path's own probability is the one reported
+                assert path_log_score(m["phi"], a, path) - logsumexp(scores) == pytest.approx(logp[q, r], abs=1e-6)
+            if len(got) == 1 or logp[q, 0] - logp[q, 1] > 1e-6:
+                assert list(found[0]) == list(best[a:b])

@@ -275,3 +275,23 @@ def test_a_gold_sequence_without_any_allowed_path_stops_training_with_a_clear_er
     X = [[{"w": "a"}, {"w": "b"}, {"w": "c"}]] * 3
     with pytest.raises(ValueError, match="E158.*not finite"):
         TreeCRF(n_rounds=2, allowed_transitions=[(None, "A"), ("A", "B"), ("B", "B")]).fit(X, [["A", None, "A"]] * 3)
+
+
+def test_predict_nbest_lists_distinct_allowed_sequences_with_their_probabilities():
+    X, y = toy_data(40, 0)
+    model = TreeCRF(n_rounds=4, max_leaves=4).fit(X, y)  # (constraints: the kernel's brute-force test)
+    Xt, _ = toy_data(5, 1)
+    nbest = model.predict_nbest(Xt, n=4)
+    viterbi = model.predict(Xt)
+    for seq, options, best in zip(Xt, nbest, viterbi):
+        assert options[0][0] == best
+        probs = [p for _, p in options]
+        assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1 + 1e-9
+        assert len({tuple(labels) for labels, _ in options}) == len(options)
+        assert all(len(labels) == len(seq) for labels, _ in options)
+    # a single-position sequence: all its labels, whose probabilities are its marginals
+    single = model.predict_nbest([Xt[0][:1]], n=10)[0]
+    marginals = model.predict_marginals([Xt[0][:1]])[0][0]
+    assert {labels[0]: p for labels, p in single} == pytest.approx(marginals)
+    with pytest.raises(ValueError, match="E165"):
+        model.predict_nbest(Xt, n=0)

@@ -210,6 +210,75 @@ def _viterbi_pass(E, a, b, back, best, logs):
 
 
 @njit(**NOGIL)
+def nbest(E, c, seq_starts, log_z, n):
+    """The n most probable label sequences of every sequence (k-best Viterbi; forbidden cells are 0 in E): paths
+    (sequences x n x their length's room, -1 padded: positions seq_starts[q]:seq_starts[q + 1] of sequence q are
+    paths[q, r, :length]) and log P(path | X) (sequences x n, -inf where fewer than n paths are allowed), best
+    first; among equal scores the lower previous label, then the lower rank, wins. ``log_z``: log Z per sequence
+    (forward_backward's fourth result). Each position keeps, per label, the n best partial paths that end there."""
+    n_seq = seq_starts.shape[0] - 1
+    K = E.shape[2]
+    longest = 0
+    for q in range(n_seq):
+        longest = max(longest, seq_starts[q + 1] - seq_starts[q])
+    paths = np.full((n_seq, n, longest), -1, dtype=np.int32)
+    logp = np.full((n_seq, n), -np.inf)
+    cand_score = np.empty(K * n)
+    cand_prev = np.empty(K * n, dtype=np.int64)
+    for q in range(n_seq):
+        a = seq_starts[q]
+        b = seq_starts[q + 1]
+        L = b - a
+        if L == 0:
+            logp[q, 0] = 0.0  # the empty path, certain
+            continue
+        score = np.full((L, K, n), -np.inf)
+        back = np.zeros((L, K, n), dtype=np.int64)  # previous label * n + its rank
+        offset = 0.0
+        for t in range(a, b):
+            offset += c[t]
+        for k in range(K):
+            e = np.float64(E[a, 0, k])
+            if e > 0.0:
+                score[0, k, 0] = np.log(e)
+        for i in range(1, L):
+            t = a + i
+            for k in range(K):
+                m = 0
+                for j in range(K):
+                    e = np.float64(E[t, j + 1, k])
+                    if e <= 0.0:
+                        continue
+                    w = np.log(e)
+                    for r in range(n):
+                        if score[i - 1, j, r] == -np.inf:
+                            break
+                        cand_score[m] = score[i - 1, j, r] + w
+                        cand_prev[m] = j * n + r
+                        m += 1
+                order = np.argsort(-cand_score[:m], kind="mergesort")  # stable: lower (j, r) first on ties
+                for r in range(min(n, m)):
+                    score[i, k, r] = cand_score[order[r]]
+                    back[i, k, r] = cand_prev[order[r]]
+        m = 0
+        for k in range(K):
+            for r in range(n):
+                if score[L - 1, k, r] > -np.inf:
+                    cand_score[m] = score[L - 1, k, r]
+                    cand_prev[m] = k * n + r
+                    m += 1
+        order = np.argsort(-cand_score[:m], kind="mergesort")
+        for rank in range(min(n, m)):
+            logp[q, rank] = cand_score[order[rank]] + offset - log_z[q]
+            k, r = cand_prev[order[rank]] // n, cand_prev[order[rank]] % n
+            for i in range(L - 1, -1, -1):
+                paths[q, rank, i] = k
+                if i > 0:
+                    k, r = back[i, k, r] // n, back[i, k, r] % n
+    return paths, logp
+
+
+@njit(**NOGIL)
 def rescale(E, c):
     """Divide each position's potentials by their maximum so float32 neither overflows nor underflows."""
     T, S, K = E.shape
