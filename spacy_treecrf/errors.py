@@ -116,6 +116,12 @@ class Errors(metaclass=_WithCodes):
     E163 = 'The model file {path} has {size} bytes, more than the {limit} a treecrf model file may have'
     E164 = "convert: --keep takes column=attribute (e.g. pos=tag_), got {item!r}"
     E165 = 'predict_nbest: n must be an integer in [1, {maximum}], got {n!r}'
+    E166 = ('Ensemble: a tree for label {label} with {width} leaf values per leaf does not belong in an ensemble '
+            'with shared={shared} (shared trees: label -1 and a value per label; per-label trees: none)')
+    E167 = ('shared_trees=True does not route missing values yet: give rows without missing values, or choose '
+            "missing='impute' or 'indicator', or shared_trees=False")
+    E169 = 'ensemble: leaf vectors must be finite and of shape (nodes, {n_labels}); shared trees have label -1'
+    E170 = 'The model file says shared_trees={setting} but its ensemble holds {kind} trees'
     E152 = 'TreeCRF model bytes: class {label!r} is not a string or an integer, or two classes are equal'
     E060 = 'TreeCRF model bytes: invalid settings: {err}'
     E061 = ('Sequence {q}, position {t}: a position must be a dict or an iterable of feature names, not the string '

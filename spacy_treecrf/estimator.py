@@ -260,7 +260,8 @@ class TreeCRF:
             raise ValueError(Errors.E156.format(label=self.classes_[k], q=q, t=t, prev=(
                 "the start of the sequence" if prev < 0 else repr(self.classes_[prev]))))
         K = len(self.classes_)
-        self.ensemble = Ensemble(K + 1, K, N_SURROGATES if self.params.missing == "surrogate" else 0)
+        self.ensemble = Ensemble(K + 1, K, N_SURROGATES if self.params.missing == "surrogate" else 0,
+                                 shared=self.params.shared_trees)
         trainer = boost.Trainer(indptr, indices, len(self.features.names), label_ids, seq_starts, self.allowed,
                                 self.params, missing_rows=missing_rows)
         dev = None
@@ -287,7 +288,7 @@ class TreeCRF:
             if dev is not None and self.patience and r - best_round >= self.patience:
                 break
         self.best_round_ = best_round if dev is not None else len(self.history_)
-        self.ensemble.truncate(self.best_round_ * K)
+        self.ensemble.truncate(self.best_round_ * (1 if self.params.shared_trees else K))
         return self
 
     def _rows(self, X, fit: bool = False):
@@ -401,6 +402,9 @@ class TreeCRF:
         params = loaded.params
         if (params.missing == "surrogate") != (ensemble.n_surrogates > 0):
             raise ValueError(Errors.E057.format(missing=params.missing, n_surrogates=ensemble.n_surrogates))
+        if params.shared_trees != ensemble.shared:
+            raise ValueError(Errors.E170.format(setting=params.shared_trees,
+                                                kind="shared" if ensemble.shared else "per-label"))
         best_round = msg.get("best_round", 0)
         if not isinstance(best_round, int) or isinstance(best_round, bool) or not 0 <= best_round <= loaded.n_rounds:
             raise ValueError(Errors.E154.format(best_round=best_round))

@@ -266,7 +266,8 @@ class TreeCRFComponent(TrainablePipe):
             self.impute = missing.most_common_columns(indptr, indices, self._missing_rows(found))
         self.allowed = self._transition_mask(labels)
         K = len(labels)
-        self.ensemble = Ensemble(K + 1, K, N_SURROGATES if self.params.missing == "surrogate" else 0)
+        self.ensemble = Ensemble(K + 1, K, N_SURROGATES if self.params.missing == "surrogate" else 0,
+                                 shared=self.params.shared_trees)
         self._trainer = self._trainer_key = self._passes = None
         self._pending = []
 
@@ -543,6 +544,7 @@ class TreeCRFComponent(TrainablePipe):
         ensemble = serialize.load_ensemble(serialize.field(msg, "ensemble", dict), K, n_features)
         if (params.missing == "surrogate") != (ensemble.n_surrogates > 0):
             raise ValueError(Errors.E108.format(missing=params.missing, n_surrogates=ensemble.n_surrogates))
+        params = dataclasses.replace(params, shared_trees=ensemble.shared)  # the trees' kind is the model's
         impute = np.full(V, -1, dtype=np.int32)  # files from before missing values have no table
         if "impute" in msg:
             impute = serialize.check_array(msg, "impute", np.int32, (V,))

@@ -43,9 +43,11 @@ def start_mask(seq_starts, T):
 
 def grow(indptr, indices, n_features, D, is_start, allowed_k, positions=None, max_leaves=4, lam=0.0, min_leaf=1.0,
          min_gain=0.0, feature_ok=None, states_last=False, missing=None, n_surrogates=0):
-    """grow_tree on plain arrays; ``missing``: a MissingRows (None: no routing). Returns a dict of the Tree's
-    fields and its segments (pbuf, pstart, plen)."""
+    """grow_tree on plain arrays; D: T x S (one label's residuals) or T x S x d; ``missing``: a MissingRows (None:
+    no routing). Returns a dict of the Tree's fields and its segments (pbuf, pstart, plen)."""
     T = len(D)
+    D = np.asarray(D, dtype=np.float64)
+    D = D.reshape(D.shape + (1,)) if D.ndim == 2 else D
     positions = np.arange(T, dtype=np.int64) if positions is None else np.asarray(positions, dtype=np.int64)
     ok = np.ones(n_features, dtype=np.bool_) if feature_ok is None else np.asarray(feature_ok, dtype=np.bool_)
     target = Target(np.ascontiguousarray(D, dtype=np.float64), np.asarray(is_start, dtype=np.bool_),
@@ -61,7 +63,7 @@ def as_tree(tr) -> Tree:
     """The Tree of a dict with its fields (counts 1 and surrogate slots empty where the dict has none)."""
     n = len(tr["kind"])
     slots = {"count": np.ones(n), "surr_feature": np.zeros((n, 0), dtype=np.int32),
-             "surr_same": np.zeros((n, 0), dtype=np.bool_)}
+             "surr_same": np.zeros((n, 0), dtype=np.bool_), "vector": np.zeros((n, 0))}
     return Tree(*(np.asarray(tr[name]) if name in tr else slots[name] for name in Tree._fields))
 
 

@@ -308,10 +308,15 @@ def residuals(m, y, partial):
     clamped = crf.forward_backward(E, m["c"], seq_starts, y, True)
     out = np.full((K, T, S), np.nan)
     for k in range(K):
-        buf = np.full((T, S), np.nan)
+        buf = np.full((T, S, 1), np.nan)
         crf.residual_slice(E, seq_starts, y, partial, free, clamped, k, buf)
-        out[k] = buf
-    return out.transpose(1, 2, 0)  # T x S x K, like E
+        out[k] = buf[:, :, 0]
+    by_label = out.transpose(1, 2, 0)  # T x S x K, like E
+    for k0 in range(K):  # a block of labels at once gives the same cells
+        block = np.full((T, S, K - k0), np.nan)
+        crf.residual_slice(E, seq_starts, y, partial, free, clamped, k0, block)
+        assert np.array_equal(block, by_label[:, :, k0:])
+    return by_label
 
 
 def brute_gradient(phi, seq_starts, y, partial):

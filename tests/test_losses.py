@@ -82,7 +82,9 @@ def trainer_for(m, y, loss):
 def kernel_residuals(trainer, passes, K):
     """Residuals in the (T x S x K) layout of phi."""
     T, S = len(trainer.y), K + 1
-    return np.stack([trainer.residuals(passes, k, np.empty((T, S))) for k in range(K)], axis=2)
+    by_label = np.concatenate([trainer.residuals(passes, k, np.empty((T, S, 1))) for k in range(K)], axis=2)
+    assert np.array_equal(trainer.residuals(passes, 0, np.empty((T, S, K))), by_label)  # one block of all labels
+    return by_label
 
 
 @pytest.mark.parametrize("loss", LOSSES)

@@ -26,7 +26,7 @@ def hand_ensemble(n_surrogates=0):
     if n_surrogates:
         surr_f[0, :2] = [2, 1]
         surr_same[0, :2] = [False, True]
-    ens.add(0, Tree(kind, feature, yes, no, value, count, states, surr_f, surr_same))
+    ens.add(0, Tree(kind, feature, yes, no, value, count, states, surr_f, surr_same, np.zeros((5, 0))))
     return ens
 
 
@@ -107,7 +107,7 @@ def test_without_missing_values_the_routing_rule_changes_no_tree(seed, colsample
 def reference_value(arrays, X, gone, fvar, t, s, proportional):
     """The tree at (x_t, s), recursively: a missing split variable follows the surrogates, then both branches
     averaged by count shares (proportional) or the larger branch."""
-    kind, feature, yes, no, value, count, states, surr_f, surr_same = arrays
+    kind, feature, yes, no, value, count, states, surr_f, surr_same, _ = arrays
 
     def walk(node):
         if kind[node] == LEAF:

@@ -462,7 +462,7 @@ LOPSIDED = textwrap.dedent("""
         for i in range(n_leaves - 1):
             kind[2 * i], feature[2 * i], yes[2 * i], no[2 * i] = 1, i % 50, 2 * i + 1, 2 * i + 2
         return Tree(kind, feature, yes, no, np.full(n, 0.01), np.ones(n), np.ones((n, S), bool),
-                    np.zeros((n, 0), np.int32), np.zeros((n, 0), bool))
+                    np.zeros((n, 0), np.int32), np.zeros((n, 0), bool), np.zeros((n, 0)))
 
     ens = Ensemble(3, 2)
     ens.add(0, tree(100_000, 3))

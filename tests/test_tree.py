@@ -6,13 +6,13 @@ import pytest
 
 from conftest import as_tree, dense_csr as csr, gain, grow, start_mask
 from spacy_treecrf.engine.grow import influential_positions
-from spacy_treecrf.engine.leaves import apply_leaves, step_leaf_values
+from spacy_treecrf.engine.leaves import CELL_MEAN, NEWTON, POSITION_MEAN, apply_leaves, leaf_values
 from spacy_treecrf.engine.predict_bitmask import bitmask_index, bitmask_potentials
 from spacy_treecrf.engine import predict_partition
 from spacy_treecrf.engine.predict_partition import Cells, label_state_words, partition_index
 from spacy_treecrf.engine.predict_walk import multiply_tree
 from spacy_treecrf.engine.sparse import csc_index
-from spacy_treecrf.engine.trees import FEATURE, LEAF, STATE, Forest, Rows, Target, no_missing
+from spacy_treecrf.engine.trees import FEATURE, LEAF, STATE, Forest, Rows, no_missing
 
 
 # ---------------------------------------------------------------- helpers
@@ -254,19 +254,20 @@ def test_leaf_values_counts_and_segments(seed):
         assert split_gain(tr, node, lam) > 0.0
 
 
-@pytest.mark.parametrize("newton", [True, False])
+@pytest.mark.parametrize("mode", [CELL_MEAN, POSITION_MEAN, NEWTON])
 @pytest.mark.parametrize("seed", range(12))
-def test_step_leaf_values_over_the_cells_routed_to_each_leaf(seed, newton):
+def test_leaf_values_over_the_cells_routed_to_each_leaf(seed, mode):
     """sum(D) / (lam + h) over the valid examples each leaf receives, clipped to [-1, 1]: h = sum(|D| (1 - |D|))
-    (newton) or the number of positions among them (position_mean)."""
+    (newton), the number of positions among them (position_mean) or of cells (the mean; then the grower's own
+    leaf values)."""
     rng = np.random.default_rng(seed)
     X, D, is_start, allowed_k = random_problem(rng)
     D = np.clip(D, -1.0, 1.0)  # residuals of the CRF loss lie in [-1, 1]
     lam = [0.0, 0.5, 3.0][seed % 3]
     positions = np.arange(len(D)) if seed % 2 else np.sort(rng.choice(len(D), size=len(D) // 2, replace=False))
     tr = fit(X, D, is_start, allowed_k, positions, max_leaves=int(rng.integers(1, 12)), lam=lam)
-    got = step_leaf_values(Target(np.ascontiguousarray(D), is_start, allowed_k), as_tree(tr), segments(tr), lam,
-                           newton)
+    got = leaf_values(np.ascontiguousarray(D)[:, :, None], is_start, np.asarray(allowed_k)[:, None], as_tree(tr),
+                      segments(tr), lam, mode)[:, 0]
     examples = valid_examples(is_start, allowed_k, positions)
     for node in range(len(tr["kind"])):
         if tr["kind"][node] != LEAF:
@@ -274,10 +275,13 @@ def test_step_leaf_values_over_the_cells_routed_to_each_leaf(seed, newton):
             continue
         cells = [(t, s) for t, s in examples if route(tr, X, t, s) == node]
         d = np.array([D[t, s] for t, s in cells])
-        curvature = np.sum(np.abs(d) * (1.0 - np.abs(d))) if newton else len({t for t, _ in cells})
+        curvature = {NEWTON: np.sum(np.abs(d) * (1.0 - np.abs(d))), POSITION_MEAN: len({t for t, _ in cells}),
+                     CELL_MEAN: len(cells)}[mode]
         h = lam + curvature
         expected = np.clip(d.sum() / h, -1.0, 1.0) if h > 0 else 0.0
         assert got[node] == pytest.approx(expected, rel=1e-9, abs=1e-12)
+        if mode == CELL_MEAN and h > 0:
+            assert got[node] == pytest.approx(tr["value"][node], rel=1e-9, abs=1e-12)
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -647,11 +651,11 @@ def test_inverted_index(seed):
 
 def test_influential_positions_keep_those_with_a_large_residual():
     rng = np.random.default_rng(5)
-    D = rng.normal(scale=0.05, size=(40, 4))
+    D = rng.normal(scale=0.05, size=(40, 4, 2))  # T x S x d
     D[7] = 0.0
     positions = np.sort(rng.choice(40, 25, replace=False)).astype(np.int64)
     for trim in (0.01, 0.05, 0.1):
-        expected = positions[np.abs(D[positions]).max(axis=1) >= trim]
+        expected = positions[np.abs(D[positions]).max(axis=(1, 2)) >= trim]
         assert np.array_equal(influential_positions(D, positions, trim), expected)
     # nothing reaches the threshold: every position stays (a tree needs positions to fit)
     assert np.array_equal(influential_positions(D, positions, 10.0), positions)

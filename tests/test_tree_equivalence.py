@@ -9,6 +9,9 @@ over the exact (position, state) examples of each leaf at the moment of the spli
 - growth stops only when no leaf has a split gaining more than max(min_gain, 0);
 - leaf values are G / (N + lam), counts N, segments hold exactly the leaf's positions, ascending.
 Gains are compared with a relative tolerance: incremental sums differ from direct ones by rounding only.
+Residuals with d > 1 components (a shared tree's projected residuals): a gain is the sum of the components'
+gains (one weight N), states are ordered by the first component's mean, a leaf's value is its first
+component's G / (N + lam).
 """
 import math
 
@@ -24,7 +27,8 @@ REL = 1e-9
 TIE = 1e-12  # exact gains this close count as tied: the lower id must win
 
 
-def random_problem(seed):
+def random_problem(seed, d=1):
+    """A random growth problem; D is T x S, or T x S x d when d > 1."""
     rng = np.random.default_rng(seed)
     T = int(rng.integers(2, 120))
     F = int(rng.integers(1, 14))
@@ -40,6 +44,9 @@ def random_problem(seed):
     allowed = rng.random(S) >= 0.25
     allowed[rng.integers(S)] = True
     D = rng.normal(size=(T, S)) + 2.0 * X[:, :1] * rng.normal(size=(1, S)) + rng.normal(size=(1, S))
+    if d > 1:
+        D = np.stack([D] + [rng.normal(size=(T, S)) + 3.0 * X[:, -1:] * rng.normal(size=(1, S))
+                            for _ in range(d - 1)], axis=2)
     if rng.random() < 0.5:
         positions = np.arange(T, dtype=np.int64)
     else:
@@ -74,38 +81,54 @@ def allowed_split(nl, n, min_leaf):
     return nl >= min_leaf and n - nl >= min_leaf and nl > 0 and n - nl > 0
 
 
+def cells(D, ex):
+    """The residual vectors (one row of d components each) of the examples ex."""
+    D3 = D if D.ndim == 3 else D[:, :, None]
+    return np.array([D3[t, s] for t, s in ex]).reshape(len(ex), D3.shape[2])
+
+
+def vsum(rows):
+    """Exact per-component sums of residual vectors."""
+    return np.array([math.fsum(rows[:, i]) for i in range(rows.shape[1])])
+
+
+def vgain(gl, nl, g, n, lam):
+    """The gain of a split of residual vectors: the sum of the components' gains (one weight N)."""
+    return math.fsum(gain(a, nl, b, n, lam) for a, b in zip(gl, g))
+
+
 def brute_feature_gains(ex, X, D, lam, min_leaf):
     """Exact gain of every feature's present/absent split of the examples (None where not allowed)."""
-    g = math.fsum(D[t, s] for t, s in ex)
+    g = vsum(cells(D, ex))
     n = len(ex)
     gains = []
     for f in range(X.shape[1]):
         present = [(t, s) for t, s in ex if X[t, f]]
         nl = len(present)
-        gains.append(gain(math.fsum(D[t, s] for t, s in present), nl, g, n, lam)
-                     if allowed_split(nl, n, min_leaf) else None)
+        gains.append(vgain(vsum(cells(D, present)), nl, g, n, lam) if allowed_split(nl, n, min_leaf) else None)
     return gains
 
 
 def brute_state_split(ex, D, lam, min_leaf):
-    """(gain, left states) of the best prefix of the states sorted by mean residual, as the paper's rule."""
-    g = math.fsum(D[t, s] for t, s in ex)
+    """(gain, left states) of the best prefix of the states sorted by mean residual (first component), as the
+    paper's rule."""
+    g = vsum(cells(D, ex))
     n = len(ex)
     by_state = {}
     for t, s in ex:
-        by_state.setdefault(s, []).append(D[t, s])
+        by_state.setdefault(s, []).append((t, s))
     states = sorted(by_state)
     if len(states) < 2:
         return 0.0, set()
-    order = sorted(states, key=lambda s: math.fsum(by_state[s]) / len(by_state[s]))
+    order = sorted(states, key=lambda s: vsum(cells(D, by_state[s]))[0] / len(by_state[s]))
     best, left = 0.0, set()
     for cut in range(1, len(order)):
         prefix = order[:cut]
         nl = sum(len(by_state[s]) for s in prefix)
         if not allowed_split(nl, n, min_leaf):
             continue
-        gl = math.fsum(v for s in prefix for v in by_state[s])
-        value = gain(gl, nl, g, n, lam)
+        gl = vsum(cells(D, [e for s in prefix for e in by_state[s]]))
+        value = vgain(gl, nl, g, n, lam)
         if value > best:
             best, left = value, set(prefix)
     return best, left
@@ -163,14 +186,14 @@ def check_tree(X, D, is_start, allowed, positions, params, tr):
             present = {s for _, s in ex[node]}
             assert left & present == sleft
         # the split's gain from its children's examples is the leaf's best gain
-        g = math.fsum(D[t, s] for t, s in ex[node])
-        gl = math.fsum(D[t, s] for t, s in ex[a])
-        assert close(gain(gl, len(ex[a]), g, len(ex[node]), lam), gains[node])
+        g = vsum(cells(D, ex[node]))
+        gl = vsum(cells(D, ex[a]))
+        assert close(vgain(gl, len(ex[a]), g, len(ex[node]), lam), gains[node])
         assert len(ex[a]) + len(ex[b]) == len(ex[node])
     # values, counts and the leaves' segments
     parent = {c: p for p in range(n_nodes) if kind[p] != LEAF for c in (yes[p], no[p])}
     for node in range(n_nodes):
-        G = math.fsum(D[t, s] for t, s in ex[node])
+        G = vsum(cells(D, ex[node]))[0]
         N = len(ex[node])
         assert tr["count"][node] == N
         expected = G / (N + lam) if N + lam > 0 else 0.0
@@ -191,9 +214,10 @@ def check_tree(X, D, is_start, allowed, positions, params, tr):
             assert {t for t, _ in ex[node]} <= path_positions
 
 
-@pytest.mark.parametrize("seed", range(60))
-def test_grow_tree_matches_brute_force_best_first(seed):
-    X, D, is_start, allowed, positions, params = random_problem(seed)
+@pytest.mark.parametrize("d", [1, 2, 3])
+@pytest.mark.parametrize("seed", range(40))
+def test_grow_tree_matches_brute_force_best_first(seed, d):
+    X, D, is_start, allowed, positions, params = random_problem(seed, d)
     indptr, indices = csr(X)
     settings = (params["max_leaves"], params["lam"], params["min_leaf"], params["min_gain"])
     tr = grow(indptr, indices, X.shape[1], D, is_start, allowed, positions, *settings)
@@ -240,6 +264,7 @@ def test_apply_trees_equals_apply_leaves_tree_by_tree(seed):
     cuts = np.unique(np.concatenate([[0, T], rng.integers(0, T + 1, size=int(rng.integers(0, 4)))]))
     batched = E0.copy()
     for a, b in zip(cuts[:-1], cuts[1:]):
-        table = LeafTable(leaf_tree.astype(np.int64), leaf_label.astype(np.int64), lo, hi, values, leaf_states)
+        table = LeafTable(leaf_tree.astype(np.int64), leaf_label.astype(np.int64), lo, hi, values[:, None],
+                          leaf_states)
         apply_trees(batched, int(a), int(b), pbufs, table, 1.0, int(rng.integers(1, 9)))
     assert np.array_equal(batched, sequential)

@@ -17,19 +17,21 @@ from numba import typed
 
 from . import crf, losses, missing
 from .grow import grow_tree, influential_positions
-from .leaves import LeafTable, apply_trees, step_leaf_values
+from .leaves import (CELL_MEAN, NEWTON, POSITION_MEAN, LeafSums, LeafTable, add_leaf_sums, apply_trees,
+                     leaf_values as leaf_value_kernel, values_of)
 from .missing import MissingRows
 from .predict_bitmask import bitmask_index, bitmask_potentials
 from .predict_partition import Cells, block_rows, label_state_words, partition_index, partition_potentials
 from .predict_walk import multiply_tree as walk_multiply, walk_potentials
+from .project import principal_directions
 from .sparse import csc_index
 from .trees import (LEAF, Forest, GrowSettings, Rows, Target, Tree, TREE_FIELDS, concat_trees, empty_tree,
-                    no_missing, scaled_tree, tree_depth)
+                    is_shared, no_missing, scaled_tree, tree_depth)
 from ..errors import Errors
 
 LOSSES = ("crf", "pseudo_likelihood", "hamming", "rank")
 DECODERS = ("viterbi", "marginal")
-LEAF_VALUES = ("mean", "newton", "position_mean")
+LEAF_VALUES = {"mean": CELL_MEAN, "newton": NEWTON, "position_mean": POSITION_MEAN}  # leaves.leaf_values' modes
 # "best": a leaf splits on the previous label where that gains more than its best feature split (the paper's
 # trees); "fallback": only where no feature split gains at all. Fewer label splits make tagging cheaper: a row
 # goes down both sides of a label split that its previous labels straddle.
@@ -40,7 +42,11 @@ GOLDEN = (np.sqrt(5.0) - 1.0) / 2.0
 # node arrays (2 * max_leaves rows of S states) before growing anything; threads beyond MAX_THREADS only cost.
 MAX_LEAVES = 100_000
 MAX_THREADS = 256
-TYPE_WORDS = {int: "an integer", float: "a finite number", str: "a string"}
+TYPE_WORDS = {int: "an integer", float: "a finite number", str: "a string", bool: "true or false"}
+# A shared tree's splits are chosen on the residuals projected on this many directions (project.py): the
+# histograms, per-state sums and the projected residuals (T x S x d) grow with it.
+SHARED_DIRECTIONS = 16
+RESIDUAL_BLOCK_BYTES = 32 * 2 ** 20  # residuals of every label a thread makes at once for a chunk (shared trees)
 LINE_SEARCH_STEPS = 6  # golden-section steps of the rank loss's line search (step known to 0.618**7 of its range)
 
 
@@ -62,12 +68,15 @@ class BoostParams:
     missing: str = "instance_weighting"
     leaf_values: str = "mean"
     label_splits: str = "best"
+    shared_trees: bool = False
 
     def __post_init__(self):
         for f in dataclasses.fields(self):  # the type first: a string "10" must not reach a comparison
             value = getattr(self, f.name)
             if f.type is str:
                 ok = isinstance(value, str)
+            elif f.type is bool:
+                ok = isinstance(value, (bool, np.bool_))
             elif f.type is int:
                 ok = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
             else:
@@ -78,7 +87,7 @@ class BoostParams:
         if self.loss not in LOSSES:
             raise ValueError(Errors.E010.format(losses=LOSSES, loss=self.loss))
         if self.leaf_values not in LEAF_VALUES:
-            raise ValueError(Errors.E011.format(choices=LEAF_VALUES, leaf_values=self.leaf_values))
+            raise ValueError(Errors.E011.format(choices=tuple(LEAF_VALUES), leaf_values=self.leaf_values))
         if self.label_splits not in LABEL_SPLITS:
             raise ValueError(Errors.E012.format(choices=LABEL_SPLITS, label_splits=self.label_splits))
         if self.leaf_values == "newton" and self.loss != "crf":
@@ -174,13 +183,15 @@ class Ensemble:
 
     ``n_surrogates`` > 0: every node has that many surrogate slots (Tree.surr_feature, -1 = none), and a split on
     a missing variable without a known surrogate takes the majority branch; with 0, it follows both branches
-    (instance weighting, see missing.py)."""
+    (instance weighting, see missing.py). ``shared``: every tree is a shared tree (label -1, a value per label in
+    each leaf's Tree.vector), else every tree is a per-label tree."""
 
-    def __init__(self, n_states: int, n_labels: int, n_surrogates: int = 0):
+    def __init__(self, n_states: int, n_labels: int, n_surrogates: int = 0, shared: bool = False):
         self.n_states = n_states
         self.n_labels = n_labels
         self.n_surrogates = n_surrogates
-        self.nodes = empty_tree(n_states, n_surrogates)
+        self.shared = shared
+        self.nodes = empty_tree(n_states, n_surrogates, n_labels if shared else 0)
         self.roots = np.zeros(1, dtype=np.int64)
         self.labels = np.zeros(0, dtype=np.int32)
         self.depths = np.zeros(0, dtype=np.int32)
@@ -198,7 +209,9 @@ class Ensemble:
 
     def add(self, label: int, tree: Tree):
         """Append one fitted tree (values already multiplied by the round's step), with this ensemble's number
-        of surrogate slots."""
+        of surrogate slots; label -1 for a shared tree."""
+        if (label < 0) != self.shared or tree.vector.shape[1] != (self.n_labels if self.shared else 0):
+            raise ValueError(Errors.E166.format(label=label, width=tree.vector.shape[1], shared=self.shared))
         self._pending.append((label, self.with_surrogate_slots(tree)))
 
     def with_surrogate_slots(self, tree: Tree) -> Tree:
@@ -294,6 +307,8 @@ class Ensemble:
         as trees x largest tree (gigabytes from a model of megabytes); then the partition kernel serves every
         batch."""
         self._flush()
+        if self.shared:  # the bit-mask tables hold a value per slot: shared trees take the partition kernel
+            return False
         if "bitmask_fits" not in self._indexes:
             n_trees = len(self.labels)
             n_words = (int(np.diff(self.roots).max(initial=0)) + 63) // 64
@@ -309,17 +324,21 @@ class Ensemble:
         return self._indexes[kernel]
 
     def arrays(self) -> dict:
-        """The node arrays to save; the surrogate slots only when there are any (older files have none)."""
+        """The node arrays to save; the surrogate slots and leaf vectors only when there are any (older files
+        have none)."""
         self._flush()
-        names = [name for name in TREE_FIELDS if self.n_surrogates or not name.startswith("surr_")]
+        names = [name for name in TREE_FIELDS if (self.n_surrogates or not name.startswith("surr_"))
+                 and (self.shared or name != "vector")]
         return {**{name: getattr(self.nodes, name) for name in names}, "roots": self.roots, "labels": self.labels}
 
     @classmethod
     def from_arrays(cls, n_states: int, n_labels: int, arrays: dict) -> "Ensemble":
         # its sparse index is built on first use
-        ens = cls(n_states, n_labels, arrays["surr_feature"].shape[1] if "surr_feature" in arrays else 0)
+        ens = cls(n_states, n_labels, arrays["surr_feature"].shape[1] if "surr_feature" in arrays else 0,
+                  shared="vector" in arrays)
         n = len(arrays["kind"])
-        slots = {"surr_feature": np.zeros((n, 0), dtype=np.int32), "surr_same": np.zeros((n, 0), dtype=np.bool_)}
+        slots = {"surr_feature": np.zeros((n, 0), dtype=np.int32), "surr_same": np.zeros((n, 0), dtype=np.bool_),
+                 "vector": np.zeros((n, 0))}
         ens.nodes = Tree(*(arrays[name] if name in arrays else slots[name] for name in TREE_FIELDS))
         ens.roots, ens.labels = arrays["roots"], arrays["labels"]
         ens.depths = np.array([tree_depth(ens.nodes.yes[a:b], ens.nodes.no[a:b])
@@ -423,70 +442,59 @@ class Trainer:
             gold = gold + np.where(full, crf.gold_log_score(self.E, self.c, self.seq_starts, self.y), 0.0)
         return clamped, free[3] - gold
 
-    def residuals(self, passes: "Passes", k: int, out: np.ndarray) -> np.ndarray:
-        """out (T x S) = the loss's functional gradient for label k: -dL/dF^k(s, x_t)."""
+    def residuals(self, passes: "Passes", k0: int, out: np.ndarray, part=None) -> np.ndarray:
+        """out (T x S x G) = the loss's functional gradient for the labels k = k0 .. k0 + G - 1:
+        out[t, s, k - k0] = -dL/dF^k(s, x_t). ``part`` (a, b, q0, q1): only the whole sequences q0:q1, at
+        positions a:b (out: (b - a) x S x G)."""
         loss = self.params.loss
+        a, b, q0, q1 = part if part is not None else (0, len(self.y), 0, len(self.seq_starts) - 1)
+        starts = self.seq_starts[q0:q1 + 1] - a
+        y = self.y[a:b]
         if loss == "pseudo_likelihood":
-            return losses.pseudo_residual(self.seq_starts, self.y, *passes.extra, k, out)
-        alpha, beta, scale, _ = passes.free
+            cond, kept = passes.extra
+            return losses.pseudo_residual(starts, y, cond[a:b], kept[a:b], k0, out)
+        free = tuple(x[a:b] for x in passes.free[:3])
+        E = self.E[a:b]
         if loss == "hamming":
-            return losses.hamming_residual(self.seq_starts, self.E, alpha, beta, scale, *passes.extra, k, out)
-        crf.residual_slice(self.E, self.seq_starts, self.y, self.partial, passes.free, passes.clamped, k, out)
+            fa, fb, known = passes.extra
+            return losses.hamming_residual(starts, E, *free, fa[a:b], fb[a:b], known[q0:q1], k0, out)
+        clamped = tuple(x[a:b] for x in passes.clamped[:3])
+        crf.residual_slice(E, starts, y, self.partial[q0:q1], free, clamped, k0, out)
         if loss == "rank":
-            out *= passes.extra[0][:, None]
+            out *= passes.extra[0][a:b, None, None]
         return out
 
     def fit_round(self, ensemble: Ensemble, on_tree=None, passes=None) -> float:
-        """One boosting round: one tree per label fitted to the loss's functional gradient; returns the objective
-        before the round (minus the loss: the log-likelihood for loss="crf"). ``passes``: this state's
-        gradient_pass() if already run; ``on_tree(k, tree)`` sees every tree added.
+        """One boosting round fitted to the loss's functional gradient: one tree per label, or with shared_trees
+        one tree for all labels; returns the objective before the round (minus the loss: the log-likelihood for
+        loss="crf"). ``passes``: this state's gradient_pass() if already run; ``on_tree(k, tree)`` sees every tree
+        added (k = -1: a shared tree).
 
         With missing values (or surrogates to learn) the trees are grown with the routing rule and move the
         cached potentials by evaluation over all positions."""
         passes = passes if passes is not None else self.gradient_pass()
         if not np.isfinite(passes.objective) and self.params.loss != "rank":  # rank: exp of the loss may overflow
             raise ValueError(Errors.E158.format(round=self.rounds + 1, objective=passes.objective))
-        K = self.allowed.shape[1]
         mr = self.missing_rows
         n_surrogates = ensemble.n_surrogates
         with_missing = mr is not None and (mr.any or (n_surrogates > 0 and bool((mr.feature_var >= 0).any())))
         leaf_values = self.params.leaf_values
         if leaf_values != "mean" and with_missing:
             raise ValueError(Errors.E014.format(leaf_values=leaf_values))
+        if self.params.shared_trees and with_missing:
+            raise ValueError(Errors.E167)
         positions = self._round_positions()
-        feature_masks = [self._tree_features() for _ in range(K)]
         skipped = np.setdiff1d(self.all_positions, positions, assume_unique=True) if len(positions) < len(
             self.y) else None
         settings = GrowSettings(self.params.max_leaves, float(self.params.shrinkage),
                                 float(self.params.min_samples_leaf), float(self.params.min_gain),
                                 self.params.label_splits == "fallback", n_surrogates)
-        routing = mr.index() if with_missing else no_missing()
-
-        def fit_label(k):
-            D = self.residuals(passes, k, np.empty((len(self.y), self.allowed.shape[0])))
-            pos = positions
-            if self.params.trim > 0:
-                pos = influential_positions(D, positions, self.params.trim)
-            target = Target(D, self.is_start, np.ascontiguousarray(self.allowed[:, k]))
-            ok = feature_masks[k] if feature_masks[k] is not None else self.all_features
-            tree, segments = grow_tree(self.rows, self.column_index, target, pos, settings, ok, routing)
-            if with_missing:
-                return tree, None, self.all_positions
-            if leaf_values != "mean":
-                tree = tree._replace(value=step_leaf_values(target, tree, segments, float(self.params.shrinkage),
-                                                            leaf_values == "newton"))
-            rest = skipped if len(pos) == len(positions) else np.setdiff1d(self.all_positions, pos,
-                                                                            assume_unique=True)
-            return tree, segments, rest
-
-        threads = min(self.params.threads, K)
-        if threads > 1:
-            with ThreadPoolExecutor(threads) as pool:
-                fitted = list(pool.map(fit_label, range(K)))
+        if self.params.shared_trees:
+            fitted = [self._fit_shared(passes, positions, skipped, settings)]
         else:
-            fitted = [fit_label(k) for k in range(K)]
+            fitted = self._fit_per_label(passes, positions, skipped, settings, mr.index() if with_missing else None)
         step = self._step(fitted, passes)
-        for k, (tree, _, _) in enumerate(fitted):
+        for k, tree, _, _ in fitted:
             tree = scaled_tree(tree, step)
             ensemble.add(k, tree)
             if on_tree is not None:
@@ -496,11 +504,125 @@ class Trainer:
         self.rounds += 1
         return passes.objective
 
+    def _fit_per_label(self, passes, positions, skipped, settings, routing):
+        """One tree per label on its own residuals: [(label, tree, segments, positions it was not fitted on)];
+        ``routing``: the MissingIndex of the routing rule (None: rows without missing values)."""
+        K = self.allowed.shape[1]
+        feature_masks = [self._tree_features() for _ in range(K)]
+        leaf_values = self.params.leaf_values
+
+        def fit_label(k):
+            D = self.residuals(passes, k, np.empty((len(self.y), self.allowed.shape[0], 1)))
+            pos = self._trimmed(D, positions)
+            ok = feature_masks[k] if feature_masks[k] is not None else self.all_features
+            tree, segments = grow_tree(self.rows, self.column_index, Target(D, self.is_start, np.ascontiguousarray(
+                self.allowed[:, k])), pos, settings, ok, no_missing() if routing is None else routing)
+            if routing is not None:
+                return k, tree, None, self.all_positions
+            if leaf_values != "mean":
+                tree = tree._replace(value=leaf_value_kernel(D, self.is_start, np.ascontiguousarray(
+                    self.allowed[:, k:k + 1]), tree, segments, settings.lam, LEAF_VALUES[leaf_values])[:, 0])
+            return k, tree, segments, self._rest(pos, positions, skipped)
+
+        return self._over_labels(fit_label)
+
+    def _fit_shared(self, passes, positions, skipped, settings):
+        """One tree for all labels (GBDT-MO; XGBoost's multi_output_tree): its splits are chosen on the residuals
+        projected on their SHARED_DIRECTIONS top principal directions (project.py), its leaves get every label's
+        value from that label's own residuals (leaf_values over the leaf's cells). The residuals of all labels
+        are made a chunk of positions at a time (_over_residuals), never as one T x S x K array.
+        Returns (-1, tree, segments, positions it was not fitted on)."""
+        projected = self._projected_residuals(passes, positions)
+        pos = self._trimmed(projected, positions)
+        ok = self._tree_features()
+        target = Target(projected, self.is_start, np.ascontiguousarray(self.allowed.any(axis=1)))
+        tree, segments = grow_tree(self.rows, self.column_index, target, pos, settings,
+                                   ok if ok is not None else self.all_features, no_missing())
+        vector = self._leaf_vectors(passes, tree, segments, settings.lam)
+        tree = tree._replace(value=np.zeros(len(tree.kind)), vector=vector)
+        return -1, tree, segments, self._rest(pos, positions, skipped)
+
+    def _projected_residuals(self, passes, positions) -> np.ndarray:
+        """T x S x d: the residuals of all labels along the top principal directions of the per-position
+        residual sums r[t, k] = sum_s D[t, s, k] over ``positions``."""
+        T, (S, K) = len(self.y), self.allowed.shape
+        by_position = np.empty((T, K))
+
+        def sum_states(a, D):
+            by_position[a:a + len(D)] = D.sum(axis=1)
+        self._over_residuals(passes, sum_states)
+        W = principal_directions(by_position[positions], SHARED_DIRECTIONS)
+        projected = np.empty((T, S, W.shape[1]))
+
+        def project(a, D):
+            np.matmul(D, W, out=projected[a:a + len(D)])
+        self._over_residuals(passes, project)
+        return projected
+
+    def _leaf_vectors(self, passes, tree: Tree, segments, lam: float) -> np.ndarray:
+        """nodes x K: every label's leaf_values over the cells of each leaf of a shared tree."""
+        mode = LEAF_VALUES[self.params.leaf_values]
+        shape = (len(tree.kind), self.allowed.shape[1])
+        parts = []
+
+        def label_sums(a, D):
+            sums = LeafSums(np.zeros(shape), np.zeros(shape))
+            add_leaf_sums(D, a, self.is_start, self.allowed, tree, segments, mode, sums)
+            parts.append(sums)
+        self._over_residuals(passes, label_sums)
+        return values_of(LeafSums(sum(p.g for p in parts), sum(p.h for p in parts)), lam)
+
+    def _trimmed(self, D, positions):
+        """Influence trimming (trim > 0): the positions with some residual of magnitude >= trim."""
+        return influential_positions(D, positions, self.params.trim) if self.params.trim > 0 else positions
+
+    def _rest(self, pos, positions, skipped):
+        """The positions a tree fitted on ``pos`` was not fitted on (None: none), out of this round's."""
+        if len(pos) == len(positions):
+            return skipped
+        return np.setdiff1d(self.all_positions, pos, assume_unique=True)
+
+    def _over_labels(self, call) -> list:
+        """[call(k) for every label k], in threads (the kernels release the GIL)."""
+        K = self.allowed.shape[1]
+        threads = min(self.params.threads, K)
+        if threads <= 1:
+            return [call(k) for k in range(K)]
+        with ThreadPoolExecutor(threads) as pool:
+            return list(pool.map(call, range(K)))
+
+    def _over_residuals(self, passes, call):
+        """call(a, D) for chunks of whole sequences at positions a .. a + len(D) - 1, D (len(D) x S x K) the
+        residuals of every label there, in threads: a chunk holds the sequences that fit in RESIDUAL_BLOCK_BYTES
+        (at least one), so the residuals of all labels never exist at once for all positions."""
+        S, K = self.allowed.shape
+        per_position = S * K * 8
+        ends = self.seq_starts[1:]
+        chunks = []
+        q0 = 0
+        while q0 < len(ends):
+            a = int(self.seq_starts[q0])
+            q1 = max(q0 + 1, int(np.searchsorted(ends, a + max(1, RESIDUAL_BLOCK_BYTES // per_position), "right")))
+            chunks.append((a, int(ends[q1 - 1]), q0, q1))
+            q0 = q1
+
+        def run(part):
+            a, b, _, _ = part
+            call(a, self.residuals(passes, 0, np.empty((b - a, S, K)), part))
+        threads = min(self.params.threads, len(chunks))
+        if threads <= 1:
+            for part in chunks:
+                run(part)
+        else:
+            with ThreadPoolExecutor(threads) as pool:
+                list(pool.map(run, chunks))
+
     def _step(self, fitted, passes) -> float:
         """How far the round goes along its trees, with E moved there: learning_rate (times the line search's step
         for the rank loss), capped so no log potential moves by more than MAX_MOVE (a bound the CRF loss, whose
         leaves lie in [-1, 1], never reaches)."""
-        top = max(np.abs(tree.value[tree.kind == LEAF]).max(initial=0.0) for tree, _, _ in fitted)
+        top = max(np.abs(tree.vector if is_shared(tree) else tree.value[tree.kind == LEAF]).max(initial=0.0)
+                  for _, tree, _, _ in fitted)
         if top == 0.0:
             return 0.0
         if self.params.loss == "rank":
@@ -547,9 +669,8 @@ class Trainer:
         routing rule), at every position."""
         if scale == 0.0:
             return
-        self._apply_leaves([(k, tree, segments) for k, (tree, segments, _) in enumerate(fitted)
-                            if segments is not None], scale)
-        rest = [(k, tree, r) for k, (tree, _, r) in enumerate(fitted) if r is not None and len(r)]
+        self._apply_leaves([(k, tree, segments) for k, tree, segments, _ in fitted if segments is not None], scale)
+        rest = [(k, tree, r) for k, tree, _, r in fitted if r is not None and len(r)]
 
         def multiply(item):
             k, tree, positions = item
@@ -571,9 +692,10 @@ class Trainer:
         for i, (k, tree, segments) in enumerate(trees):
             leaves = np.flatnonzero(tree.kind == LEAF)
             pbufs.append(segments.pos)
+            values = tree.value[leaves, None] if k >= 0 else tree.vector[leaves]
             parts.append((np.full(len(leaves), i, dtype=np.int64), np.full(len(leaves), k, dtype=np.int64),
                           segments.start[leaves], segments.start[leaves] + segments.length[leaves],
-                          tree.value[leaves], tree.states[leaves]))
+                          values, tree.states[leaves]))
         if not parts:
             return
         table = LeafTable(*(np.concatenate(p) for p in zip(*parts)))

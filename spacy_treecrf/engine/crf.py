@@ -111,9 +111,10 @@ def gold_log_score(E, c, seq_starts, y):
 
 
 @njit(**NOGIL)
-def residual_slice(E, seq_starts, y, partial, free, clamped, k, out):
-    """Functional gradient for label k: out[t, s] = target_t(s, k) - xi_t(s, k) (Prop. 1 of the paper), from the
-    free and clamped forward_backward results (alpha, beta, scale, log Z).
+def residual_slice(E, seq_starts, y, partial, free, clamped, k0, out):
+    """Functional gradient for the labels k0 .. k0 + G - 1 (out: T x S x G): out[t, s, g] = target_t(s, k) -
+    xi_t(s, k) for k = k0 + g (Prop. 1 of the paper), from the free and clamped forward_backward results
+    (alpha, beta, scale, log Z). A block of labels reads E[t, s, k0:k0 + G] contiguously.
 
     The target is the gold transition indicator, or for a partially labelled sequence (``partial[q]``) the
     expected pairwise marginal of the clamped pass: the gradient of the marginal likelihood of the labels
@@ -123,31 +124,42 @@ def residual_slice(E, seq_starts, y, partial, free, clamped, k, out):
     calpha, cbeta, cscale = clamped[0], clamped[1], clamped[2]
     n_seq = seq_starts.shape[0] - 1
     K = alpha.shape[1]
+    G = out.shape[2]
     out[:] = 0.0
+    fr = np.empty(G)
+    cl = np.empty(G)
     for q in range(n_seq):
         a = seq_starts[q]
         b = seq_starts[q + 1]
         for t in range(a, b):
-            clamped = partial[q] and (y[t] < 0 or y[t] == k)
             if t == a:
-                target = 0.0
-                if partial[q]:
-                    if clamped:
-                        target = calpha[t, k] * cbeta[t, k]
-                elif y[t] == k:
-                    target = 1.0
-                out[t, 0] = target - alpha[t, k] * beta[t, k]
+                for g in range(G):
+                    k = k0 + g
+                    target = 0.0
+                    if partial[q]:
+                        if y[t] < 0 or y[t] == k:
+                            target = calpha[t, k] * cbeta[t, k]
+                    elif y[t] == k:
+                        target = 1.0
+                    out[t, 0, g] = target - alpha[t, k] * beta[t, k]
                 continue
-            free = beta[t, k] / scale[t]
-            cl = cbeta[t, k] / cscale[t] if clamped else 0.0
-            for j in range(K):
-                e = np.float64(E[t, j + 1, k])
-                target = 0.0
+            for g in range(G):
+                k = k0 + g
+                fr[g] = beta[t, k] / scale[t]
+                cl[g] = cbeta[t, k] / cscale[t] if partial[q] and (y[t] < 0 or y[t] == k) else 0.0
+            for j in range(K):  # branch-free over the block, so that it vectorizes
+                a_j = alpha[t - 1, j]
                 if partial[q]:
-                    target = calpha[t - 1, j] * e * cl
-                elif y[t] == k and y[t - 1] == j:
-                    target = 1.0
-                out[t, j + 1] = target - alpha[t - 1, j] * e * free
+                    c_j = calpha[t - 1, j]
+                    for g in range(G):
+                        e = np.float64(E[t, j + 1, k0 + g])
+                        out[t, j + 1, g] = c_j * e * cl[g] - a_j * e * fr[g]
+                else:
+                    for g in range(G):
+                        out[t, j + 1, g] = -(a_j * np.float64(E[t, j + 1, k0 + g]) * fr[g])
+            g = y[t] - k0
+            if not partial[q] and 0 <= g < G:
+                out[t, y[t - 1] + 1, g] += 1.0
     return out
 
 

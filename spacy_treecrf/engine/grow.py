@@ -36,8 +36,8 @@ TOO_MANY_POSITIONS = Errors.E016  # a constant: the compiled grower raises it
 
 class Nodes(NamedTuple):
     """The arrays of a tree being grown: its Tree (room for every node it may get) plus per node its residual
-    sum (gsum), its segment of the slots (pstart, plen), its per-state sums (sums, nodes x S) and the split it
-    would take as a leaf (cand)."""
+    sum (gsum, nodes x d), its segment of the slots (pstart, plen), its per-state sums (sums: nodes x S x d and
+    nodes x S) and the split it would take as a leaf (cand)."""
     tree: Tree
     gsum: np.ndarray
     pstart: np.ndarray
@@ -62,7 +62,7 @@ class Grown(NamedTuple):
 
 
 class LeafHists(NamedTuple):
-    """The compact histograms of the leaves that may still be split, per node (length 0: none kept)."""
+    """The compact histograms of the leaves that may still be split, per node (length 0: none kept; g: m x d)."""
     ids: list
     g: list
     n: list
@@ -70,14 +70,15 @@ class LeafHists(NamedTuple):
 
 
 @njit(cache=True, nogil=True)
-def new_nodes(max_nodes, S, n_surrogates):
+def new_nodes(max_nodes, S, d, n_surrogates):
     return Nodes(Tree(np.zeros(max_nodes, dtype=np.int8), np.full(max_nodes, -1, dtype=np.int32),
                       np.full(max_nodes, -1, dtype=np.int32), np.full(max_nodes, -1, dtype=np.int32),
                       np.zeros(max_nodes), np.zeros(max_nodes), np.zeros((max_nodes, S), dtype=np.bool_),
                       np.full((max_nodes, n_surrogates), -1, dtype=np.int32),
-                      np.zeros((max_nodes, n_surrogates), dtype=np.bool_)), np.zeros(max_nodes),
+                      np.zeros((max_nodes, n_surrogates), dtype=np.bool_), np.zeros((max_nodes, 0))),
+                 np.zeros((max_nodes, d)),
                  np.zeros(max_nodes, dtype=np.int64), np.zeros(max_nodes, dtype=np.int64),
-                 StateSums(np.zeros((max_nodes, S)), np.zeros((max_nodes, S))),
+                 StateSums(np.zeros((max_nodes, S, d)), np.zeros((max_nodes, S))),
                  Candidates(np.full(max_nodes, -1.0), np.zeros(max_nodes, dtype=np.int8),
                             np.full(max_nodes, -1, dtype=np.int32), np.zeros((max_nodes, S), dtype=np.bool_),
                             np.full(max_nodes, 0.5)))
@@ -87,16 +88,18 @@ def new_nodes(max_nodes, S, n_surrogates):
 def _grow(buf, size):
     if size <= buf.shape[0]:
         return buf
-    out = np.empty(max(size, 2 * buf.shape[0]), dtype=buf.dtype)
+    out = np.empty((max(size, 2 * buf.shape[0]),) + buf.shape[1:], dtype=buf.dtype)
     out[: buf.shape[0]] = buf
     return out
 
 
 @njit(cache=True, nogil=True)
 def _set_leaf(nodes, node, g, n, lam):
-    nodes.gsum[node] = g
+    """A node's G (d values) and N, and its value as a leaf: the first component's G / (N + lam) (a per-label
+    tree's leaf value; a shared tree's leaves get theirs per label afterwards)."""
+    nodes.gsum[node, :] = g
     nodes.tree.count[node] = n
-    nodes.tree.value[node] = g / (n + lam) if n + lam > 0.0 else 0.0
+    nodes.tree.value[node] = g[0] / (n + lam) if n + lam > 0.0 else 0.0
 
 
 @njit(cache=True, nogil=True)
@@ -127,7 +130,7 @@ def _children_candidates(nodes, pair, hist, nt, parent, kept, settings, feature_
     scanned, other, do_scanned, do_other = pair
     gains, left = scratch
     if do_scanned:
-        fresh = Compact(np.empty(nt, dtype=np.int32), np.empty(nt), np.empty(nt))
+        fresh = Compact(np.empty(nt, dtype=np.int32), np.empty((nt, nodes.gsum.shape[1])), np.empty(nt))
         h = compact(hist, nt, fresh.ids, fresh.g, fresh.n)
         _candidate(nodes, scanned, fresh, h, kept, settings, feature_ok, gains, left)
     if do_other:
@@ -145,11 +148,12 @@ def _routed_candidate(nodes, node, slots, target, with_hist, hists, rows, missin
     lo = nodes.pstart[node]
     valid = valid_states(nodes.tree.states[node], target.allowed_k, mid)
     sums = _node_sums(nodes, node)
-    g, n, nt, nmt = scan_weighted(slots, lo, lo + nodes.plen[node], target, valid, sums, with_hist, hists, rows,
-                                  missing)
+    g = np.empty(nodes.gsum.shape[1])
+    n, nt, nmt = scan_weighted(slots, lo, lo + nodes.plen[node], target, valid, sums, with_hist, hists, rows,
+                               missing, g)
     _set_leaf(nodes, node, g, n, settings.lam)
     if with_hist and n >= 2.0 * settings.min_leaf and n > 0.0:
-        hist = Compact(np.empty(nt, dtype=np.int32), np.empty(nt), np.empty(nt))
+        hist = Compact(np.empty(nt, dtype=np.int32), np.empty((nt, g.shape[0])), np.empty(nt))
         h = compact(hists[0], nt, hist.ids, hist.g, hist.n)
         fg, ff, share = best_feature_known(hist, h, g, n, missing.fvar, hists[1].dense, settings, feature_ok,
                                            gains)
@@ -180,23 +184,27 @@ def _best_leaf(nodes, n_nodes, min_gain):
 
 @njit(cache=True, nogil=True)
 def influential_positions(D, positions, trim):
-    """Influence trimming: the positions with some residual of magnitude >= ``trim`` (all of them if none has),
-    without the T x S temporaries a numpy expression would make for every label of a round."""
+    """Influence trimming: the positions with some residual (D: T x S x d) of magnitude >= ``trim`` (all of them
+    if none has), without the T x S temporaries a numpy expression would make for every label of a round."""
     keep = np.empty(positions.shape[0], dtype=positions.dtype)
     n = 0
     for i in range(positions.shape[0]):
         t = positions[i]
+        big = False
         for s in range(D.shape[1]):
-            if abs(D[t, s]) >= trim:
-                keep[n] = t
-                n += 1
-                break
+            for q in range(D.shape[2]):
+                if abs(D[t, s, q]) >= trim:
+                    big = True
+        if big:
+            keep[n] = t
+            n += 1
     return keep[:n].copy() if n > 0 else positions
 
 
 @njit(cache=True, nogil=True)
 def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
-    """Grow one tree best-first to at most settings.max_leaves leaves on the residuals of ``target``.
+    """Grow one tree best-first to at most settings.max_leaves leaves on the residuals of ``target`` (D: T x S x
+    d, d = 1 for a per-label tree).
 
     rows: the training Rows; index: their ColumnIndex (sparse.csc_index, built once per training set);
     positions: the positions this tree is fitted on (sorted here if they are not ascending); feature_ok (bool
@@ -205,6 +213,7 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
     values, the Segments of its nodes."""
     T = target.D.shape[0]
     S = target.D.shape[1]
+    d = target.D.shape[2]
     n_features = index.ptr.shape[0] - 1
     if T >= 2 ** 31:
         raise ValueError(TOO_MANY_POSITIONS)
@@ -213,20 +222,20 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
     lam = settings.lam
     min_leaf = settings.min_leaf
     max_nodes = max(2 * max_leaves - 1, 1)
-    nodes = new_nodes(max_nodes, S, settings.n_surrogates if routed else 0)
+    nodes = new_nodes(max_nodes, S, d, settings.n_surrogates if routed else 0)
     grown = nodes.tree
     kind, feature, yes, no, states = grown.kind, grown.feature, grown.yes, grown.no, grown.states
     pstart, plen, cand = nodes.pstart, nodes.plen, nodes.cand
     rs, ns = nodes.sums
     kept = LeafHists([np.empty(0, dtype=np.int32) for _ in range(max_nodes)],
-                     [np.empty(0) for _ in range(max_nodes)], [np.empty(0) for _ in range(max_nodes)],
+                     [np.empty((0, d)) for _ in range(max_nodes)], [np.empty(0) for _ in range(max_nodes)],
                      np.zeros(max_nodes, dtype=np.int64))
 
     n_pos = positions.shape[0]
     # positions as int32 (T < 2**31, checked above): less to move while growing, and half the memory in the
     # result, which the booster holds for every label of a round; grows by a copy of the node at each state split
     pbuf = np.empty(2 * n_pos + 16, dtype=np.int32)
-    vbuf = np.empty(2 * n_pos + 16)  # r_t, or weights when routing
+    vbuf = np.empty((2 * n_pos + 16, d))  # r_t, or weights (column 0) when routing
     ascending = True
     for i in range(1, n_pos):
         if positions[i] < positions[i - 1]:
@@ -234,23 +243,23 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
             break
     pbuf[:n_pos] = positions if ascending else np.sort(positions)
     used = n_pos
-    tmp = Slots(np.empty(n_pos + 1, dtype=np.int32), np.empty(n_pos + 1))
+    tmp = Slots(np.empty(n_pos + 1, dtype=np.int32), np.empty((n_pos + 1, d)))
     mark = np.zeros(T, dtype=np.bool_)
-    dense = np.empty((n_features, 2))
-    dense[:, 1] = -1.0
+    dense = np.empty((n_features, d + 1))  # G (d values), N; N < 0: untouched
+    dense[:, d] = -1.0
     hist = Hist(dense, np.empty(n_features, dtype=np.int32))
-    gains = np.empty(n_features)
+    gains = np.empty((3, n_features))  # best_feature's scratch
     mid = np.empty(S, dtype=np.int64)
     mid_b = np.empty(S, dtype=np.int64)
     left = np.zeros(S, dtype=np.bool_)
     # routing only: the variables' histogram, the slots that fall to the majority side, surrogate counts
     n_vars = missing.n_vars if routed else 0
-    var_dense = np.empty((n_vars, 2))
-    var_dense[:, 1] = -1.0
+    var_dense = np.empty((n_vars, d + 1))
+    var_dense[:, d] = -1.0
     var_hist = Hist(var_dense, np.empty(n_vars, dtype=np.int32))
     with_surrogates = routed and settings.n_surrogates > 0
     fall = Slots(np.empty(n_pos + 1 if with_surrogates else 0, dtype=np.int32),
-                 np.empty(n_pos + 1 if with_surrogates else 0))
+                 np.empty((n_pos + 1 if with_surrogates else 0, d)))
     n_cnt = n_features if with_surrogates else 0
     n_mcnt = n_vars if with_surrogates else 0
     counts = SurrogateScratch(np.empty((n_cnt, 2)), np.zeros(n_cnt, dtype=np.bool_), hist.touched,
@@ -261,19 +270,21 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
     n_nodes = 1
     n_leaves = 1
     slots = Slots(pbuf, vbuf)
+    ga = np.empty(d)  # the G of a split's two children
+    gb = np.empty(d)
     if routed:
-        vbuf[:n_pos] = 1.0
+        vbuf[:n_pos, 0] = 1.0
         _routed_candidate(nodes, 0, slots, target, max_leaves > 1, (hist, var_hist), rows, missing, settings,
                           (feature_ok, gains, mid, left))
     else:
         # root: r_t, G, N, per-state sums and the feature histogram in one pass
         valid = valid_states(states[0], target.allowed_k, mid)
         splittable = max_leaves > 1 and n_pos > 0
-        g, n, nt = scan(slots, 0, n_pos, Pass(True, splittable, splittable), target, valid, _node_sums(nodes, 0),
-                        hist, rows)
-        _set_leaf(nodes, 0, g, n, lam)
+        n, nt = scan(slots, 0, n_pos, Pass(True, splittable, splittable), target, valid, _node_sums(nodes, 0),
+                     hist, rows, ga)
+        _set_leaf(nodes, 0, ga, n, lam)
         if splittable:
-            root = Compact(np.empty(nt, dtype=np.int32), np.empty(nt), np.empty(nt))
+            root = Compact(np.empty(nt, dtype=np.int32), np.empty((nt, d)), np.empty(nt))
             h = compact(hist, nt, root.ids, root.g, root.n)
             clear(hist, nt)
             _candidate(nodes, 0, root, h, kept, settings, feature_ok, gains, left)
@@ -296,7 +307,7 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
         valid = valid_states(states[best], target.allowed_k, mid)
         parent = (Compact(kept.ids[best], kept.g[best], kept.n[best]), kept.length[best])
         kept.ids[best] = np.empty(0, dtype=np.int32)
-        kept.g[best] = np.empty(0)
+        kept.g[best] = np.empty((0, d))
         kept.n[best] = np.empty(0)
         kept.length[best] = 0
         if routed:
@@ -321,7 +332,8 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
                 plen[b] = nb
                 used += na
             else:
-                na, nb, ga, wa, gb, wb = partition(slots, lo, hi, tmp, f, index, mark, rows, target.is_start, valid)
+                na, nb, wa, wb = partition(slots, lo, hi, tmp, f, index, mark, rows, target.is_start, valid, ga,
+                                           gb)
                 pstart[a] = lo + nb
                 plen[a] = na
                 pstart[b] = lo
@@ -339,11 +351,12 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
                 split_small, split_large = (split_a, split_b) if na <= nb else (split_b, split_a)
                 s_lo = pstart[small]
                 with_states = (valid.w_start > 0.0) + valid.m >= 2
-                _, _, nt = scan(slots, s_lo, s_lo + plen[small], Pass(False, with_states, True), target, valid,
-                                _node_sums(nodes, small), hist, rows)
+                _, nt = scan(slots, s_lo, s_lo + plen[small], Pass(False, with_states, True), target, valid,
+                             _node_sums(nodes, small), hist, rows, ga)
                 if with_states:
                     for s in range(S):
-                        rs[large, s] = rs[best, s] - rs[small, s]
+                        for q in range(d):
+                            rs[large, s, q] = rs[best, s, q] - rs[small, s, q]
                         ns[large, s] = ns[best, s] - ns[small, s]
                 _children_candidates(nodes, (small, large, split_small, split_large), hist, nt, parent, kept,
                                      settings, feature_ok, (gains, left))
@@ -365,14 +378,15 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
                 for s in range(S):
                     for child in (a, b):
                         on = states[child, s]
-                        rs[child, s] = rs[best, s] if on else 0.0
+                        for q in range(d):
+                            rs[child, s, q] = rs[best, s, q] if on else 0.0
                         ns[child, s] = ns[best, s] if on else 0.0
                 pbuf = _grow(pbuf, used + m_len)
                 vbuf = _grow(vbuf, used + m_len)
                 slots = Slots(pbuf, vbuf)
                 va = valid_states(states[a], target.allowed_k, mid)
                 vb = valid_states(states[b], target.allowed_k, mid_b)
-                ga, wa, gb, wb, nt = scan_state_split(slots, lo, hi, used, target, va, vb, not last, hist, rows)
+                wa, wb, nt = scan_state_split(slots, lo, hi, used, target, va, vb, not last, hist, rows, ga, gb)
                 used += m_len
                 _set_leaf(nodes, a, ga, wa, lam)
                 _set_leaf(nodes, b, gb, wb, lam)
@@ -386,7 +400,7 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
                               (feature_ok, gains, mid, left))
     tree = Tree(kind[:n_nodes].copy(), feature[:n_nodes].copy(), yes[:n_nodes].copy(), no[:n_nodes].copy(),
                 grown.value[:n_nodes].copy(), grown.count[:n_nodes].copy(), states[:n_nodes].copy(),
-                grown.surr_feature[:n_nodes].copy(), grown.surr_same[:n_nodes].copy())
+                grown.surr_feature[:n_nodes].copy(), grown.surr_same[:n_nodes].copy(), grown.vector[:n_nodes].copy())
     if routed:
         return Grown(tree, Segments(pbuf[:0].copy(), pstart[:0].copy(), plen[:0].copy()))
     return Grown(tree, Segments(pbuf[:used].copy(), pstart[:n_nodes].copy(), plen[:n_nodes].copy()))

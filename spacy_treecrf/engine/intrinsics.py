@@ -11,8 +11,9 @@ _PREFETCH = "llvm.prefetch." + ir.IntType(8).as_pointer().intrinsic_name  # mang
 
 @intrinsic
 def _prefetch(typingctx, arr, i, j):
-    """Ask the CPU to start loading arr[i] (1-d) or arr[i, j] (2-d) into cache; changes no result."""
-    if not isinstance(arr, types.Array) or arr.ndim not in (1, 2):
+    """Ask the CPU to start loading arr[i] (1-d), arr[i, j] (2-d) or arr[i, j, 0] (3-d) into cache; changes no
+    result."""
+    if not isinstance(arr, types.Array) or arr.ndim not in (1, 2, 3):
         return None
     sig = types.void(arr, i, j)
 
@@ -20,6 +21,7 @@ def _prefetch(typingctx, arr, i, j):
         aryty = signature.args[0]
         ary = context.make_array(aryty)(context, builder, args[0])
         idx = [context.cast(builder, args[k], signature.args[k], types.intp) for k in (1, 2)][:aryty.ndim]
+        idx += [context.get_constant(types.intp, 0)] * (aryty.ndim - len(idx))
         ptr = cgutils.get_item_pointer(context, builder, aryty, ary, idx, wraparound=False)
         i8p = ir.IntType(8).as_pointer()
         i32 = ir.IntType(32)
@@ -49,7 +51,7 @@ def prefetch_rows(pbuf, i, hi, D, with_d, rows):
     if i + AHEAD < hi:
         t = pbuf[i + AHEAD]
         _prefetch(rows.indptr, t, 0)
-        if with_d:
+        if with_d:  # D: T x S x d; every 8th state (a cache line when d = 1; a hint only)
             for s in range(0, D.shape[1], 8):
                 _prefetch(D, t, s)
             _prefetch(D, t, D.shape[1] - 1)

@@ -83,20 +83,24 @@ def pseudo_conditionals(E, seq_starts, y):
 
 
 @njit(**NOGIL)
-def pseudo_residual(seq_starts, y, cond, kept, k, out):
-    """-dL/dphi_t(s, k) of the pseudo-likelihood (module docstring); other cells 0."""
+def pseudo_residual(seq_starts, y, cond, kept, k0, out):
+    """-dL/dphi_t(s, k) of the pseudo-likelihood (module docstring) for k = k0 + g into out[t, s, g] (out: T x S
+    x G); other cells 0."""
     n_seq = seq_starts.shape[0] - 1
     K = cond.shape[1]
+    G = out.shape[2]
     out[:] = 0.0
     for q in range(n_seq):
         a = seq_starts[q]
         for t in range(a, seq_starts[q + 1]):
-            if kept[t]:
-                s = 0 if t == a else y[t - 1] + 1
-                out[t, s] = (1.0 if y[t] == k else 0.0) - cond[t, k]
-            if t > a and kept[t - 1] and y[t] == k:  # phi_t(., g_t) is position t-1's "next" factor
-                for j in range(K):
-                    out[t, j + 1] += (1.0 if y[t - 1] == j else 0.0) - cond[t - 1, j]
+            for g in range(G):
+                k = k0 + g
+                if kept[t]:
+                    s = 0 if t == a else y[t - 1] + 1
+                    out[t, s, g] = (1.0 if y[t] == k else 0.0) - cond[t, k]
+                if t > a and kept[t - 1] and y[t] == k:  # phi_t(., g_t) is position t-1's "next" factor
+                    for j in range(K):
+                        out[t, j + 1, g] += (1.0 if y[t - 1] == j else 0.0) - cond[t - 1, j]
     return out
 
 
@@ -144,21 +148,27 @@ def hamming_pass(seq_starts, y, E, alpha, beta, scale):
 
 
 @njit(**NOGIL)
-def hamming_residual(seq_starts, E, alpha, beta, scale, fa, fb, known, k, out):
-    """-dL/dphi_t(s, k) of the Hamming loss: A_t(s, k) - n xi_t(s, k) (module docstring)."""
+def hamming_residual(seq_starts, E, alpha, beta, scale, fa, fb, known, k0, out):
+    """-dL/dphi_t(s, k) of the Hamming loss: A_t(s, k) - n xi_t(s, k) (module docstring), for k = k0 + g into
+    out[t, s, g] (out: T x S x G)."""
     n_seq = seq_starts.shape[0] - 1
     K = alpha.shape[1]
+    G = out.shape[2]
     out[:] = 0.0
     for q in range(n_seq):
         a = seq_starts[q]
         n = known[q]
         for t in range(a, seq_starts[q + 1]):
             if t == a:
-                out[t, 0] = alpha[t, k] * (fb[t, k] - n * beta[t, k])
+                for g in range(G):
+                    k = k0 + g
+                    out[t, 0, g] = alpha[t, k] * (fb[t, k] - n * beta[t, k])
                 continue
             for j in range(K):
-                e = np.float64(E[t, j + 1, k]) / scale[t]
-                out[t, j + 1] = e * (fa[t - 1, j] * beta[t, k] + alpha[t - 1, j] * (fb[t, k] - n * beta[t, k]))
+                for g in range(G):
+                    k = k0 + g
+                    e = np.float64(E[t, j + 1, k]) / scale[t]
+                    out[t, j + 1, g] = e * (fa[t - 1, j] * beta[t, k] + alpha[t - 1, j] * (fb[t, k] - n * beta[t, k]))
     return out
 
 

@@ -13,11 +13,12 @@ from .sparse import has_feature
 
 
 @njit(cache=True, nogil=True)
-def partition(slots, lo, hi, tmp, f, index, mark, rows, is_start, valid):
+def partition(slots, lo, hi, tmp, f, index, mark, rows, is_start, valid, ga, gb):
     """Stable in-place partition of a node's slots (positions and their r_t) on feature f: the positions
     without f first, then those with it (usually the fewer, they go through ``tmp``, Slots of spare room).
     Positions holding f are marked from the ColumnIndex, or looked up in their rows when that index is long for
-    the node. Returns (n_present, n_absent, G and N of the present, G and N of the absent)."""
+    the node. The residual sums G of the present and absent positions go to ga, gb (d values each).
+    Returns (n_present, n_absent, N of the present, N of the absent)."""
     pbuf = slots.pos
     rbuf = slots.val
     tmp_p = tmp.pos
@@ -28,35 +29,54 @@ def partition(slots, lo, hi, tmp, f, index, mark, rows, is_start, valid):
     if use_mark:
         for q in range(c0, c1):
             mark[index.pos[q]] = True
+    d = rbuf.shape[1]
     na = 0
     nb = 0
-    ga = 0.0
-    gb = 0.0
+    ga[:] = 0.0
+    gb[:] = 0.0
     n_start_a = 0.0
     n_start_b = 0.0
+    ga0 = 0.0  # G of the present / absent positions when d = 1 (kept in registers)
+    gb0 = 0.0
     for i in range(lo, hi):
         t = pbuf[i]
-        rt = rbuf[i]
         st = is_start[t]
         if use_mark:
             present = mark[t]
         else:
             present = has_feature(rows.indptr, rows.indices, t, f)
+        r0 = rbuf[i, 0]
         if present:
             tmp_p[na] = t
-            tmp_r[na] = rt
+            if d == 1:
+                tmp_r[na, 0] = r0
+                ga0 += r0
+            else:
+                for q in range(d):
+                    tmp_r[na, q] = rbuf[i, q]
+                    ga[q] += rbuf[i, q]
             na += 1
-            ga += rt
             if st:
                 n_start_a += 1.0
         else:
+            if d == 1:
+                gb0 += r0
+            else:
+                for q in range(d):
+                    gb[q] += rbuf[i, q]
             if na > 0:
                 pbuf[lo + nb] = t
-                rbuf[lo + nb] = rt
+                if d == 1:
+                    rbuf[lo + nb, 0] = r0
+                else:
+                    for q in range(d):
+                        rbuf[lo + nb, q] = rbuf[i, q]
             nb += 1
-            gb += rt
             if st:
                 n_start_b += 1.0
+    if d == 1:
+        ga[0] = ga0
+        gb[0] = gb0
     pbuf[lo + nb:hi] = tmp_p[:na]
     rbuf[lo + nb:hi] = tmp_r[:na]
     if use_mark:
@@ -65,13 +85,13 @@ def partition(slots, lo, hi, tmp, f, index, mark, rows, is_start, valid):
     w_mid = float(valid.m)
     wa = n_start_a * valid.w_start + (na - n_start_a) * w_mid
     wb = n_start_b * valid.w_start + (nb - n_start_b) * w_mid
-    return na, nb, ga, wa, gb, wb
+    return na, nb, wa, wb
 
 
 @njit(cache=True, nogil=True)
 def partition_routed(slots, lo, hi, out, spare, split, rows, missing, is_start, valid):
-    """Split a node's weighted slots by the routing rule; split: (feature, yes share of the known examples, the
-    node's surrogate features and directions). The no child keeps the segment's start (in place), the yes child
+    """Split a node's weighted slots (weights in val[:, 0]) by the routing rule; split: (feature, yes share of
+    the known examples, the node's surrogate features and directions). The no child keeps the segment's start (in place), the yes child
     is written at slot ``out``. A position missing the feature and every surrogate goes to both children with its
     weight times share / 1 - share (trees without surrogate slots), else to the side that got more of the others
     (in example counts, so that missing.yes_share of the children's counts picks that side again at prediction).
@@ -84,22 +104,22 @@ def partition_routed(slots, lo, hi, out, spare, split, rows, missing, is_start, 
     na = nb = nf = 0
     for i in range(lo, hi):
         t = slots.pos[i]
-        w = slots.val[i]
+        w = slots.val[i, 0]
         d = route(rows, missing, t, f, surr_feature, surr_same)
         if d < 0 and not proportional:
             fall.pos[nf] = t
-            fall.val[nf] = w
+            fall.val[nf, 0] = w
             nf += 1
             continue
         units = w * (valid.w_start if is_start[t] else float(valid.m))
         if d != 0:
             tmp.pos[na] = t
-            tmp.val[na] = w * share if d < 0 else w
+            tmp.val[na, 0] = w * share if d < 0 else w
             na += 1
             side_weight[1] += units
         if d <= 0:
             slots.pos[lo + nb] = t
-            slots.val[lo + nb] = w * (1.0 - share) if d < 0 else w
+            slots.val[lo + nb, 0] = w * (1.0 - share) if d < 0 else w
             nb += 1
             side_weight[0] += units
     if side_weight[1] > side_weight[0]:

@@ -17,7 +17,8 @@ class PartitionIndex(NamedTuple):
     """A Forest's tables for partition_potentials: the tested features numbered 0.. as columns (column_of[f], -1
     for a feature no tree tests; column[n] the column node n tests); per node its chain (the node where the walk
     entered the run of no-branches it lies on: the root or a yes-child), its state set as 64-bit words
-    (state_words) and the value of the leaf its chain ends in (chain_value)."""
+    (state_words) and the value of the leaf its chain ends in (chain_value, nodes x W: W = 1 for per-label trees,
+    K for shared trees, whose leaves hold a value per label)."""
     column_of: np.ndarray
     column: np.ndarray
     chain: np.ndarray
@@ -56,7 +57,8 @@ def _partition_index(nodes, roots, n_words):
         for s in range(S):
             if states[node, s]:
                 words[node, s >> 6] |= np.uint64(1) << np.uint64(s & 63)
-    chain_value = nodes.value.copy()  # the value of the leaf at the end of the node's run of no-branches
+    # the value of the leaf at the end of the node's run of no-branches
+    chain_value = nodes.vector.copy() if nodes.vector.shape[1] > 0 else nodes.value.copy().reshape((n, 1))
     for i in range(roots.shape[0] - 1):
         root = roots[i]
         for node in range(root, roots[i + 1]):  # children follow their parent
@@ -64,7 +66,7 @@ def _partition_index(nodes, roots, n_words):
                 chain[root + no[node]] = chain[node]
         for node in range(roots[i + 1] - 1, root - 1, -1):
             if kind[node] != LEAF:
-                chain_value[node] = chain_value[root + no[node]]
+                chain_value[node, :] = chain_value[root + no[node]]
     return chain, words, chain_value
 
 
@@ -164,12 +166,33 @@ def _credit(acc, k, t, word, bits, delta):
         bits &= bits - np.uint64(1)
 
 
+@njit(cache=True, nogil=True)
+def _credit_vector(acc, t, word, bits, delta):
+    """A shared tree's _credit: acc[k, s, t] += delta[k] for every label k."""
+    while bits != 0:
+        s = 64 * word + count_trailing_zeros(bits)
+        for k in range(delta.shape[0]):
+            acc[k, s, t] += delta[k]
+        bits &= bits - np.uint64(1)
+
+
+@njit(cache=True, nogil=True)
+def _any_label(words):
+    """The states of any label (K x words -> 1 x words): a shared tree's items hold them all."""
+    out = np.zeros((1, words.shape[1]), dtype=np.uint64)
+    for k in range(words.shape[0]):
+        for w in range(words.shape[1]):
+            out[0, w] |= words[k, w]
+    return out
+
+
 AT, POS, NXT, WHOLE = 0, 1, 2, 3  # the fields of _partition_block's item records
 
 
 @njit(cache=True, nogil=True)
 def _partition_block(acc, rows, forest, index, cells, max_depth):
-    """acc[k, s, t] += the trees of label k at row t and state s (acc[k, S, t]: the part of every state).
+    """acc[k, s, t] += the trees of label k at row t and state s (acc[k, S, t]: the part of every state). A shared
+    tree (label -1) credits every label at once with its leaves' vectors; its items carry the states of any label.
 
     An item is a row with the previous states that reach a node together; AT is its current chain (see
     partition_index). Entering a chain credits the item with the value of the leaf the chain ends in, so a
@@ -220,10 +243,19 @@ def _partition_block(acc, rows, forest, index, cells, max_depth):
     st_hi = np.empty(max_depth + 2, dtype=np.int64)
     st_live = np.empty(max_depth + 2, dtype=np.int64)
     base = np.zeros(acc.shape[0])  # per label: the trees' root chain values, credited to every row at the end
+    width = chain_value.shape[1]
+    delta = np.empty(width)
+    gone = np.empty(width)  # minus the chain's value: for states no child of a state split takes
+    any_start = _any_label(start_states)
+    any_other = _any_label(other_states)
     for i in range(roots.shape[0] - 1):
         root = roots[i]
         k = labels[i]
-        base[k] += chain_value[root]
+        k0 = k if k >= 0 else 0  # a tree's values go to labels k0:k0 + width
+        for j in range(width):
+            base[k0 + j] += chain_value[root, j]
+        tree_start = start_states[k:k + 1] if k >= 0 else any_start
+        tree_other = other_states[k:k + 1] if k >= 0 else any_other
         for q in range(n_touched):
             item[touched[q], NXT] = -1
             item[touched[q], WHOLE] = 1
@@ -231,8 +263,8 @@ def _partition_block(acc, rows, forest, index, cells, max_depth):
         live_start = False
         live_other = False
         for w in range(n_words):
-            live_start = live_start or start_states[k, w] != 0
-            live_other = live_other or other_states[k, w] != 0
+            live_start = live_start or tree_start[0, w] != 0
+            live_other = live_other or tree_other[0, w] != 0
         n_live = 0
         for t in range(T):  # a WHOLE item's states are its row's (mask is set when a state split first needs it)
             if live_start if is_start[t] else live_other:
@@ -253,7 +285,10 @@ def _partition_block(acc, rows, forest, index, cells, max_depth):
             c = chain[node]
             a = root + yes[node]
             b = root + no[node]
-            delta = chain_value[a] - chain_value[c]
+            for j in range(width):
+                delta[j] = chain_value[a, j] - chain_value[c, j]
+                gone[j] = -chain_value[c, j]
+            d0 = delta[0]  # a per-label tree's one value
             end = hi  # the free part of buf starts after this node's list
             if end + hi - lo > buf.shape[0]:
                 buf = _grown(buf, end + hi - lo)
@@ -289,11 +324,19 @@ def _partition_block(acc, rows, forest, index, cells, max_depth):
                 for q in range(end, y):
                     it = buf[q]
                     item[it, AT] = a
+                    t = item[it, POS]
                     if item[it, WHOLE]:
-                        acc[k, S, item[it, POS]] += delta
+                        if k >= 0:
+                            acc[k, S, t] += d0
+                        else:
+                            for j in range(width):
+                                acc[j, S, t] += delta[j]
                     else:
                         for w in range(n_words):
-                            _credit(acc, k, item[it, POS], w, mask[it, w], delta)
+                            if k >= 0:
+                                _credit(acc, k, t, w, mask[it, w], d0)
+                            else:
+                                _credit_vector(acc, t, w, mask[it, w], delta)
             else:
                 for q in range(lo, hi):
                     it = buf[q]
@@ -301,9 +344,9 @@ def _partition_block(acc, rows, forest, index, cells, max_depth):
                         continue
                     t = item[it, POS]
                     if item[it, WHOLE]:  # (only a row's own item is WHOLE) its states, before it loses some
-                        states = start_states if is_start[t] else other_states
+                        states = tree_start if is_start[t] else tree_other
                         for w in range(n_words):
-                            mask[it, w] = states[k, w]
+                            mask[it, w] = states[0, w]
                         touched[n_touched] = it
                         n_touched += 1
                     any_a = False
@@ -312,8 +355,12 @@ def _partition_block(acc, rows, forest, index, cells, max_depth):
                         m = mask[it, w]
                         ma = m & state_words[a, w]
                         mb = m & state_words[b, w] & ~ma
-                        _credit(acc, k, t, w, ma, delta)
-                        _credit(acc, k, t, w, m & ~(ma | mb), -chain_value[c])  # states no child takes
+                        if k >= 0:
+                            _credit(acc, k, t, w, ma, d0)
+                            _credit(acc, k, t, w, m & ~(ma | mb), -chain_value[c, 0])  # states no child takes
+                        else:
+                            _credit_vector(acc, t, w, ma, delta)
+                            _credit_vector(acc, t, w, m & ~(ma | mb), gone)
                         any_a = any_a or ma != 0
                         any_b = any_b or mb != 0
                     if any_a and any_b:  # a new item takes the yes-states

@@ -23,7 +23,7 @@ class WalkScratch(NamedTuple):
 @njit(cache=True, nogil=True)
 def walk_tree(out, t, present, tree, rows, missing, root, scratch):
     """out[s] += tree(x_t, s) for all s: one walk from the root that carries the set of states still reaching a
-    node. A feature test reads ``present`` (position t's row marked 1, see sparse.mark_row); where the routing
+    node. out is S x 1 for a per-label tree, S x K for a shared one (its leaves' vectors). A feature test reads ``present`` (position t's row marked 1, see sparse.mark_row); where the routing
     rule is on and the feature's variable is missing at t, the split's surrogates decide, else it follows both
     branches weighted by the split's yes share (trees without surrogate slots) or the majority branch."""
     stack = scratch.stack
@@ -42,10 +42,16 @@ def walk_tree(out, t, present, tree, rows, missing, root, scratch):
         a = root + tree.yes[node]
         b = root + tree.no[node]
         if kd == LEAF:
-            v = tree.value[node] * weights[top]
+            w = weights[top]
+            shared = tree.vector.shape[1] > 0
+            v = tree.value[node] * w
             for s in range(out.shape[0]):
                 if masks[top, s]:
-                    out[s] += v
+                    if shared:
+                        for k in range(out.shape[1]):
+                            out[s, k] += tree.vector[node, k] * w
+                    else:
+                        out[s, 0] += v
             top -= 1
         elif kd == FEATURE:
             f = tree.feature[node]
@@ -107,12 +113,14 @@ def _present_marks(tree):
 
 @njit(cache=True, nogil=True)
 def multiply_tree(E, positions, rows, tree, missing, k, scale_by, max_depth):
-    """E[t, s, k] *= exp(scale_by * tree(x_t, s)) at the given positions (those a tree was not fitted on)."""
+    """E[t, s, k] *= exp(scale_by * tree(x_t, s)) at the given positions (those a tree was not fitted on); a
+    shared tree (k = -1) multiplies E[t, s, :] by its leaves' vectors."""
     S = E.shape[1]
     present = _present_marks(tree)
     scratch = WalkScratch(np.empty(max_depth + 1, dtype=np.int64), np.empty((max_depth + 1, S), dtype=np.bool_),
                           np.empty(max_depth + 1))
-    row = np.empty(S)
+    width = tree.vector.shape[1] if k < 0 else 1
+    row = np.empty((S, width))
     for i in range(positions.shape[0]):
         t = positions[i]
         mark_row(present, 1, rows.indptr, rows.indices, t)
@@ -120,7 +128,8 @@ def multiply_tree(E, positions, rows, tree, missing, k, scale_by, max_depth):
         walk_tree(row, t, present, tree, rows, missing, 0, scratch)
         mark_row(present, 0, rows.indptr, rows.indices, t)
         for s in range(S):
-            E[t, s, k] *= np.float32(np.exp(scale_by * row[s]))
+            for j in range(width):
+                E[t, s, k if k >= 0 else j] *= np.float32(np.exp(scale_by * row[s, j]))
 
 
 @njit(cache=True, nogil=True)
@@ -135,13 +144,17 @@ def walk_potentials(at, rows, forest, missing, n_states, n_labels):
     scratch = WalkScratch(np.empty(max_depth + 1, dtype=np.int64),
                           np.empty((max_depth + 1, n_states), dtype=np.bool_), np.empty(max_depth + 1))
     present = _present_marks(nodes)
-    row = np.empty(n_states)
+    row = np.empty((n_states, nodes.vector.shape[1] or 1))
     for i in range(at.shape[0]):
         t = at[i]
         mark_row(present, 1, rows.indptr, rows.indices, t)
         for j in range(forest.roots.shape[0] - 1):
             row[:] = 0.0
             walk_tree(row, t, present, nodes, rows, missing, forest.roots[j], scratch)
-            phi[i, :, forest.labels[j]] += row
+            k = forest.labels[j]
+            if k >= 0:
+                phi[i, :, k] += row[:, 0]
+            else:
+                phi[i] += row
         mark_row(present, 0, rows.indptr, rows.indices, t)
     return phi

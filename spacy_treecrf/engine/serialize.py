@@ -11,8 +11,8 @@ import srsly
 from ..errors import Errors
 
 # 2: surrogate splits in the ensemble and the missing-value settings and tables (absent in version 1 files, which
-# load as models without them)
-FORMAT_VERSION = 2
+# load as models without them); 3: shared trees (the ensemble's leaf vectors; version 2 files have per-label trees)
+FORMAT_VERSION = 3
 DTYPES = {"bool": np.bool_, "int8": np.int8, "int32": np.int32, "int64": np.int64, "float32": np.float32,
           "float64": np.float64, "uint8": np.uint8}
 DTYPE_NAMES = {np.dtype(v): k for k, v in DTYPES.items()}
@@ -118,7 +118,12 @@ def load_ensemble(arrays: Dict[str, Any], n_labels: int, n_features: int):
     labels = check_array(arrays, "labels", np.int32, (len(roots) - 1,))
     if len(roots) == 0 or roots[0] != 0 or roots[-1] != n or np.any(np.diff(roots) < 1):
         raise ValueError(Errors.E028)
-    if np.any((labels < 0) | (labels >= n_labels)):
+    shared = "vector" in arrays
+    if shared:
+        vector = check_array(arrays, "vector", np.float64, (n, n_labels))
+        if np.any(labels != -1) or not np.all(np.isfinite(vector)):
+            raise ValueError(Errors.E169.format(n_labels=n_labels))
+    elif np.any((labels < 0) | (labels >= n_labels)):
         raise ValueError(Errors.E029)
     if np.any((kind < 0) | (kind > 2)):
         raise ValueError(Errors.E030)
@@ -145,7 +150,7 @@ def load_ensemble(arrays: Dict[str, Any], n_labels: int, n_features: int):
     if np.any(count < 0) or not np.all(np.isfinite(count)):
         raise ValueError(Errors.E035)
     checked = {"kind": kind, "feature": feature, "yes": yes, "no": no, "value": value, "count": count,
-               "states": states, "roots": roots, "labels": labels}
+               "states": states, "roots": roots, "labels": labels, **({"vector": vector} if shared else {})}
     if "surr_feature" in arrays or "surr_same" in arrays:
         surr = check_array(arrays, "surr_feature", np.int32, (n, None))
         checked["surr_feature"] = surr

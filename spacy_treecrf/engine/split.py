@@ -1,10 +1,12 @@
 """Split search: the best feature split and the best previous-state split of a node, and which one a leaf keeps.
 
-The gain of a split is the decrease of the penalised squared error G_L^2/(N_L+lam) + G_R^2/(N_R+lam) -
-G^2/(N+lam). A feature split is judged from the node's compact histogram (features it holds, their G and N);
-where values may be missing, each feature is judged on the examples where its variable is known (the routing
-rule's CART-style choice), and its surrogates are ranked here too. A state split sorts the previous states by
-mean residual and takes the best prefix (optimal for squared error, Breiman et al.'s ordering trick).
+The gain of a split is the decrease of the penalised squared error |G_L|^2/(N_L+lam) + |G_R|^2/(N_R+lam) -
+|G|^2/(N+lam), summed over the d residual components (GBDT-MO's sum of the labels' gains for a shared tree; one
+term for a per-label tree). A feature split is judged from the node's compact histogram (features it holds,
+their G and N); where values may be missing, each feature is judged on the examples where its variable is known
+(the routing rule's CART-style choice), and its surrogates are ranked here too. A state split sorts the previous
+states by mean residual (of the first component: the projection with the most variance) and takes the best
+prefix (optimal for squared error when d = 1, Breiman et al.'s ordering trick).
 """
 from typing import NamedTuple
 
@@ -18,7 +20,7 @@ from .trees import FEATURE, STATE, TIE
 
 class Compact(NamedTuple):
     """A complete histogram, compacted to the features the node holds: ids ascending or in touch order, and
-    their residual sums g and weights n."""
+    their residual sums g (m x d) and weights n."""
     ids: np.ndarray
     g: np.ndarray
     n: np.ndarray
@@ -46,29 +48,69 @@ class SurrogateScratch(NamedTuple):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def gain_of(gl, nl, gr, nr, g, n, lam):
-    return gl * gl / (nl + lam) + gr * gr / (nr + lam) - g * g / (n + lam)
+def gain_of(ql, nl, qr, nr, q, n, lam):
+    """The gain from the squared norms q of the residual sums (|G_L|^2, |G_R|^2, |G|^2) and the weights."""
+    return ql / (nl + lam) + qr / (nr + lam) - q / (n + lam)
+
+
+@njit(cache=True, nogil=True)
+def sq_norm(g):
+    q = 0.0
+    for i in range(g.shape[0]):
+        q += g[i] * g[i]
+    return q
+
+
+@njit(cache=True, nogil=True)
+def split_norms(gl, row, g):
+    """(|gl[row]|^2, |g - gl[row]|^2) of a left child's residual sum gl[row] within its parent's g (a row index,
+    not a row view: see histogram.py)."""
+    ql = 0.0
+    qr = 0.0
+    for i in range(g.shape[0]):
+        left = gl[row, i]
+        ql += left * left
+        r = g[i] - left
+        qr += r * r
+    return ql, qr
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def best_feature(hist, m, g, n, settings, feature_ok, gains):
     """Best present/absent split from a node's Compact histogram (its first m entries): (gain, feature),
     feature -1 if none; among gains within TIE of the best, the lowest feature id. Only features with
-    feature_ok[f] set may split."""
+    feature_ok[f] set may split. gains: scratch, 3 x features."""
     lam = settings.lam
     min_leaf = settings.min_leaf
     ids = hist.ids
-    hg = hist.g
     hn = hist.n
+    ql, qr = gains[1], gains[2]
+    child_norms(hist.g, m, g, ql, qr)
+    q = sq_norm(g)
+    out = gains[0]
     for i in range(m):  # branch-free, so that it vectorizes
         nl = hn[i]
         nr = n - nl
-        gl = hg[i]
-        gain = gain_of(gl, nl, g - gl, nr, g, n, lam)
+        gain = gain_of(ql[i], nl, qr[i], nr, q, n, lam)
         ok = (nl >= min_leaf) & (nr >= min_leaf) & (nl > 0.0) & (nr > 0.0) & (gain > 0.0) & feature_ok[ids[i]]
-        gains[i] = gain if ok else -1.0
-    gain, f, _ = pick_best(ids, gains, m)
+        out[i] = gain if ok else -1.0
+    gain, f, _ = pick_best(ids, out, m)
     return gain, f
+
+
+@njit(cache=True, nogil=True)
+def child_norms(hg, m, g, ql, qr):
+    """ql[i] = |hg[i]|^2 and qr[i] = |g - hg[i]|^2 for the first m rows of a histogram's residual sums; one
+    component (a per-label tree) in a loop that vectorizes."""
+    if g.shape[0] == 1:
+        g0 = g[0]
+        for i in range(m):
+            left = hg[i, 0]
+            ql[i] = left * left
+            qr[i] = (g0 - left) * (g0 - left)
+        return
+    for i in range(m):
+        ql[i], qr[i] = split_norms(hg, i, g)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -77,25 +119,29 @@ def best_feature_known(hist, m, g, n, fvar, var_dense, settings, feature_ok, gai
     (the node's G, N minus its variable's missing sums in var_dense). Returns (gain, feature, yes share of the
     known examples)."""
     ids = hist.ids
+    d = g.shape[0]
+    gk = np.empty(d)
+    out = gains[0]
     for i in range(m):
         v = fvar[ids[i]]
-        gk = g
+        gk[:] = g
         nk = n
-        if v >= 0 and var_dense[v, 1] >= 0.0:
-            gk -= var_dense[v, 0]
-            nk -= var_dense[v, 1]
+        if v >= 0 and var_dense[v, d] >= 0.0:
+            for q in range(d):
+                gk[q] -= var_dense[v, q]
+            nk -= var_dense[v, d]
         nl = hist.n[i]
         nr = nk - nl
-        gl = hist.g[i]
-        gain = gain_of(gl, nl, gk - gl, nr, gk, nk, settings.lam)
+        ql, qr = split_norms(hist.g, i, gk)
+        gain = gain_of(ql, nl, qr, nr, sq_norm(gk), nk, settings.lam)
         ok = (nl >= settings.min_leaf and nr >= settings.min_leaf and nl > 0.0 and nr > 0.0 and gain > 0.0
               and feature_ok[ids[i]])
-        gains[i] = gain if ok else -1.0
-    gain, f, slot = pick_best(ids, gains, m)
+        out[i] = gain if ok else -1.0
+    gain, f, slot = pick_best(ids, out, m)
     if f < 0:
         return 0.0, -1, 0.5
     v = fvar[f]
-    nk = n - (var_dense[v, 1] if v >= 0 and var_dense[v, 1] >= 0.0 else 0.0)
+    nk = n - (var_dense[v, d] if v >= 0 and var_dense[v, d] >= 0.0 else 0.0)
     return gain, f, hist.n[slot] / nk
 
 
@@ -123,13 +169,14 @@ def pick_best(ids, gains, m):
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def best_state(sums, states_row, g, n, settings, left_out):
-    """Best subset of previous states (sums: the node's StateSums): sort states by mean residual and take the
-    best prefix; the states sent left go to left_out. Returns the gain (0.0: none)."""
+    """Best subset of previous states (sums: the node's StateSums): sort states by mean residual (its first
+    component) and take the best prefix; the states sent left go to left_out. Returns the gain (0.0: none)."""
     rs = sums.r
     ns = sums.n
     lam = settings.lam
     min_leaf = settings.min_leaf
     S = rs.shape[0]
+    d = rs.shape[1]
     cand = np.empty(S, dtype=np.int64)
     m = 0
     for s in range(S):
@@ -140,18 +187,21 @@ def best_state(sums, states_row, g, n, settings, left_out):
         return 0.0
     means = np.empty(m)
     for i in range(m):
-        means[i] = rs[cand[i]] / ns[cand[i]]
+        means[i] = rs[cand[i], 0] / ns[cand[i]]
     order = cand[:m][np.argsort(means, kind="mergesort")]
     best_gain = 0.0
     best_cut = -1
-    gl = 0.0
+    gl = np.zeros((1, d))
+    q = sq_norm(g)
     nl = 0.0
     for i in range(m - 1):
-        gl += rs[order[i]]
+        for j in range(d):
+            gl[0, j] += rs[order[i], j]
         nl += ns[order[i]]
         nr = n - nl
         if nl >= min_leaf and nr >= min_leaf and nr > 0.0:
-            gain = gain_of(gl, nl, g - gl, nr, g, n, lam)
+            ql, qr = split_norms(gl, 0, g)
+            gain = gain_of(ql, nl, qr, nr, q, n, lam)
             if gain > best_gain:
                 best_gain = gain
                 best_cut = i
@@ -197,7 +247,7 @@ def _count_row(cnt, seen, touched, nt, rows, t, side, w):
 
 @njit(cache=True, nogil=True)
 def surrogates(slots, lo, hi, f, rows, missing, scratch, out_f, out_same):
-    """CART's surrogates of the split on f: over the node's positions slots.pos[lo:hi] (weights slots.val)
+    """CART's surrogates of the split on f: over the node's positions slots.pos[lo:hi] (weights slots.val[:, 0])
     where f is known, every other feature g (of another variable) predicts the split by g present -> same side
     (or the opposite side); its agreement is counted where g is known too. Up to out_f.shape[0] features that
     beat the majority rule, best agreement rate first (then the lower feature id), go to out_f / out_same; the
@@ -213,7 +263,7 @@ def surrogates(slots, lo, hi, f, rows, missing, scratch, out_f, out_same):
         t = slots.pos[i]
         if is_missing(missing, t, f):
             continue
-        w = slots.val[i]
+        w = slots.val[i, 0]
         side = 0 if has_feature(rows.indptr, rows.indices, t, f) else 1
         tot[side] += w
         nt = _count_row(cnt, seen, touched, nt, rows, t, side, w)

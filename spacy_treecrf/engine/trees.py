@@ -3,7 +3,8 @@
 A node is a product P x A: a set of positions times a set of previous states (intersected with validity). A
 FEATURE node sends a position to ``yes`` when its row holds the feature, else to ``no``; a STATE node sends the
 states in its ``yes`` child's state set there and the rest to ``no``; a LEAF adds ``value`` to the potential of
-its label for every (position, state) that reaches it. Children always follow their parent in the node arrays.
+its label for every (position, state) that reaches it, or, in a SHARED tree (one tree a round for all labels),
+its ``vector`` of values, one per label. Children always follow their parent in the node arrays.
 """
 from typing import NamedTuple
 
@@ -26,7 +27,9 @@ class Tree(NamedTuple):
     nodes: the value they had as leaves); count (float64): the node's training weight N; states (bool, nodes x
     S): the previous states reaching the node; surr_feature (int32, nodes x R): a FEATURE node's surrogate
     features, best first, -1 padded; surr_same (bool, nodes x R): surrogate present -> the yes side. R = 0 for
-    trees without surrogates (instance weighting routes missing values)."""
+    trees without surrogates (instance weighting routes missing values). vector (float64, nodes x W): a shared
+    tree's leaf values per label (W = K; 0 for labels the leaf leaves alone; inner nodes 0); W = 0 for a
+    per-label tree, whose leaves hold ``value`` for its one label."""
     kind: np.ndarray
     feature: np.ndarray
     yes: np.ndarray
@@ -36,6 +39,7 @@ class Tree(NamedTuple):
     states: np.ndarray
     surr_feature: np.ndarray
     surr_same: np.ndarray
+    vector: np.ndarray
 
 
 TREE_FIELDS = Tree._fields
@@ -43,7 +47,12 @@ TREE_FIELDS = Tree._fields
 
 def scaled_tree(tree: Tree, step: float) -> Tree:
     """The tree with every value multiplied by ``step`` (a round's learning rate or line-search step)."""
-    return tree._replace(value=tree.value * step)
+    return tree._replace(value=tree.value * step, vector=tree.vector * step)
+
+
+def is_shared(tree: Tree) -> bool:
+    """Whether the tree's leaves hold a value per label (see Tree.vector)."""
+    return tree.vector.shape[1] > 0
 
 
 def concat_trees(trees) -> Tree:
@@ -51,10 +60,11 @@ def concat_trees(trees) -> Tree:
     return Tree(*(np.concatenate(parts) for parts in zip(*trees)))
 
 
-def empty_tree(n_states: int, n_surrogates: int) -> Tree:
+def empty_tree(n_states: int, n_surrogates: int, width: int = 0) -> Tree:
+    """A tree of no nodes; ``width``: its leaf vectors' (Tree.vector)."""
     return Tree(np.zeros(0, np.int8), np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.int32),
                 np.zeros(0), np.zeros(0), np.zeros((0, n_states), np.bool_), np.zeros((0, n_surrogates), np.int32),
-                np.zeros((0, n_surrogates), np.bool_))
+                np.zeros((0, n_surrogates), np.bool_), np.zeros((0, width)))
 
 
 def tree_depth(yes, no) -> int:
@@ -105,8 +115,9 @@ class GrowSettings(NamedTuple):
 
 
 class Target(NamedTuple):
-    """What one tree is fitted to: the residuals D (T x S) of its label, which positions start a sequence
-    (is_start, T), and after which states the label may follow (allowed_k, S)."""
+    """What one tree is fitted to: the residuals D (T x S x d: its label's, d = 1, or a shared tree's projected
+    residuals of all labels; T x S where one label's leaf values are computed), which positions start a sequence
+    (is_start, T), and after which states its label (a shared tree: any label) may follow (allowed_k, S)."""
     D: np.ndarray
     is_start: np.ndarray
     allowed_k: np.ndarray
@@ -114,7 +125,8 @@ class Target(NamedTuple):
 
 class Forest(NamedTuple):
     """All trees of an ensemble as one Tree of node arrays end to end: tree i has nodes roots[i]:roots[i + 1],
-    predicts label labels[i] and is depths[i] deep."""
+    predicts label labels[i] (-1: a shared tree, predicting every label from its leaves' vectors) and is
+    depths[i] deep."""
     nodes: Tree
     roots: np.ndarray
     labels: np.ndarray

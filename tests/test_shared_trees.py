@@ -1,0 +1,328 @@
+"""Shared trees (shared_trees=True): one tree a round for all labels, a vector of values in each leaf.
+
+Checked against brute force on tiny problems (K <= 4 labels, sequences of up to 6 positions, transition masks,
+unknown labels): the split directions, the projected residuals the tree is grown on, every leaf's value per
+label over the cells that reach it, and the cached potentials after the round; with one label a shared tree is
+that label's tree. Then everything around it: the prediction kernels, the losses, serialization, rules, the
+component.
+"""
+import numpy as np
+import pytest
+
+from brute import has_path, random_allowed, random_seq_starts
+from conftest import component_config, make_nlp, ner_examples, train
+from spacy_treecrf import TreeCRF
+from spacy_treecrf.engine import booster
+from spacy_treecrf.engine.predict_partition import Cells, label_state_words, partition_index, partition_potentials
+from spacy_treecrf.engine.predict_walk import walk_potentials
+from spacy_treecrf.engine.project import principal_directions
+from spacy_treecrf.engine.trees import FEATURE, LEAF, Forest, Rows, no_missing
+
+LEAF_MODES = {"mean": "cells", "position_mean": "positions", "newton": "newton"}
+
+
+def tiny_problem(seed, K=None, partial=True, p_forbid=0.3):
+    """Random binary rows, labels that follow an allowed path (some unknown) and a random initial cache."""
+    rng = np.random.default_rng(seed)
+    K = K or int(rng.integers(2, 5))
+    for _ in range(100):
+        seq_starts = random_seq_starts(rng, int(rng.integers(1, 4)), 6)
+        allowed = random_allowed(rng, K, p_forbid)
+        if has_path(allowed, seq_starts):
+            break
+    T = int(seq_starts[-1])
+    y = np.empty(T, dtype=np.int32)
+    for a, b in zip(seq_starts[:-1], seq_starts[1:]):
+        for t in range(a, b):  # a random allowed path (one exists from every reachable label onwards)
+            row = allowed[0] if t == a else allowed[y[t - 1] + 1]
+            choices = [k for k in np.flatnonzero(row) if t == b - 1 or allowed[k + 1].any()]
+            y[t] = rng.choice(choices)
+    if partial:
+        y[rng.random(T) < 0.2] = -1
+    F = int(rng.integers(2, 7))
+    X = rng.random((T, F)) < 0.4
+    indptr = np.concatenate([[0], np.cumsum(X.sum(axis=1))]).astype(np.int64)
+    indices = np.nonzero(X)[1].astype(np.int32)
+    phi = rng.normal(scale=1.0, size=(T, K + 1, K))
+    E, c = booster.potentials_to_scaled(phi, allowed, seq_starts)
+    return X, indptr, indices, y, seq_starts, allowed, (E, c)
+
+
+def trainer(problem, **params):
+    X, indptr, indices, y, seq_starts, allowed, (E, c) = problem
+    return booster.Trainer(indptr, indices, X.shape[1], y, seq_starts, allowed,
+                           booster.BoostParams(n_threads=1, **params), initial=(E.copy(), c.copy()))
+
+
+def all_residuals(tr, passes):
+    T, (S, K) = len(tr.y), tr.allowed.shape
+    return tr.residuals(passes, 0, np.empty((T, S, K)))
+
+
+def route(tree, X, t, s):
+    """The leaf (position t, previous state s) reaches, by following the tree by hand."""
+    node = 0
+    while tree.kind[node] != LEAF:
+        if tree.kind[node] == FEATURE:
+            node = tree.yes[node] if X[t, tree.feature[node]] else tree.no[node]
+        else:
+            node = tree.yes[node] if tree.states[tree.yes[node], s] else tree.no[node]
+    return node
+
+
+def valid_cells(is_start, allowed_k):
+    """The (t, s) cells label k may use: state 0 at a sequence start, an allowed previous label elsewhere."""
+    return [(t, s) for t in range(len(is_start)) for s in range(len(allowed_k))
+            if (s == 0) == bool(is_start[t]) and allowed_k[s]]
+
+
+@pytest.mark.parametrize("leaf_values", list(LEAF_MODES))
+@pytest.mark.parametrize("seed", range(15))
+def test_shared_round_against_brute_force(seed, leaf_values):
+    problem = tiny_problem(seed)
+    X, indptr, indices, y, seq_starts, allowed, (E0, _) = problem
+    lam = [0.0, 1.0, 5.0][seed % 3]
+    tr = trainer(problem, shared_trees=True, max_leaves=int(np.random.default_rng(seed).integers(2, 9)),
+                 shrinkage=lam, leaf_values=leaf_values, min_samples_leaf=0.0)
+    passes = tr.gradient_pass()
+    D = all_residuals(tr, passes)
+    T, S, K = D.shape
+    # the directions: the top principal directions of the per-position residual sums
+    R = D.sum(axis=1)
+    W = principal_directions(R, booster.SHARED_DIRECTIONS)
+    cov = np.cov(R.T, bias=True) * T
+    for i in range(W.shape[1]):
+        assert np.isclose(W[:, i] @ cov @ W[:, i], np.linalg.eigvalsh(cov)[::-1][i], rtol=1e-8, atol=1e-10)
+    fitted = tr._fit_shared(passes, tr.all_positions, None, booster.GrowSettings(
+        tr.params.max_leaves, lam, 0.0, 0.0, False, 0))
+    k, tree, segments, rest = fitted
+    assert k == -1 and rest is None
+    # every leaf's value for label k over the cells of label k that reach it, by hand
+    is_start = tr.is_start
+    for label in range(K):
+        by_leaf = {}
+        for t, s in valid_cells(is_start, allowed[:, label]):
+            by_leaf.setdefault(route(tree, X, t, s), []).append((t, s))
+        for node in np.flatnonzero(tree.kind == LEAF):
+            cells = by_leaf.get(node, [])
+            d = np.array([D[t, s, label] for t, s in cells])
+            h = {"mean": len(cells), "position_mean": len({t for t, _ in cells}),
+                 "newton": float(np.sum(np.abs(d) * (1 - np.abs(d))))}[leaf_values]
+            want = np.clip(d.sum() / (h + lam), -1, 1) if h + lam > 0 else 0.0
+            assert tree.vector[node, label] == pytest.approx(want, rel=1e-9, abs=1e-12)
+        assert not tree.vector[tree.kind != LEAF].any()
+    # the segments hold each leaf's positions
+    for node in np.flatnonzero(tree.kind == LEAF):
+        seg = segments.pos[segments.start[node]:segments.start[node] + segments.length[node]]
+        reach = {t for t in range(T) for s in range(S) if route(tree, X, t, s) == node and (
+            (s == 0) == bool(is_start[t]))}
+        assert reach <= set(seg.tolist())
+    # the round moves the cache by exp(step * leaf vector) of the leaf each cell reaches
+    ens = booster.Ensemble(S, K, shared=True)
+    tr2 = trainer(problem, shared_trees=True, max_leaves=tr.params.max_leaves, shrinkage=lam,
+                  leaf_values=leaf_values, min_samples_leaf=0.0)
+    tr2.fit_round(ens)
+    (added,) = [ens.forest().nodes]
+    assert np.allclose(added.vector, tree.vector * (added.vector[tree.kind == LEAF].max() /
+                                                    tree.vector[tree.kind == LEAF].max()
+                                                    if tree.vector[tree.kind == LEAF].max() else 1.0))
+    phi = np.zeros((T, S, K))
+    for t in range(T):
+        for s in range(S):
+            phi[t, s] = added.vector[route(added, X, t, s)]
+    moved = E0.astype(np.float64) * np.exp(phi)
+    got = tr2.E.astype(np.float64) * np.exp(tr2.c - tr.c)[:, None, None]
+    valid = E0 > 0
+    assert np.allclose(got[valid], moved[valid], rtol=1e-5)
+    assert not got[~valid].any()
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_projected_residuals_are_the_residuals_along_the_directions(seed):
+    """The grower's target: D[t, s, :] @ W, made chunk by chunk, whatever the chunk size."""
+    problem = tiny_problem(seed)
+    tr = trainer(problem, shared_trees=True)
+    passes = tr.gradient_pass()
+    D = all_residuals(tr, passes)
+    W = principal_directions(D.sum(axis=1), booster.SHARED_DIRECTIONS)
+    seen = {}
+
+    def keep(a, chunk):
+        seen[a] = chunk.copy()
+    old = booster.RESIDUAL_BLOCK_BYTES
+    try:
+        booster.RESIDUAL_BLOCK_BYTES = 1  # one sequence a chunk
+        tr._over_residuals(passes, keep)
+    finally:
+        booster.RESIDUAL_BLOCK_BYTES = old
+    assert len(seen) == len(tr.seq_starts) - 1
+    joined = np.concatenate([seen[a] for a in sorted(seen)])
+    assert np.array_equal(joined, D)
+    assert np.allclose(joined @ W, D @ W)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_one_label_shared_tree_is_the_per_label_tree(seed):
+    problem = tiny_problem(seed, K=1, partial=seed % 2 == 0, p_forbid=0.0)
+    trees = {}
+    for shared in (False, True):
+        tr = trainer(problem, shared_trees=shared, max_leaves=6, shrinkage=1.0, min_samples_leaf=0.0)
+        ens = booster.Ensemble(2, 1, shared=shared)
+        for _ in range(3):
+            tr.fit_round(ens)
+        trees[shared] = ens.forest()
+    per_label, shared = trees[False], trees[True]
+    for name in ("kind", "feature", "yes", "no", "states", "count"):
+        assert np.array_equal(getattr(per_label.nodes, name), getattr(shared.nodes, name)), name
+    leaves = per_label.nodes.kind == LEAF
+    assert np.allclose(shared.nodes.vector[leaves, 0], per_label.nodes.value[leaves], rtol=1e-9, atol=1e-12)
+    assert np.array_equal(per_label.labels, np.zeros(3)) and np.array_equal(shared.labels, -np.ones(3))
+
+
+def random_shared_forest(seed, K=3, F=6, n_trees=4):
+    """Shared trees fitted on a random problem (so with feature and state splits), and its rows."""
+    rng = np.random.default_rng(seed)
+    T = 60
+    X = rng.random((T, F)) < 0.3
+    indptr = np.concatenate([[0], np.cumsum(X.sum(axis=1))]).astype(np.int64)
+    indices = np.nonzero(X)[1].astype(np.int32)
+    seq_starts = np.arange(0, T + 1, 5, dtype=np.int64)
+    y = (X[:, 0] * 1 + X[:, 1] * 2 + rng.integers(0, 2, T)).astype(np.int32) % K
+    y[1::5] = (y[0::5] + 1) % K  # the previous label matters: state splits
+    allowed = np.ones((K + 1, K), dtype=bool)
+    tr = booster.Trainer(indptr, indices, F, y, seq_starts, allowed, booster.BoostParams(
+        n_threads=1, shared_trees=True, max_leaves=8, shrinkage=0.5, leaf_values="position_mean"))
+    ens = booster.Ensemble(K + 1, K, shared=True)
+    for _ in range(n_trees):
+        tr.fit_round(ens)
+    return ens, X, indptr, indices, seq_starts, allowed
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_prediction_kernels_agree_on_shared_trees(seed):
+    ens, X, indptr, indices, seq_starts, allowed = random_shared_forest(seed)
+    forest = ens.forest()
+    assert (forest.nodes.kind == 2).any() and (forest.nodes.kind == 1).any()
+    T, S, K = len(indptr) - 1, ens.n_states, ens.n_labels
+    expected = np.zeros((T, S, K))
+    for i in range(len(forest.labels)):
+        a, b = forest.roots[i], forest.roots[i + 1]
+        tree = forest.nodes._replace(**{name: getattr(forest.nodes, name)[a:b] for name in forest.nodes._fields})
+        for t in range(T):
+            for s in range(S):
+                expected[t, s] += tree.vector[route(tree, X, t, s)]
+    walked = walk_potentials(np.arange(T, dtype=np.int64), Rows(indptr, indices), forest, no_missing(), S, K)
+    assert np.allclose(walked, expected)
+    everything = np.ones((S, K), dtype=bool)
+    words = label_state_words(everything)
+    for block in (7, 64):
+        phi, _, _ = partition_potentials(Rows(indptr, indices), forest, partition_index(forest),
+                                         Cells(np.zeros(T, dtype=np.bool_), words, words), S, block, False)
+        assert np.allclose(phi, expected)
+    assert np.allclose(ens.potentials(indptr, indices), expected)  # the kernel the ensemble picks
+    E, c = ens.scaled_potentials(indptr, indices, allowed, seq_starts)
+    E2, c2 = booster.potentials_to_scaled(expected, allowed, seq_starts)
+    assert np.allclose(E, E2, rtol=1e-5) and np.allclose(c, c2)
+
+
+def toy_data(n=80, seed=0):
+    """Words decide the label, except 'x', whose label copies the previous one (a state split's job)."""
+    rng = np.random.default_rng(seed)
+    vocab = {"a": "A", "b": "B", "c": "C", "d": "D"}
+    X, y = [], []
+    for _ in range(n):
+        words = list(rng.choice(["a", "b", "c", "d", "x"], size=rng.integers(1, 8)))
+        labels, prev = [], "A"
+        for w in words:
+            prev = vocab.get(w, prev)
+            labels.append(prev)
+        X.append([{"w": w} for w in words])
+        y.append(labels)
+    return X, y
+
+
+@pytest.mark.parametrize("settings", [dict(), dict(loss="pseudo_likelihood"), dict(loss="hamming"),
+                                      dict(loss="rank"), dict(leaf_values="newton"), dict(subsample=0.7),
+                                      dict(colsample=0.8, trim=0.01), dict(label_splits="fallback"),
+                                      dict(missing="imputation")])
+def test_estimator_learns_with_shared_trees(settings):
+    X, y = toy_data()
+    Xt, yt = toy_data(40, seed=1)
+    model = TreeCRF(n_rounds=15, max_leaves=12, shared_trees=True, **settings).fit(X, y)
+    assert model.ensemble.n_trees == 15 and model.ensemble.shared
+    assert model.score(Xt, yt) >= 0.95
+    again = TreeCRF().from_bytes(model.to_bytes())
+    assert again.params.shared_trees and again.predict(Xt) == model.predict(Xt)
+    for got, want in zip(again.predict_marginals(Xt)[0], model.predict_marginals(Xt)[0]):
+        assert got == pytest.approx(want)
+    label, text, value, support = model.rules(top=3)[0]
+    assert label.split(" ")[0] in model.classes_ and value != 0.0
+
+
+def test_shared_trees_with_partial_labels_masks_and_early_stopping():
+    def without_a_to_d(X, y):  # the transition A -> D is forbidden
+        keep = [i for i, labels in enumerate(y) if ("A", "D") not in zip(labels, labels[1:])]
+        return [X[i] for i in keep], [y[i] for i in keep]
+    X, y = without_a_to_d(*toy_data(150))
+    y = [[None if i == 1 else label for i, label in enumerate(labels)] for labels in y]
+    Xd, yd = without_a_to_d(*toy_data(50, seed=2))
+    labels = "ABCD"
+    allowed = [(None, b) for b in labels] + [(a, b) for a in labels for b in labels if (a, b) != ("A", "D")]
+    model = TreeCRF(n_rounds=30, patience=3, max_leaves=12, shared_trees=True, decode="viterbi",
+                    allowed_transitions=allowed).fit(X, y, Xd, yd)
+    assert not model.allowed[1 + model.classes_.index("A"), model.classes_.index("D")]
+    predicted = model.predict(Xd)
+    assert all(("A", "D") not in zip(p, p[1:]) for p in predicted)
+    assert model.ensemble.n_trees == model.best_round_ <= len(model.history_)
+    assert model.score(Xd, yd) >= 0.9
+    paths = model.predict_nbest(Xd[:3], 2)
+    assert [p[0][0] for p in paths] == model.predict(Xd[:3])
+
+
+def test_shared_trees_refuse_missing_value_routing_and_mixed_ensembles():
+    X, y = toy_data(20)
+    X[0][0] = {"w": None}
+    with pytest.raises(ValueError, match="shared_trees=True does not route missing values"):
+        TreeCRF(n_rounds=2, shared_trees=True).fit(X, y)
+    ens = booster.Ensemble(3, 2, shared=True)
+    tree = booster.empty_tree(3, 0)
+    with pytest.raises(ValueError, match="does not belong in an ensemble with shared=True"):
+        ens.add(0, tree)
+    with pytest.raises(ValueError, match="shared_trees"):
+        TreeCRF(shared_trees="yes")
+
+
+def test_model_files_check_leaf_vectors():
+    from spacy_treecrf.engine import serialize
+    X, y = toy_data(30)
+    model = TreeCRF(n_rounds=3, max_leaves=6, shared_trees=True).fit(X, y)
+    arrays = model.ensemble.arrays()
+    K = len(model.classes_)
+    assert arrays["vector"].shape == (len(arrays["kind"]), K)
+    serialize.load_ensemble(arrays, K, len(model.features.names))
+    for broken in ({"vector": arrays["vector"][:, :-1]}, {"vector": np.full_like(arrays["vector"], np.nan)},
+                   {"labels": np.zeros_like(arrays["labels"])}):
+        with pytest.raises(ValueError):
+            serialize.load_ensemble({**arrays, **broken}, K, len(model.features.names))
+    per_label = TreeCRF(n_rounds=2, max_leaves=6).fit(X, y)
+    assert "vector" not in per_label.ensemble.arrays()  # per-label files keep their old layout
+    state = model.to_bytes()
+    settings_swapped = state.replace(b"shared_trees\xc3", b"shared_trees\xc2")
+    assert settings_swapped != state
+    with pytest.raises(ValueError, match="shared_trees=False but its ensemble holds shared trees"):
+        TreeCRF().from_bytes(settings_swapped)
+
+
+def test_component_trains_and_round_trips_with_shared_trees():
+    nlp, crf = make_nlp(shared_trees=True)
+    examples = ner_examples(nlp)
+    train(nlp, examples, rounds=6)
+    assert crf.ensemble.shared and crf.ensemble.n_trees == 6
+    docs = [nlp(eg.reference.text) for eg in examples]
+    assert sum(len(doc.ents) for doc in docs) > 0
+    nlp2, crf2 = make_nlp()  # configured per-label: the file's trees decide
+    nlp2.get_pipe("treecrf").from_bytes(crf.to_bytes())
+    assert crf2.ensemble.shared and crf2.params.shared_trees
+    assert [[(e.text, e.label_) for e in nlp2(doc.text).ents] for doc in docs] == [
+        [(e.text, e.label_) for e in doc.ents] for doc in docs]
+    assert component_config({"shared_trees": True})["booster"] == {"shared_trees": True}
