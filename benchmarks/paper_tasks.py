@@ -8,6 +8,7 @@ per-round cost flatness check (Fig. 2).
     python benchmarks/paper_tasks.py --task all --out results.json [--plot plots/]
     python benchmarks/paper_tasks.py --task none --flatness      # only the per-round cost check
     python benchmarks/paper_tasks.py --task nettalk_phoneme_stress # the large label set (no paper figures)
+    python benchmarks/paper_tasks.py --task nettalk_phoneme_stress --families shared   # shared trees only
 
 Data: ``--data-dir``, else $TREECRF_DATA_DIR, else ../shared/data next to the repository root.
 
@@ -29,9 +30,12 @@ on test; the chosen setting is then retrained on the full training set for the d
   test accuracy (~64%) and it keeps asking for more rounds while test accuracy already declines.
 ``--folds 5`` uses all five such parts in turn (the paper's "internal cross-validation"; about 5x the tuning time).
 TreeCRF's rounds come from the dev curve with early stopping (``patience``, counted in rounds at learning rate 1).
-Each family (shrinkage: max_leaves=100, lambda tuned; original: lambda=0, max_leaves tuned) is tuned once for
-marginal (forward-backward) decoding and once for Viterbi decoding, as in the paper's Table 4; the test accuracy
-of every retrained model is reported under both decoders. CRFsuite's c1 / c2 are tuned on the same dev data.
+Each family (shrinkage: max_leaves=100, lambda tuned; original: lambda=0, max_leaves tuned; shared: one tree a
+round for all labels, ``--shared-leaves`` x ``--shared-lambdas``) is tuned once for marginal (forward-backward)
+decoding and once for Viterbi decoding, as in the paper's Table 4; the test accuracy of every retrained model is
+reported under both decoders. CRFsuite's c1 / c2 are tuned on the same dev data. Every full-train fit of a
+learner's chosen setting runs in a fresh process, which reports its peak RSS; tagging speed is test positions / s
+of ``predict`` (features to labels, median of 3 passes).
 """
 import argparse
 import hashlib
@@ -239,22 +243,60 @@ def tune_treecrf(grid, folds, args, label, decode="marginal"):
     return best, runs
 
 
+def tagging_speed(predict, X) -> float:
+    """Positions per second of predict(X), the median of 3 passes after a warm-up."""
+    predict(X[:5])
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        predict(X)
+        times.append(time.perf_counter() - t0)
+    return sum(map(len, X)) / statistics.median(times)
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set (VmHWM: its own address space's, unlike ru_maxrss, which a spawned
+    process inherits from the one it was forked from)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _fit_treecrf(params, rounds, train, test, threads, repeats):
+    """final_treecrf's fits, in a fresh process: (fit seconds, history, test scores, tagging positions/s, peak RSS
+    MB of the process)."""
+    times = []
+    for _ in range(repeats):
+        model = TreeCRF(n_rounds=rounds, decode="marginal", n_threads=threads, **params)
+        t0 = time.perf_counter()
+        model.fit(*train)
+        times.append(time.perf_counter() - t0)
+    rss = peak_rss_mb()  # of the fits (tagging needs less)
+    speed = tagging_speed(model.predict, test[0])
+    return times, [h["seconds"] for h in model.history_], treecrf_scores(model, *test), speed, rss
+
+
+def in_fresh_process(function, *args):
+    """function(*args) in a spawned process (its peak RSS is its own, not this benchmark's)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(function, *args).result()
+
+
 def final_treecrf(params, rounds, train, test, args, curve=False):
     """Retrain on the full training set for the dev-chosen rounds, timed without any dev evaluation (median of
-    ``--repeats`` fits; training is deterministic, so every fit gives the same model)."""
+    ``--repeats`` fits, in a fresh process; training is deterministic, so every fit gives the same model)."""
     Xtr, ytr = train
     Xte, yte = test
-    times = []
-    for _ in range(args.repeats):
-        model = TreeCRF(n_rounds=rounds, decode="marginal", n_threads=args.threads, **params)
-        t0 = time.perf_counter()
-        model.fit(Xtr, ytr)
-        times.append(time.perf_counter() - t0)
-    cum = [h["seconds"] for h in model.history_]
+    times, cum, scores, speed, rss = in_fresh_process(_fit_treecrf, params, rounds, train, test, args.threads,
+                                                      args.repeats)
     per_round = np.diff([0.0] + cum)
     out = dict(params=params, rounds=rounds, seconds=statistics.median(times), seconds_all=times,
-               median_round_seconds=float(np.median(per_round)), cumulative_seconds=cum,
-               test=treecrf_scores(model, Xte, yte))
+               median_round_seconds=float(np.median(per_round)), cumulative_seconds=cum, test=scores,
+               positions_per_second=speed, peak_rss_mb=rss)
     if curve:  # Figure 1: test accuracy per round. Separate runs; their own (test-picked) truncation is unused.
         out["test_curve"] = {}
         for method in ("marginal", "viterbi"):
@@ -293,19 +335,29 @@ def run_crfsuite(folds, train, test, args):
         print(f"  [crfsuite] c1={c1:g} c2={c2:g}: dev marginal {dev['marginal'] * 100:.2f}% "
               f"viterbi {dev['viterbi'] * 100:.2f}% ({seconds:.1f} s)", flush=True)
     best = max(runs, key=lambda r: r["dev"]["marginal"])
+    times, iters, scores, speed, rss = in_fresh_process(_fit_crfsuite, best["c1"], best["c2"], train, test,
+                                                        args.crf_max_iterations, args.repeats)
+    return dict(c1=best["c1"], c2=best["c2"], dev=best["dev"], grid=runs, seconds=statistics.median(times),
+                seconds_all=times, iterations=len(iters),
+                cumulative_seconds=[float(v) for v in np.cumsum([it.get("time", 0.0) for it in iters])],
+                test=scores, positions_per_second=speed, peak_rss_mb=rss)
+
+
+def _fit_crfsuite(c1, c2, train, test, max_iterations, repeats):
+    """run_crfsuite's refits, in a fresh process: (fit seconds, L-BFGS iterations, test scores, tagging
+    positions/s, peak RSS MB)."""
+    import sklearn_crfsuite
     times, model = [], None
-    for _ in range(args.repeats):
-        model = sklearn_crfsuite.CRF(algorithm="lbfgs", c1=best["c1"], c2=best["c2"],
-                                     max_iterations=args.crf_max_iterations)
+    for _ in range(repeats):
+        model = sklearn_crfsuite.CRF(algorithm="lbfgs", c1=c1, c2=c2, max_iterations=max_iterations)
         t0 = time.perf_counter()
         model.fit(*train)
         times.append(time.perf_counter() - t0)
     log = model.training_log_
-    iters = list(log.iterations) if log is not None else []
-    return dict(c1=best["c1"], c2=best["c2"], dev=best["dev"], grid=runs, seconds=statistics.median(times),
-                seconds_all=times, iterations=len(iters),
-                cumulative_seconds=[float(v) for v in np.cumsum([it.get("time", 0.0) for it in iters])],
-                test=crfsuite_scores(model, *test))
+    iters = [dict(it) for it in log.iterations] if log is not None else []
+    rss = peak_rss_mb()
+    speed = tagging_speed(model.predict, test[0])
+    return times, iters, crfsuite_scores(model, *test), speed, rss
 
 
 # ---- one task -------------------------------------------------------------------------------------------------
@@ -333,6 +385,14 @@ def shrinkage_grid(args):
 
 def original_grid(args):
     return [{"params": dict(max_leaves=int(L), shrinkage=0.0, learning_rate=1.0)} for L in args.leaves]
+
+
+def shared_grid(args):
+    """Shared trees (one a round for all labels): their leaves are few next to K per-label trees' per round, so
+    larger trees; position_mean leaves (the paper's mean over a leaf's cells steps far too short there)."""
+    return [{"params": dict(max_leaves=int(L), shrinkage=float(lam), learning_rate=1.0, shared_trees=True,
+                            leaf_values=args.shared_leaf_values, label_splits=splits)}
+            for L in args.shared_leaves for lam in args.shared_lambdas for splits in args.shared_label_splits]
 
 
 def run_task(name, root, args):
@@ -370,7 +430,8 @@ def run_task(name, root, args):
         print(f"  residue identity and classes ({', '.join(info['classes'])}) at every offset", flush=True)
 
     result = dict(task=name, info=info, paper=spec["paper"], target=spec["target"])
-    families = {"shrinkage": shrinkage_grid(args), "original": original_grid(args)}
+    families = {"shrinkage": shrinkage_grid(args), "original": original_grid(args), "shared": shared_grid(args)}
+    families = {name: grid for name, grid in families.items() if name in args.families}
     decoders = ["marginal"] + (["viterbi"] if args.tune_viterbi else [])
     for family, grid in families.items():
         for decode in decoders:
@@ -404,7 +465,7 @@ def print_table(res):
             f"{'rounds':>7}{'x CRFsuite':>11}")
     print(head)
     print("-" * len(head))
-    for family in ("shrinkage", "original"):
+    for family in [f for f in ("shrinkage", "original", "shared") if f in res]:
         r = res[family]
         paper = (res["paper"] or {}).get(family)
         bracket = (lambda decoder: f" ({paper[decoder]:5.2f})") if paper else (lambda decoder: " " * 8)
@@ -420,14 +481,17 @@ def print_table(res):
     print(f"{'CRFsuite L-BFGS':<20}{'c1=%g, c2=%g' % (crf['c1'], crf['c2']):<46}"
           f"{crf['test']['marginal'] * 100:>7.2f}{'':8}{crf['test']['viterbi'] * 100:>7.2f}{'':8}"
           f"{crf['seconds']:>7.1f}{crf['iterations']:>7}{1.0:>11.2f}")
-    sh = res["shrinkage"]
-    if res["target"] is not None:
-        ok = sh["test"]["marginal"] * 100 >= res["target"]
+    families = [f for f in ("shrinkage", "original", "shared") if f in res]
+    if res["target"] is not None and "shrinkage" in res:
+        ok = res["shrinkage"]["test"]["marginal"] * 100 >= res["target"]
         print(f"target: TreeCRF shrinkage, marginal >= {res['target']}%: {'MET' if ok else 'NOT MET'}")
-    print(f"tuning seconds: TreeCRF shrinkage {sh['tuning_seconds']:.0f}, original "
-          f"{res['original']['tuning_seconds']:.0f}, CRFsuite {crf['tuning_seconds']:.0f}; median TreeCRF round "
-          f"{sh['median_round_seconds'] * 1000:.0f} ms (full-train fit), CRFsuite {crf['iterations']} L-BFGS "
-          f"iterations")
+    print("tuning seconds: " + ", ".join(f"TreeCRF {f} {res[f]['tuning_seconds']:.0f}" for f in families)
+          + f", CRFsuite {crf['tuning_seconds']:.0f}; CRFsuite {crf['iterations']} L-BFGS iterations")
+    for f in families + ["crfsuite"]:
+        r = res[f]
+        round_ms = f", median round {r['median_round_seconds'] * 1000:.0f} ms" if f != "crfsuite" else ""
+        print(f"{f}: tagging {r['positions_per_second']:,.0f} positions/s, peak RSS of the full-train fit "
+              f"{r['peak_rss_mb']:,.0f} MB{round_ms}")
 
 
 # ---- per-round cost flatness ------------------------------------------------------------------------------------
@@ -457,7 +521,8 @@ def plot(results, out_dir: Path):
     import matplotlib.pyplot as plt
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, res in results.items():
-        sh = res["shrinkage"]
+        families = [f for f in ("shrinkage", "shared", "original") if f in res]
+        sh = res[families[0]]
         fig, ax = plt.subplots(figsize=(6, 4))
         for method, style in (("marginal", "-"), ("viterbi", "--")):
             curve = sh.get("test_curve", {}).get(method)
@@ -476,7 +541,7 @@ def plot(results, out_dir: Path):
         plt.close(fig)
 
         fig, ax = plt.subplots(figsize=(6, 4))
-        for family in ("shrinkage", "original"):
+        for family in families:
             cum = res[family]["cumulative_seconds"]
             ax.plot(range(1, len(cum) + 1), cum, label=f"TreeCRF {family}")
         crf = res["crfsuite"]
@@ -548,6 +613,15 @@ def main(argv=None):
                    help="also tune the shrinkage grid with this per-tree feature-column share (< 1 to enable)")
     p.add_argument("--leaves", type=int, nargs="+", default=[5, 10, 20, 50],
                    help="max_leaves grid of the original (shrinkage 0) trees")
+    p.add_argument("--families", nargs="+", default=["shrinkage", "original"],
+                   choices=["shrinkage", "original", "shared"], help="TreeCRF families to tune")
+    p.add_argument("--shared-leaves", type=int, nargs="+", default=[1000, 3000],
+                   help="max_leaves grid of the shared family")
+    p.add_argument("--shared-lambdas", type=float, nargs="+", default=[10.0],
+                   help="shrinkage grid of the shared family")
+    p.add_argument("--shared-leaf-values", default="position_mean", help="leaf_values of the shared family")
+    p.add_argument("--shared-label-splits", nargs="+", default=["best"], choices=["best", "fallback"],
+                   help="label_splits grid of the shared family")
     p.add_argument("--max-rounds", type=int, default=400)
     p.add_argument("--patience", type=int, default=40,
                    help="early-stopping patience in rounds at learning rate 1 (divided by the learning rate)")

@@ -326,3 +326,17 @@ def test_component_trains_and_round_trips_with_shared_trees():
     assert [[(e.text, e.label_) for e in nlp2(doc.text).ents] for doc in docs] == [
         [(e.text, e.label_) for e in doc.ents] for doc in docs]
     assert component_config({"shared_trees": True})["booster"] == {"shared_trees": True}
+
+
+def test_shared_trees_are_the_same_with_one_or_two_threads_and_any_chunking(monkeypatch):
+    """Leaf sums are added chunk by chunk in position order, whatever thread finishes first."""
+    X, y = toy_data(120)
+    models = []
+    for threads, block in ((1, booster.RESIDUAL_BLOCK_BYTES), (2, 2000), (2, 2000), (1, 2000)):
+        monkeypatch.setattr(booster, "RESIDUAL_BLOCK_BYTES", block)
+        arrays = TreeCRF(n_rounds=4, max_leaves=10, shared_trees=True, n_threads=threads,
+                         subsample=0.8).fit(X, y).ensemble.arrays()
+        models.append(arrays)
+    for other in models[2:]:  # the same chunks: the same trees to the last bit, with one or two threads
+        assert all(np.array_equal(models[1][name], other[name]) for name in models[1])
+    assert all(np.allclose(models[0][name], models[1][name]) for name in models[0])  # other chunks: rounding

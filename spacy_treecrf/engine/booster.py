@@ -10,6 +10,7 @@ import ctypes.util
 import dataclasses
 from dataclasses import dataclass
 import os
+import threading
 from typing import List, NamedTuple, Optional, Tuple
 
 import numpy as np
@@ -563,14 +564,22 @@ class Trainer:
         """nodes x K: every label's leaf_values over the cells of each leaf of a shared tree."""
         mode = LEAF_VALUES[self.params.leaf_values]
         shape = (len(tree.kind), self.allowed.shape[1])
-        parts = []
+        total = LeafSums(np.zeros(shape), np.zeros(shape))
+        order = [a for a, _, _, _ in self._residual_chunks()]
+        done = {}  # chunks' sums waiting for the chunks before them: added in position order, whatever the threads
+        lock = threading.Lock()
 
         def label_sums(a, D):
             sums = LeafSums(np.zeros(shape), np.zeros(shape))
             add_leaf_sums(D, a, self.is_start, self.allowed, tree, segments, mode, sums)
-            parts.append(sums)
+            with lock:
+                done[a] = sums
+                while order and order[0] in done:
+                    part = done.pop(order.pop(0))
+                    total.g[:] += part.g
+                    total.h[:] += part.h
         self._over_residuals(passes, label_sums)
-        return values_of(LeafSums(sum(p.g for p in parts), sum(p.h for p in parts)), lam)
+        return values_of(total, lam)
 
     def _trimmed(self, D, positions):
         """Influence trimming (trim > 0): the positions with some residual of magnitude >= trim."""
@@ -591,10 +600,9 @@ class Trainer:
         with ThreadPoolExecutor(threads) as pool:
             return list(pool.map(call, range(K)))
 
-    def _over_residuals(self, passes, call):
-        """call(a, D) for chunks of whole sequences at positions a .. a + len(D) - 1, D (len(D) x S x K) the
-        residuals of every label there, in threads: a chunk holds the sequences that fit in RESIDUAL_BLOCK_BYTES
-        (at least one), so the residuals of all labels never exist at once for all positions."""
+    def _residual_chunks(self) -> list:
+        """(a, b, q0, q1): the whole sequences q0:q1 at positions a:b, as many as fit in RESIDUAL_BLOCK_BYTES of
+        residuals of every label (at least one), in position order; none without positions."""
         S, K = self.allowed.shape
         per_position = S * K * 8
         ends = self.seq_starts[1:]
@@ -603,8 +611,17 @@ class Trainer:
         while q0 < len(ends):
             a = int(self.seq_starts[q0])
             q1 = max(q0 + 1, int(np.searchsorted(ends, a + max(1, RESIDUAL_BLOCK_BYTES // per_position), "right")))
-            chunks.append((a, int(ends[q1 - 1]), q0, q1))
+            if ends[q1 - 1] > a:  # chunks of empty sequences have nothing to do (and starts stay distinct)
+                chunks.append((a, int(ends[q1 - 1]), q0, q1))
             q0 = q1
+        return chunks
+
+    def _over_residuals(self, passes, call):
+        """call(a, D) for chunks of whole sequences at positions a .. a + len(D) - 1, D (len(D) x S x K) the
+        residuals of every label there, in threads: a chunk holds the sequences that fit in RESIDUAL_BLOCK_BYTES
+        (at least one), so the residuals of all labels never exist at once for all positions."""
+        S, K = self.allowed.shape
+        chunks = self._residual_chunks()
 
         def run(part):
             a, b, _, _ = part
