@@ -24,6 +24,7 @@ from numba import njit
 
 from .histogram import (Hist, Pass, Slots, StateSums, clear, compact, scan, scan_state_split, scan_weighted,
                         subtract, valid_states)
+from .intrinsics import with_room
 from .partition import partition, partition_routed
 from .split import (Candidates, Compact, SurrogateScratch, best_feature, best_feature_known, best_state,
                     record_candidate, surrogates)
@@ -82,15 +83,6 @@ def new_nodes(max_nodes, S, d, n_surrogates):
                  Candidates(np.full(max_nodes, -1.0), np.zeros(max_nodes, dtype=np.int8),
                             np.full(max_nodes, -1, dtype=np.int32), np.zeros((max_nodes, S), dtype=np.bool_),
                             np.full(max_nodes, 0.5)))
-
-
-@njit(cache=True, nogil=True)
-def _grow(buf, size):
-    if size <= buf.shape[0]:
-        return buf
-    out = np.empty((max(size, 2 * buf.shape[0]),) + buf.shape[1:], dtype=buf.dtype)
-    out[: buf.shape[0]] = buf
-    return out
 
 
 @njit(cache=True, nogil=True)
@@ -311,8 +303,8 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
         kept.n[best] = np.empty(0)
         kept.length[best] = 0
         if routed:
-            pbuf = _grow(pbuf, used + hi - lo)
-            vbuf = _grow(vbuf, used + hi - lo)
+            pbuf = with_room(pbuf, used + hi - lo)
+            vbuf = with_room(vbuf, used + hi - lo)
             slots = Slots(pbuf, vbuf)
         if kind[best] == FEATURE:
             f = cand.feature[best]
@@ -381,8 +373,8 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
                         for q in range(d):
                             rs[child, s, q] = rs[best, s, q] if on else 0.0
                         ns[child, s] = ns[best, s] if on else 0.0
-                pbuf = _grow(pbuf, used + m_len)
-                vbuf = _grow(vbuf, used + m_len)
+                pbuf = with_room(pbuf, used + m_len)
+                vbuf = with_room(vbuf, used + m_len)
                 slots = Slots(pbuf, vbuf)
                 va = valid_states(states[a], target.allowed_k, mid)
                 vb = valid_states(states[b], target.allowed_k, mid_b)

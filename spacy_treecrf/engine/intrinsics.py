@@ -1,5 +1,6 @@
-"""Low-level intrinsics for the kernels: cache prefetches and a count of trailing zero bits."""
+"""Low-level helpers for the kernels: cache prefetches, a count of trailing zero bits, a growable buffer."""
 from llvmlite import ir
+import numpy as np
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
@@ -60,3 +61,12 @@ def prefetch_rows(pbuf, i, hi, D, with_d, rows):
         _prefetch(rows.indices, p, 0)
         _prefetch(rows.indices, p + 15, 0)
 
+
+@njit(cache=True, nogil=True)
+def with_room(buf, need):
+    """buf, or a copy with room for at least ``need`` rows (twice its rows if that is more) when it has fewer."""
+    if need <= buf.shape[0]:
+        return buf
+    out = np.empty((max(need, 2 * buf.shape[0]),) + buf.shape[1:], dtype=buf.dtype)
+    out[:buf.shape[0]] = buf
+    return out

@@ -8,7 +8,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .intrinsics import count_trailing_zeros
+from .intrinsics import count_trailing_zeros, with_room
 from .sparse import transpose
 from .trees import FEATURE, LEAF, Rows
 
@@ -77,15 +77,6 @@ def label_state_words(cells):
     for s in range(S):
         words[:, s // 64] |= np.where(cells[s], np.uint64(1) << np.uint64(s % 64), np.uint64(0))
     return words
-
-
-@njit(cache=True, nogil=True)
-def _grown(buf, need):
-    if need <= buf.shape[0]:
-        return buf
-    out = np.empty((max(need, 2 * buf.shape[0]),) + buf.shape[1:], dtype=buf.dtype)
-    out[:buf.shape[0]] = buf
-    return out
 
 
 def block_rows(n_labels: int, n_states: int) -> int:
@@ -291,7 +282,7 @@ def _partition_block(acc, rows, forest, index, cells, max_depth):
             d0 = delta[0]  # a per-label tree's one value
             end = hi  # the free part of buf starts after this node's list
             if end + hi - lo > buf.shape[0]:
-                buf = _grown(buf, end + hi - lo)
+                buf = with_room(buf, end + hi - lo)
             y = end
             kept = lo
             if kd == FEATURE:
@@ -365,8 +356,8 @@ def _partition_block(acc, rows, forest, index, cells, max_depth):
                         any_b = any_b or mb != 0
                     if any_a and any_b:  # a new item takes the yes-states
                         if n_items == item.shape[0]:
-                            item = _grown(item, n_items + 1)
-                            mask = _grown(mask, n_items + 1)
+                            item = with_room(item, n_items + 1)
+                            mask = with_room(mask, n_items + 1)
                         j = n_items
                         n_items += 1
                         item[j, POS] = t
