@@ -288,6 +288,7 @@ class TreeCRF:
             if dev is not None and self.patience and r - best_round >= self.patience:
                 break
         self.best_round_ = best_round if dev is not None else len(self.history_)
+        del trainer, dev  # their caches (T x S x K each) go before the trees are joined into one array
         self.ensemble.truncate(self.best_round_ * (1 if self.params.shared_trees else K))
         return self
 

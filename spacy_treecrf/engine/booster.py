@@ -238,6 +238,8 @@ class Ensemble:
     def truncate(self, n_trees: int):
         """Keep the first n_trees trees (early stopping keeps the best round)."""
         self._flush()
+        if n_trees >= len(self.labels):
+            return
         self._indexes = {}
         end = self.roots[n_trees]
         self.nodes = Tree(*(a[:end].copy() for a in self.nodes))
