@@ -68,10 +68,10 @@ def valid_states(states_row, allowed_k, mid):
     return Valid(w_start, mid, m)
 
 
-# Speed notes, measured on the per-label grower (d = 1): the kernels index rows of 2-d arrays (out[row, i]) rather
-# than take row views (a view in a loop over positions costs a reference count update each time); they read D
-# through its 2-d view T x (S d) (see flat), since numba's 3-d indexing with a state from an array took twice the
-# time of the whole scan; and the hottest loops have a branch for d = 1 that keeps its sums in registers.
+# Speed notes for the per-label grower (d = 1; see benchmarks/results/same_speed_shared_trees.md): the kernels
+# index rows of 2-d arrays (out[row, i]) rather than take row views (a view in a loop over positions costs a
+# reference count update each time), read D through its 2-d view T x (S d) (see flat), and the hottest loops have
+# a branch for d = 1 that keeps its sums in registers, with a separate small kernel for the histogram update.
 
 
 @njit(cache=True, nogil=True)

@@ -115,9 +115,9 @@ class GrowSettings(NamedTuple):
 
 
 class Target(NamedTuple):
-    """What one tree is fitted to: the residuals D (T x S x d: its label's, d = 1, or a shared tree's projected
-    residuals of all labels; T x S where one label's leaf values are computed), which positions start a sequence
-    (is_start, T), and after which states its label (a shared tree: any label) may follow (allowed_k, S)."""
+    """What one tree is fitted to: the residuals D (T x S x d: its label's, d = 1, or a shared tree's residuals of
+    all labels projected on d directions), which positions start a sequence (is_start, T), and after which states
+    its label (a shared tree: any label) may follow (allowed_k, S)."""
     D: np.ndarray
     is_start: np.ndarray
     allowed_k: np.ndarray
