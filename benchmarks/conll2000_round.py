@@ -7,7 +7,6 @@ as sparse arrays; then ROUNDS rounds of 22 trees (max_leaves 100) through the en
 """
 import argparse
 import os
-import resource
 import statistics
 import time
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import spacy
 
+from measure import peak_rss_mb
 from spacy_treecrf.engine import booster
 from spacy_treecrf.engine.transitions import bio_allowed
 from spacy_treecrf.features import WindowFeaturizer
@@ -49,7 +49,7 @@ def main(data_dir: Path, rounds: int, threads: int):
         loglik = trainer.fit_round(ensemble)
         times.append(time.perf_counter() - t)
         print(f"round {r:3d}: {times[-1]:6.2f} s   log-likelihood before {loglik:14.1f}", flush=True)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_rss_mb()
     print(f"median round {statistics.median(times):.2f} s (rounds 2-{rounds}: "
           f"{statistics.median(times[1:]) if rounds > 1 else times[0]:.2f} s); peak RSS {peak:.0f} MB")
 

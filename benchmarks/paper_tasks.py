@@ -50,6 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
+from measure import peak_rss_mb
 from spacy_treecrf import TreeCRF
 from spacy_treecrf.features import read_lexicon
 
@@ -254,25 +255,22 @@ def tagging_speed(predict, X) -> float:
     return sum(map(len, X)) / statistics.median(times)
 
 
-def peak_rss_mb() -> float:
-    """This process's peak resident set (VmHWM: its own address space's, unlike ru_maxrss, which a spawned
-    process inherits from the one it was forked from)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    import resource
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def timed_fits(make_model, train, repeats):
+    """(fit seconds of each of ``repeats`` fresh models, the last model) on train = (X, y)."""
+    times, model = [], None
+    for _ in range(repeats):
+        model = make_model()
+        t0 = time.perf_counter()
+        model.fit(*train)
+        times.append(time.perf_counter() - t0)
+    return times, model
 
 
 def _fit_treecrf(params, rounds, train, test, threads, repeats):
     """final_treecrf's fits, in a fresh process: (fit seconds, history, test scores, tagging positions/s, peak RSS
     MB of the process)."""
-    times = []
-    for _ in range(repeats):
-        model = TreeCRF(n_rounds=rounds, decode="marginal", n_threads=threads, **params)
-        t0 = time.perf_counter()
-        model.fit(*train)
-        times.append(time.perf_counter() - t0)
+    times, model = timed_fits(lambda: TreeCRF(n_rounds=rounds, decode="marginal", n_threads=threads, **params),
+                              train, repeats)
     rss = peak_rss_mb()  # of the fits (tagging needs less)
     speed = tagging_speed(model.predict, test[0])
     return times, [h["seconds"] for h in model.history_], treecrf_scores(model, *test), speed, rss
@@ -347,12 +345,8 @@ def _fit_crfsuite(c1, c2, train, test, max_iterations, repeats):
     """run_crfsuite's refits, in a fresh process: (fit seconds, L-BFGS iterations, test scores, tagging
     positions/s, peak RSS MB)."""
     import sklearn_crfsuite
-    times, model = [], None
-    for _ in range(repeats):
-        model = sklearn_crfsuite.CRF(algorithm="lbfgs", c1=c1, c2=c2, max_iterations=max_iterations)
-        t0 = time.perf_counter()
-        model.fit(*train)
-        times.append(time.perf_counter() - t0)
+    times, model = timed_fits(lambda: sklearn_crfsuite.CRF(algorithm="lbfgs", c1=c1, c2=c2,
+                                                           max_iterations=max_iterations), train, repeats)
     log = model.training_log_
     iters = [dict(it) for it in log.iterations] if log is not None else []
     rss = peak_rss_mb()

@@ -17,7 +17,6 @@ import dataclasses
 import gc
 import json
 import os
-import resource
 import statistics
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ import numpy as np
 import spacy
 from spacy.util import load_config
 
+from measure import peak_rss_mb
 from spacy_treecrf.engine import booster
 from spacy_treecrf.engine.booster import BoostParams
 from spacy_treecrf.pipe import bio_spans
@@ -34,10 +34,6 @@ from spacy_treecrf.readers import ColumnCorpus
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = {"chunking": ("conll2000", "conll2000", "chunking.cfg"),
          "ner": ("conll2003", "conll2003", "ner.cfg")}
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def span_f1(pred, gold) -> float:
