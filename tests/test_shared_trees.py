@@ -18,7 +18,7 @@ from spacy_treecrf.engine.predict_walk import walk_potentials
 from spacy_treecrf.engine.project import principal_directions
 from spacy_treecrf.engine.trees import FEATURE, LEAF, Forest, Rows, no_missing
 
-LEAF_MODES = {"mean": "cells", "position_mean": "positions", "newton": "newton"}
+LEAF_MODES = ("mean", "position_mean", "newton")
 
 
 def tiny_problem(seed, K=None, partial=True, p_forbid=0.3):
@@ -76,7 +76,7 @@ def valid_cells(is_start, allowed_k):
             if (s == 0) == bool(is_start[t]) and allowed_k[s]]
 
 
-@pytest.mark.parametrize("leaf_values", list(LEAF_MODES))
+@pytest.mark.parametrize("leaf_values", LEAF_MODES)
 @pytest.mark.parametrize("seed", range(15))
 def test_shared_round_against_brute_force(seed, leaf_values):
     problem = tiny_problem(seed)
@@ -122,7 +122,7 @@ def test_shared_round_against_brute_force(seed, leaf_values):
     tr2 = trainer(problem, shared_trees=True, max_leaves=tr.params.max_leaves, shrinkage=lam,
                   leaf_values=leaf_values, min_samples_leaf=0.0)
     tr2.fit_round(ens)
-    (added,) = [ens.forest().nodes]
+    added = ens.forest().nodes
     assert np.allclose(added.vector, tree.vector * (added.vector[tree.kind == LEAF].max() /
                                                     tree.vector[tree.kind == LEAF].max()
                                                     if tree.vector[tree.kind == LEAF].max() else 1.0))
