@@ -96,10 +96,10 @@ def chunk_f1(pred, gold, starts, labels):
 def scores(task, ensemble, threads):
     """Per decoder: token accuracy, whole-sequence accuracy, and for BIO tasks chunk F1."""
     indptr, indices, starts = task.test
-    E, c = ensemble.scaled_potentials(indptr, indices, task.allowed, starts, threads)
+    P = ensemble.scaled_potentials(indptr, indices, task.allowed, starts, threads)
     out = {}
     for method in ("viterbi", "marginal"):
-        pred, _ = booster.decode(E, c, starts, method, threads)
+        pred, _ = booster.decode(P, starts, method, threads)
         right = pred == task.y_test
         seq = np.add.reduceat(~right, starts[:-1]) == 0
         out[method] = dict(token=float(right.mean()), sequence=float(seq.mean()))

@@ -158,8 +158,8 @@ def main(args):
     if args.pipeline:  # tagging only: the test F1 of the given model, no training curve
         indptr, indices, seq_starts = pipe.featurizer(test_docs)
         threads = args.threads or os.cpu_count()
-        E, c = pipe.ensemble.scaled_potentials(indptr, indices, pipe.allowed, seq_starts, threads)
-        ids, _ = booster.decode(E, c, seq_starts, "viterbi", threads)
+        P = pipe.ensemble.scaled_potentials(indptr, indices, pipe.allowed, seq_starts, threads)
+        ids, _ = booster.decode(P, seq_starts, "viterbi", threads)
         curve = [(pipe.cfg["rounds"], float("nan"), span_f1(split([pipe.labels[k] for k in ids], seq_starts),
                                                             test_gold))]
         tree_rss = float("nan")
@@ -182,9 +182,9 @@ def main(args):
         t0 = time.perf_counter()
         indptr, indices, seq_starts = pipe.featurizer(docs)
         t1 = time.perf_counter()
-        E, c = pipe.ensemble.scaled_potentials(indptr, indices, pipe.allowed, seq_starts, 1)
+        P = pipe.ensemble.scaled_potentials(indptr, indices, pipe.allowed, seq_starts, 1)
         t2 = time.perf_counter()
-        out = booster.decode(E, c, seq_starts, "viterbi", 1)
+        out = booster.decode(P, seq_starts, "viterbi", 1)
         for stage, seconds in zip(stage_seconds, (t1 - t0, t2 - t1, time.perf_counter() - t2)):
             stage_seconds[stage].append(seconds)
         return out

@@ -322,16 +322,16 @@ class TreeCRF:
             raise ValueError(Errors.E056)
 
     def _scaled(self, X):
-        """The scaled potentials (E, c) of X under the transition mask, its sequence offsets and the threads."""
+        """The scaled Potentials of X under the transition mask, its sequence offsets and the threads."""
         self._check_fitted()
         indptr, indices, seq_starts, missing_rows = self._rows(X)
         threads = self.params.threads
-        E, c = self.ensemble.scaled_potentials(indptr, indices, self.allowed, seq_starts, threads, missing_rows)
-        return E, c, seq_starts, threads
+        P = self.ensemble.scaled_potentials(indptr, indices, self.allowed, seq_starts, threads, missing_rows)
+        return P, seq_starts, threads
 
     def _decode(self, X, method):
-        E, c, seq_starts, threads = self._scaled(X)
-        ids, gamma = boost.decode(E, c, seq_starts, method, threads)
+        P, seq_starts, threads = self._scaled(X)
+        ids, gamma = boost.decode(P, seq_starts, method, threads)
         return ids, gamma, seq_starts
 
     def predict(self, X) -> List[List[str]]:
@@ -348,9 +348,9 @@ class TreeCRF:
         k-best Viterbi and the forward pass's Z; fewer where the transition constraints allow fewer paths)."""
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= MAX_NBEST:
             raise ValueError(Errors.E165.format(n=n, maximum=MAX_NBEST))
-        E, c, seq_starts, threads = self._scaled(X)
-        log_z = boost.forward_backward(E, c, seq_starts, np.full(len(E), -1, dtype=np.int32), False, threads)[3]
-        paths, logp = crf.nbest(E, c, seq_starts, log_z, int(n))
+        P, seq_starts, threads = self._scaled(X)
+        log_z = boost.forward_backward(P, seq_starts, np.full(len(P.c), -1, dtype=np.int32), False, threads)[3]
+        paths, logp = crf.nbest(P, seq_starts, log_z, int(n))
         return [[([self.classes_[k] for k in paths[q, r, :b - a]], float(np.exp(logp[q, r])))
                  for r in range(int(n)) if np.isfinite(logp[q, r])]
                 for q, (a, b) in enumerate(zip(seq_starts[:-1], seq_starts[1:]))]

@@ -411,18 +411,18 @@ class TreeCRFComponent(TrainablePipe):
         self._check_initialized()
         indptr, indices, seq_starts, missing_rows = self._rows(docs)
         threads = self.params.threads
-        E, c = self.ensemble.scaled_potentials(indptr, indices, self.allowed, seq_starts, threads, missing_rows)
+        P = self.ensemble.scaled_potentials(indptr, indices, self.allowed, seq_starts, threads, missing_rows)
         need_fb = self.cfg["decode"] == "marginal" or self.cfg["store_scores"]
         fb = None
         if need_fb:
-            y = np.full(len(E), -1, dtype=np.int32)
-            fb = boost.forward_backward(E, c, seq_starts, y, False, threads)
+            y = np.full(len(P.c), -1, dtype=np.int32)
+            fb = boost.forward_backward(P, seq_starts, y, False, threads)
             gamma = crf.marginals(fb[0], fb[1])
         if self.cfg["decode"] == "viterbi":
-            ids = boost.viterbi(E, seq_starts, threads)
+            ids = boost.viterbi(P, seq_starts, threads)
         else:
             ids = gamma.argmax(axis=1).astype(np.int32)
-        return {"ids": ids, "seq_starts": seq_starts, "E": E, "fb": fb,
+        return {"ids": ids, "seq_starts": seq_starts, "potentials": P, "fb": fb,
                 "gamma": gamma if need_fb else None}
 
     def set_annotations(self, docs: Iterable[Doc], scores) -> None:
@@ -492,7 +492,7 @@ class TreeCRFComponent(TrainablePipe):
         inside = np.array([index.get("I-" + lab, -1) for lab in kinds], dtype=np.int64)
         seq_starts = np.asarray(scores["seq_starts"], dtype=np.int64)
         alpha, beta, scale, _ = scores["fb"]
-        return crf.span_probs(scores["E"], alpha, beta, scale, seq_starts[owner + 1], start, end, first[kind],
+        return crf.span_probs(scores["potentials"], alpha, beta, scale, seq_starts[owner + 1], start, end, first[kind],
                               inside[kind])
 
     # ---- inspection ------------------------------------------------------------------------------------------

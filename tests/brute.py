@@ -8,6 +8,8 @@ import itertools
 
 import numpy as np
 
+from spacy_treecrf.engine import crf
+
 
 def logsumexp(values):
     """log(sum(exp(values))) of a 1-d array; -inf for an empty array or all -inf."""
@@ -139,30 +141,49 @@ def structurally_valid(seq_starts, T, S):
 
 
 def potentials_from_phi(phi, seq_starts, allowed):
-    """Kernel inputs (E float32, c) for log potentials ``phi`` (T x S x K) under the mask ``allowed``.
+    """Kernel inputs (crf.Potentials, grouped by crf.scaled_potentials) for log potentials ``phi`` (T x S x K)
+    under the mask ``allowed``.
 
     Cells that are structurally invalid (state 0 away from a sequence start, states > 0 at a start) and
     forbidden transitions hold 0.
-    Returns E, c and the effective phi = log(E) + c (so float32 rounding does not blur comparisons), with
-    -inf on every invalid or forbidden cell.
+    Returns the Potentials and the effective phi = log(E) + c (so float32 rounding does not blur comparisons),
+    with -inf on every invalid or forbidden cell.
     """
-    T, S, K = phi.shape
-    is_start = start_positions(seq_starts, T)
-    valid = np.zeros((T, S, K), dtype=bool)
-    valid[is_start, 0, :] = allowed[0]
-    valid[~is_start, 1:, :] = allowed[1:]
-    masked = np.where(valid, phi, -np.inf)
-    c = np.array([m[np.isfinite(m)].max() if np.isfinite(m).any() else 0.0 for m in masked])
-    E = np.exp(masked - c[:, None, None]).astype(np.float32)
+    T = phi.shape[0]
+    P = crf.scaled_potentials(np.ascontiguousarray(phi, dtype=np.float64), np.ascontiguousarray(allowed, bool),
+                              start_positions(seq_starts, T))
     with np.errstate(divide="ignore"):
-        phi_eff = np.log(E.astype(np.float64)) + c[:, None, None]
-    return E, c, phi_eff
+        phi_eff = np.log(dense(P).astype(np.float64)) + P.c[:, None, None]
+    return P, phi_eff
 
 
-def random_crf(rng, K=None, n_seq=None, max_len=6, p_forbid=0.0, scale=2.0, min_len=1):
-    """A random tiny CRF whose every sequence has at least one allowed path.
+def dense(P):
+    """E (T x S x K, float32) of grouped Potentials: E[t, s] = the row of s's group at t, 0 for invalid states."""
+    T, S = P.group.shape
+    rows = P.start[:-1, None] + np.maximum(P.group, 0)
+    return np.where((P.group >= 0)[:, :, None], P.values[rows] if len(P.values) else 0.0,
+                    np.float32(0.0)).astype(np.float32)
 
-    Returns dict(E, c, phi, seq_starts, allowed, K).
+
+def ungrouped(E, c, is_start):
+    """Potentials of a dense E (T x S x K) with every structurally valid state (state 0 where ``is_start``, the
+    others elsewhere) in a group of its own, whatever its row: what the kernels compute must not depend on how
+    states are grouped."""
+    T, S, K = E.shape
+    valid = np.zeros((T, S), dtype=bool)
+    valid[:, 0] = is_start
+    valid[:, 1:] = ~np.asarray(is_start, dtype=bool)[:, None]
+    group = np.where(valid, np.cumsum(valid, axis=1) - 1, -1).astype(np.int32)
+    start = np.concatenate([[0], np.cumsum(valid.sum(axis=1))]).astype(np.int64)
+    return crf.Potentials(np.ascontiguousarray(E[valid], dtype=np.float32).reshape(-1, K), start, group,
+                          np.asarray(c, dtype=np.float64).copy())
+
+
+def random_crf(rng, K=None, n_seq=None, max_len=6, p_forbid=0.0, scale=2.0, min_len=1, p_same=0.4):
+    """A random tiny CRF whose every sequence has at least one allowed path. At each position a state's row of
+    potentials repeats an earlier state's with probability ``p_same`` (so states share groups: crf.py).
+
+    Returns dict(P, E (dense, for references), c, phi, seq_starts, allowed, K).
     """
     K = int(rng.integers(1, 5)) if K is None else K
     n_seq = int(rng.integers(1, 4)) if n_seq is None else n_seq
@@ -173,8 +194,12 @@ def random_crf(rng, K=None, n_seq=None, max_len=6, p_forbid=0.0, scale=2.0, min_
             break
     T = int(seq_starts[-1])
     phi = rng.normal(scale=scale, size=(T, K + 1, K)) + rng.normal(scale=3.0, size=(T, 1, 1))
-    E, c, phi_eff = potentials_from_phi(phi, seq_starts, allowed)
-    return dict(E=E, c=c, phi=phi_eff, seq_starts=seq_starts, allowed=allowed, K=K)
+    for t in range(T):
+        for s in range(2, K + 1):
+            if rng.random() < p_same:
+                phi[t, s] = phi[t, int(rng.integers(1, s))]
+    P, phi_eff = potentials_from_phi(phi, seq_starts, allowed)
+    return dict(P=P, E=dense(P), c=P.c, phi=phi_eff, seq_starts=seq_starts, allowed=allowed, K=K)
 
 
 def random_valid_labels(rng, phi, seq_starts, p_unknown=0.0):

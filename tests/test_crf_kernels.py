@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from brute import (all_path_scores, best_path, consistent, logsumexp, path_indicators, path_log_score,
+from brute import (all_path_scores, best_path, consistent, dense, logsumexp, path_indicators, path_log_score,
                    potentials_from_phi, random_crf, random_valid_labels, seq_expectations, seq_log_z,
-                   structurally_valid)
+                   structurally_valid, ungrouped)
 from spacy_treecrf.engine import crf
 
 SEEDS = range(40)
@@ -27,7 +27,7 @@ def no_labels(T):
 
 def free_pass(m, y=None):
     y = no_labels(m["E"].shape[0]) if y is None else y
-    return crf.forward_backward(m["E"], m["c"], m["seq_starts"], y, False)
+    return crf.forward_backward(m["P"], m["seq_starts"], y, False)
 
 
 def pairwise(alpha, beta, scale, E, t, K):
@@ -70,8 +70,8 @@ def test_log_z_single_sequence_by_hand():
         phi = np.log(np.array([[[1.0, 2.0], [0, 0], [0, 0]],
                                [[0, 0], [3.0, 5.0], [7.0, 11.0]]]))
     seq_starts = np.array([0, 2])
-    E, c, phi_eff = potentials_from_phi(phi, seq_starts, np.ones((3, 2), dtype=bool))
-    _, _, _, logz = crf.forward_backward(E, c, seq_starts, no_labels(2), False)
+    P, phi_eff = potentials_from_phi(phi, seq_starts, np.ones((3, 2), dtype=bool))
+    _, _, _, logz = crf.forward_backward(P, seq_starts, no_labels(2), False)
     assert logz[0] == pytest.approx(np.log(1 * 3 + 1 * 5 + 2 * 7 + 2 * 11), rel=1e-7)
 
 
@@ -80,34 +80,45 @@ def test_empty_sequence_is_harmless():
     m = random_crf(rng, K=3, n_seq=1, max_len=4, p_forbid=0.0)
     T = int(m["seq_starts"][-1])
     seq_starts = np.array([0, 0, T, T], dtype=np.int64)  # empty, real, empty
-    _, _, _, logz = crf.forward_backward(m["E"], m["c"], seq_starts, no_labels(T), False)
+    _, _, _, logz = crf.forward_backward(m["P"], seq_starts, no_labels(T), False)
     assert logz[0] == 0.0 and logz[2] == 0.0  # one (empty) path of score 0
     assert logz[1] == pytest.approx(seq_log_z(m["phi"], 0, T), rel=1e-9)
-    best = crf.viterbi(m["E"], seq_starts)
+    best = crf.viterbi(m["P"], seq_starts)
     assert list(best) == list(best_path(m["phi"], 0, T)[0])
 
 
 def test_junk_in_structurally_invalid_cells_is_ignored():
-    """State 0 away from a start and states > 0 at a start must never be read."""
+    """State 0 away from a start and states > 0 at a start must never be read: scaled_potentials drops them."""
     for seed in range(10):
         rng, m = problem(seed, 0.3, 2.0)
-        y = random_valid_labels(rng, m["phi"], m["seq_starts"], p_unknown=0.4)
         T, S, K = m["E"].shape
         invalid = ~structurally_valid(m["seq_starts"], T, S)
-        E2 = m["E"].copy()
-        E2[invalid] = rng.uniform(0.5, 3.0, size=(invalid.sum(), K))
+        junk = m["phi"].copy()
+        junk[invalid] = rng.uniform(-3.0, 3.0, size=(invalid.sum(), K))
+        P, _ = potentials_from_phi(junk, m["seq_starts"], m["allowed"])
+        for got, ref in zip(P, m["P"]):
+            assert np.array_equal(got, ref)
+
+
+def test_kernels_do_not_depend_on_the_grouping():
+    """Every kernel gives the same results (up to rounding) whether states with equal rows share a group or each
+    state has its own; Viterbi the same path."""
+    for seed in range(20):
+        rng, m = problem(seed, 0.3, 2.0)
+        P1 = ungrouped(m["E"], m["c"], crf.start_mask(m["seq_starts"], len(m["c"])))
+        assert len(m["P"].values) <= len(P1.values)
+        y = random_valid_labels(rng, m["phi"], m["seq_starts"], p_unknown=0.4)
         for clamp in (False, True):
-            ref = crf.forward_backward(m["E"], m["c"], m["seq_starts"], y, clamp)
-            got = crf.forward_backward(E2, m["c"], m["seq_starts"], y, clamp)
-            for r, g in zip(ref, got):
-                assert np.array_equal(r, g)
-        assert np.array_equal(crf.viterbi(m["E"], m["seq_starts"]), crf.viterbi(E2, m["seq_starts"]))
+            for r, g in zip(crf.forward_backward(m["P"], m["seq_starts"], y, clamp),
+                            crf.forward_backward(P1, m["seq_starts"], y, clamp)):
+                assert np.allclose(r, g, rtol=1e-12, atol=1e-14)
+        assert np.array_equal(crf.viterbi(m["P"], m["seq_starts"]), crf.viterbi(P1, m["seq_starts"]))
         partial = rng.random(len(m["seq_starts"]) - 1) < 0.5
         y_full = random_valid_labels(rng, m["phi"], m["seq_starts"])
         y_mix = np.where(np.repeat(partial, np.diff(m["seq_starts"])), y, y_full).astype(np.int32)
-        assert np.array_equal(residuals(m, y_mix, partial), residuals(dict(m, E=E2), y_mix, partial))
-        assert np.array_equal(crf.gold_log_score(m["E"], m["c"], m["seq_starts"], y_full),
-                              crf.gold_log_score(E2, m["c"], m["seq_starts"], y_full))
+        assert np.allclose(residuals(m, y_mix, partial), residuals(dict(m, P=P1), y_mix, partial), atol=1e-12)
+        assert np.allclose(crf.gold_log_score(m["P"], m["seq_starts"], y_full),
+                           crf.gold_log_score(P1, m["seq_starts"], y_full), rtol=1e-12)
 
 
 def log_space_forward(phi, a, b):
@@ -153,8 +164,8 @@ def test_long_sequence_large_potentials_stable(p_forbid):
         allowed[1, 2] = False
     T = int(seq_starts[-1])
     phi = rng.uniform(-50.0, 50.0, size=(T, K + 1, K))
-    E, c, phi_eff = potentials_from_phi(phi, seq_starts, allowed)
-    alpha, beta, scale, logz = crf.forward_backward(E, c, seq_starts, no_labels(T), False)
+    P, phi_eff = potentials_from_phi(phi, seq_starts, allowed)
+    alpha, beta, scale, logz = crf.forward_backward(P, seq_starts, no_labels(T), False)
     for arr in (alpha, beta, scale, logz):
         assert np.all(np.isfinite(arr))
     gamma = crf.marginals(alpha, beta)
@@ -165,10 +176,10 @@ def test_long_sequence_large_potentials_stable(p_forbid):
     ref_gamma, _ = log_space_marginals(phi_eff, 0, 10_000)
     assert np.allclose(gamma[:10_000], ref_gamma, atol=1e-8)
     # the clamped pass over a fully hidden labelling is the free pass
-    *_, clz = crf.forward_backward(E, c, seq_starts, no_labels(T), True)
+    *_, clz = crf.forward_backward(P, seq_starts, no_labels(T), True)
     assert np.allclose(clz, logz, rtol=1e-12)
     # viterbi on the long sequences returns allowed paths
-    best = crf.viterbi(E, seq_starts)
+    best = crf.viterbi(P, seq_starts)
     for a, b in sequences(seq_starts):
         assert np.isfinite(path_log_score(phi_eff, a, best[a:b]))
 
@@ -204,8 +215,8 @@ def test_clamped_log_z_matches_consistent_paths(p_forbid, spread):
     for seed in SEEDS:
         rng, m = problem(seed, p_forbid, spread)
         y = random_valid_labels(rng, m["phi"], m["seq_starts"], p_unknown=0.5)
-        calpha, cbeta, cscale, clogz = crf.forward_backward(m["E"], m["c"], m["seq_starts"], y, True)
-        _, _, _, logz = crf.forward_backward(m["E"], m["c"], m["seq_starts"], y, False)
+        calpha, cbeta, cscale, clogz = crf.forward_backward(m["P"], m["seq_starts"], y, True)
+        _, _, _, logz = crf.forward_backward(m["P"], m["seq_starts"], y, False)
         cgamma = crf.marginals(calpha, cbeta)
         for q, (a, b) in enumerate(sequences(m["seq_starts"])):
             assert logz[q] == pytest.approx(seq_log_z(m["phi"], a, b), rel=1e-9, abs=1e-9)  # y ignored
@@ -227,10 +238,10 @@ def test_clamped_with_inconsistent_labels_is_minus_inf():
     allowed[1, 1] = False
     rng = np.random.default_rng(3)
     seq_starts = np.array([0, 2, 5], dtype=np.int64)
-    E, c, phi = potentials_from_phi(rng.normal(size=(5, 3, 2)), seq_starts, allowed)
+    P, phi = potentials_from_phi(rng.normal(size=(5, 3, 2)), seq_starts, allowed)
     y = np.array([0, 1, -1, 0, -1], dtype=np.int32)
-    _, _, _, clogz = crf.forward_backward(E, c, seq_starts, y, True)
-    _, _, _, logz = crf.forward_backward(E, c, seq_starts, y, False)
+    _, _, _, clogz = crf.forward_backward(P, seq_starts, y, True)
+    _, _, _, logz = crf.forward_backward(P, seq_starts, y, False)
     assert clogz[0] == -np.inf
     assert np.isfinite(logz).all()
     assert clogz[1] == pytest.approx(seq_log_z(phi, 2, 5, y), rel=1e-9)
@@ -240,8 +251,8 @@ def test_fully_labelled_clamp_gives_gold_score():
     for seed in range(20):
         rng, m = problem(seed, 0.3, 3.0)
         y = random_valid_labels(rng, m["phi"], m["seq_starts"])
-        *_, clogz = crf.forward_backward(m["E"], m["c"], m["seq_starts"], y, True)
-        gold = crf.gold_log_score(m["E"], m["c"], m["seq_starts"], y)
+        *_, clogz = crf.forward_backward(m["P"], m["seq_starts"], y, True)
+        gold = crf.gold_log_score(m["P"], m["seq_starts"], y)
         assert np.allclose(clogz, gold, rtol=1e-9, atol=1e-9)
 
 
@@ -253,7 +264,7 @@ def test_viterbi_is_brute_force_argmax(p_forbid, spread):
     checked = 0
     for seed in SEEDS:
         _, m = problem(seed, p_forbid, spread)
-        best = crf.viterbi(m["E"], m["seq_starts"])
+        best = crf.viterbi(m["P"], m["seq_starts"])
         assert best.dtype == np.int32 and best.shape == (m["E"].shape[0],)
         for a, b in sequences(m["seq_starts"]):
             path, score, second = best_path(m["phi"], a, b)
@@ -276,11 +287,10 @@ def test_viterbi_keeps_a_path_whose_products_underflow():
     phi[1:12, 2, 1] = -69.0  # 1 -> 1
     allowed = np.ones((K + 1, K), dtype=bool)
     allowed[1, 1] = allowed[2, 0] = False  # no crossing between the labels ...
-    E, c, phi_eff = potentials_from_phi(phi, seq_starts, allowed)
-    E[12, 1, :] = 0.0  # ... and at position 12 nothing follows label 0
-    phi_eff[12, 1, :] = -np.inf
-    assert (E[1:12, 2, 1] > 0).all()
-    path = crf.viterbi(E, seq_starts)
+    phi[12, 1, :] = -np.inf  # ... and at position 12 nothing follows label 0
+    P, phi_eff = potentials_from_phi(phi, seq_starts, allowed)
+    assert (dense(P)[1:12, 2, 1] > 0).all()
+    path = crf.viterbi(P, seq_starts)
     assert list(path) == [1] * n
     assert list(best_path(phi_eff, 0, n)[0]) == [1] * n
 
@@ -293,8 +303,8 @@ def test_viterbi_respects_mask_against_strong_potentials():
     phi[:, :, 1] = 10.0
     allowed = np.ones((K + 1, K), dtype=bool)
     allowed[2, 1] = False
-    E, c, phi_eff = potentials_from_phi(phi, seq_starts, allowed)
-    assert list(crf.viterbi(E, seq_starts)) == [1, 0, 1, 0, 1]
+    P, phi_eff = potentials_from_phi(phi, seq_starts, allowed)
+    assert list(crf.viterbi(P, seq_starts)) == [1, 0, 1, 0, 1]
     assert list(best_path(phi_eff, 0, 5)[0]) == [1, 0, 1, 0, 1]
 
 
@@ -302,19 +312,20 @@ def test_viterbi_respects_mask_against_strong_potentials():
 
 
 def residuals(m, y, partial):
-    E, seq_starts = m["E"], m["seq_starts"]
-    T, S, K = E.shape
-    free = crf.forward_backward(E, m["c"], seq_starts, y, False)
-    clamped = crf.forward_backward(E, m["c"], seq_starts, y, True)
+    P, seq_starts = m["P"], m["seq_starts"]
+    T, S = P.group.shape
+    K = P.values.shape[1]
+    free = crf.forward_backward(P, seq_starts, y, False)
+    clamped = crf.forward_backward(P, seq_starts, y, True)
     out = np.full((K, T, S), np.nan)
     for k in range(K):
         buf = np.full((T, S, 1), np.nan)
-        crf.residual_slice(E, seq_starts, y, partial, free, clamped, k, buf)
+        crf.residual_slice(P, seq_starts, y, partial, free, clamped, k, buf)
         out[k] = buf[:, :, 0]
     by_label = out.transpose(1, 2, 0)  # T x S x K, like E
     for k0 in range(K):  # a block of labels at once gives the same cells
         block = np.full((T, S, K - k0), np.nan)
-        crf.residual_slice(E, seq_starts, y, partial, free, clamped, k0, block)
+        crf.residual_slice(P, seq_starts, y, partial, free, clamped, k0, block)
         assert np.array_equal(block, by_label[:, :, k0:])
     return by_label
 
@@ -335,9 +346,10 @@ def brute_gradient(phi, seq_starts, y, partial):
 
 
 def log_likelihood(E, c, seq_starts, y, partial):
-    *_, logz = crf.forward_backward(E, c, seq_starts, y, False)
-    *_, clogz = crf.forward_backward(E, c, seq_starts, y, True)
-    gold = crf.gold_log_score(E, c, seq_starts, np.maximum(y, 0))
+    P = ungrouped(E, c, crf.start_mask(seq_starts, len(c)))
+    *_, logz = crf.forward_backward(P, seq_starts, y, False)
+    *_, clogz = crf.forward_backward(P, seq_starts, y, True)
+    gold = crf.gold_log_score(P, seq_starts, np.maximum(y, 0))
     return np.where(partial, clogz, gold) - logz
 
 
@@ -415,7 +427,7 @@ def test_gold_log_score_matches_path_score(p_forbid, spread):
     for seed in SEEDS:
         rng, m = problem(seed, p_forbid, spread)
         y = random_valid_labels(rng, m["phi"], m["seq_starts"])
-        gold = crf.gold_log_score(m["E"], m["c"], m["seq_starts"], y)
+        gold = crf.gold_log_score(m["P"], m["seq_starts"], y)
         *_, logz = free_pass(m, y)
         for q, (a, b) in enumerate(sequences(m["seq_starts"])):
             expected = path_log_score(m["phi"], a, y[a:b])
@@ -431,9 +443,9 @@ def test_gold_log_score_of_forbidden_path_is_minus_inf():
     allowed = np.ones((3, 2), dtype=bool)
     allowed[0, 1] = False  # label 1 cannot open a sequence
     seq_starts = np.array([0, 2, 4], dtype=np.int64)
-    E, c, _ = potentials_from_phi(np.zeros((4, 3, 2)), seq_starts, allowed)
+    P, _ = potentials_from_phi(np.zeros((4, 3, 2)), seq_starts, allowed)
     with np.errstate(divide="ignore"):
-        gold = crf.gold_log_score(E, c, seq_starts, np.array([1, 0, 0, 1], dtype=np.int32))
+        gold = crf.gold_log_score(P, seq_starts, np.array([1, 0, 0, 1], dtype=np.int32))
     assert gold[0] == -np.inf
     assert gold[1] == pytest.approx(0.0)
 
@@ -449,7 +461,9 @@ def test_rescale_preserves_potentials():
     c = rng.normal(size=E.shape[0])
     with np.errstate(divide="ignore"):
         before = np.log(E.astype(np.float64)) + c[:, None, None]
-    crf.rescale(E, c)
+    P = ungrouped(E, c, crf.start_mask(m["seq_starts"], len(c)))
+    crf.rescale(P)
+    E, c = dense(P), P.c
     assert np.allclose(E.max(axis=(1, 2))[1:], 1.0) and np.all(E[0] == 0.0)
     with np.errstate(divide="ignore"):
         after = np.log(E.astype(np.float64)) + c[:, None, None]
@@ -462,12 +476,15 @@ def test_initial_potentials_and_start_mask():
     seq_starts = np.array([0, 3, 3, 5], dtype=np.int64)
     assert list(crf.start_mask(seq_starts, 5)) == [True, False, False, True, False]
     allowed = np.array([[1, 0], [1, 1], [0, 1]], dtype=bool)
-    E, c = crf.initial_potentials(5, allowed, seq_starts)
-    assert E.dtype == np.float32 and E.shape == (5, 3, 2) and np.all(c == 0)
+    P = crf.initial_potentials(5, allowed, seq_starts)
+    E = dense(P)
+    assert P.values.dtype == np.float32 and E.shape == (5, 3, 2) and np.all(P.c == 0)
     assert np.array_equal(E[0], [[1, 0], [0, 0], [0, 0]])
     assert np.array_equal(E[1], [[0, 0], [1, 1], [0, 1]])
+    assert list(np.diff(P.start)) == [1, 2, 2, 1, 2]  # the two previous labels' allowed rows differ
+    assert np.array_equal(crf.initial_potentials(2, np.ones((3, 2), bool), np.array([0, 2])).group, [[0, -1, -1], [-1, 0, 0]])
     # an empty model is uniform over the allowed paths
-    *_, logz = crf.forward_backward(E, c, seq_starts, np.full(5, -1, dtype=np.int32), False)
+    *_, logz = crf.forward_backward(P, seq_starts, np.full(5, -1, dtype=np.int32), False)
     assert logz[0] == pytest.approx(np.log(3))  # 0,0,0  0,0,1  0,1,1
     assert logz[2] == pytest.approx(np.log(2))
 
@@ -483,8 +500,9 @@ def test_scaled_potentials_keep_valid_cells_and_their_log_values():
     allowed[0, 0] = allowed[1, 1] = True
     phi = rng.normal(scale=30.0, size=(T, K + 1, K))
     phi[6] = -np.inf  # nothing allowed here
-    E, c = crf.scaled_potentials(phi, allowed, crf.start_mask(seq_starts, T))
-    assert E.dtype == np.float32 and c.dtype == np.float64
+    P = crf.scaled_potentials(phi, allowed, crf.start_mask(seq_starts, T))
+    E, c = dense(P), P.c
+    assert P.values.dtype == np.float32 and c.dtype == np.float64
     is_start = crf.start_mask(seq_starts, T)
     for t in range(T):
         valid = np.zeros((K + 1, K), dtype=bool)
@@ -507,9 +525,9 @@ def test_nbest_is_the_top_of_brute_force_enumeration(p_forbid, spread, n):
     (fewer than n allowed paths leave -inf ranks); the first is Viterbi's path unless the top two tie."""
     for seed in SEEDS:
         _, m = problem(seed, p_forbid, spread, min_len=0)
-        log_z = crf.forward_backward(m["E"], m["c"], m["seq_starts"], no_labels(len(m["E"])), False)[3]
-        paths, logp = crf.nbest(m["E"], m["c"], m["seq_starts"], log_z, n)
-        best = crf.viterbi(m["E"], m["seq_starts"])
+        log_z = crf.forward_backward(m["P"], m["seq_starts"], no_labels(len(m["E"])), False)[3]
+        paths, logp = crf.nbest(m["P"], m["seq_starts"], log_z, n)
+        best = crf.viterbi(m["P"], m["seq_starts"])
         for q, (a, b) in enumerate(sequences(m["seq_starts"])):
             if b == a:
                 assert logp[q, 0] == 0.0 and np.all(np.isneginf(logp[q, 1:]))

@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+from brute import dense
 from spacy_treecrf import TreeCRF
 from spacy_treecrf.engine.transitions import bio_allowed
 
@@ -138,9 +139,10 @@ def test_subsampling_and_trimming_keep_cached_potentials_exact(leaf_values):
     ens = B.Ensemble(4, 3)
     for _ in range(4):
         trainer.fit_round(ens)
-    E, c = B.potentials_to_scaled(ens.potentials(indptr, indices), model.allowed, starts)
-    cached = np.log(np.maximum(trainer.E, 1e-30)) + trainer.c[:, None, None]
-    fresh = np.log(np.maximum(E, 1e-30)) + c[:, None, None]
+    P = B.potentials_to_scaled(ens.potentials(indptr, indices), model.allowed, starts)
+    E = dense(P)
+    cached = np.log(np.maximum(dense(trainer.P), 1e-30)) + trainer.P.c[:, None, None]
+    fresh = np.log(np.maximum(E, 1e-30)) + P.c[:, None, None]
     assert np.allclose(cached[E > 0], fresh[E > 0], atol=1e-4)
 
 

@@ -7,7 +7,7 @@ import spacy
 from brute import all_path_scores, consistent, logsumexp, potentials_from_phi, random_crf, random_valid_labels
 from conftest import component_config
 from spacy_treecrf import TreeCRF
-from spacy_treecrf.engine import booster
+from spacy_treecrf.engine import booster, crf
 from test_estimator import toy_data
 from conftest import ner_examples
 
@@ -76,7 +76,7 @@ def trainer_for(m, y, loss):
     T = len(y)
     params = booster.BoostParams(loss=loss, n_threads=1)
     return booster.Trainer(np.zeros(T + 1, dtype=np.int64), np.zeros(0, dtype=np.int32), 1, y, m["seq_starts"],
-                           m["allowed"], params, initial=(m["E"].copy(), m["c"].copy()))
+                           m["allowed"], params, initial=crf.Potentials(*(a.copy() for a in m["P"])))
 
 
 def kernel_residuals(trainer, passes, K):
@@ -121,8 +121,7 @@ def test_pseudo_likelihood_needs_no_forward_backward_and_reads_only_gold_neighbo
     before = trainer.gradient_pass()
     phi = m["phi"].copy()
     phi[2, s, k] += 5.0
-    E, c, _ = potentials_from_phi(phi, m["seq_starts"], m["allowed"])
-    trainer.E, trainer.c = E, c
+    trainer.P, _ = potentials_from_phi(phi, m["seq_starts"], m["allowed"])
     after = trainer.gradient_pass()
     assert before.free is None and after.free is None
     assert after.objective == pytest.approx(before.objective, rel=1e-6)

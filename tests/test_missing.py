@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+from brute import dense
 from conftest import as_tree, component_config, grow, ids_csr as csr
 from spacy_treecrf import TreeCRF
 from spacy_treecrf.engine import booster as B, missing, serialize
@@ -236,9 +237,10 @@ def test_cached_training_potentials_equal_a_fresh_evaluation(strategy, loss):
     ens = B.Ensemble(4, 3, missing.N_SURROGATES if strategy == "surrogate" else 0)
     for _ in range(3):
         trainer.fit_round(ens)
-    E, c = B.potentials_to_scaled(ens.potentials(indptr, indices, 1, mr), model.allowed, starts)
-    cached = np.log(np.maximum(trainer.E, 1e-30)) + trainer.c[:, None, None]
-    fresh = np.log(np.maximum(E, 1e-30)) + c[:, None, None]
+    P = B.potentials_to_scaled(ens.potentials(indptr, indices, 1, mr), model.allowed, starts)
+    E = dense(P)
+    cached = np.log(np.maximum(dense(trainer.P), 1e-30)) + trainer.P.c[:, None, None]
+    fresh = np.log(np.maximum(E, 1e-30)) + P.c[:, None, None]
     assert np.allclose(cached[E > 0], fresh[E > 0], atol=1e-4)
 
 

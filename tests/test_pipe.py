@@ -55,15 +55,15 @@ def test_span_probability_matches_brute_force():
     phi = rng.normal(size=(T, K + 1, K))
     allowed = np.ones((K + 1, K), dtype=bool)
     starts = np.array([0, T])
-    E, c = booster.potentials_to_scaled(phi, allowed, starts)
-    fb = crf.forward_backward(E, c, starts, np.full(T, -1, np.int32), False)
+    P = booster.potentials_to_scaled(phi, allowed, starts)
+    fb = crf.forward_backward(P, starts, np.full(T, -1, np.int32), False)
     scores = {}
     for path in itertools.product(range(K), repeat=T):
         s = phi[0, 0, path[0]] + sum(phi[t, path[t - 1] + 1, path[t]] for t in range(1, T))
         scores[path] = np.exp(s)
     Z = sum(scores.values())
     for a, b in [(0, 1), (1, 3), (2, 5), (4, 5)]:
-        got = crf.span_probs(E, fb[0], fb[1], fb[2], np.array([T]), np.array([a]), np.array([b]),
+        got = crf.span_probs(P, fb[0], fb[1], fb[2], np.array([T]), np.array([a]), np.array([b]),
                              np.array([0]), np.array([1]))[0]
         want = sum(v for p, v in scores.items() if p[a] == 0 and all(p[t] == 1 for t in range(a + 1, b))
                    and (b == T or p[b] != 1)) / Z

@@ -9,10 +9,10 @@ component.
 import numpy as np
 import pytest
 
-from brute import has_path, random_allowed, random_seq_starts
+from brute import dense, has_path, random_allowed, random_seq_starts
 from conftest import component_config, make_nlp, ner_examples, train
 from spacy_treecrf import TreeCRF
-from spacy_treecrf.engine import booster
+from spacy_treecrf.engine import booster, crf
 from spacy_treecrf.engine.predict_partition import Cells, label_state_words, partition_index, partition_potentials
 from spacy_treecrf.engine.predict_walk import walk_potentials
 from spacy_treecrf.engine.project import principal_directions
@@ -44,14 +44,14 @@ def tiny_problem(seed, K=None, partial=True, p_forbid=0.3):
     indptr = np.concatenate([[0], np.cumsum(X.sum(axis=1))]).astype(np.int64)
     indices = np.nonzero(X)[1].astype(np.int32)
     phi = rng.normal(scale=1.0, size=(T, K + 1, K))
-    E, c = booster.potentials_to_scaled(phi, allowed, seq_starts)
-    return X, indptr, indices, y, seq_starts, allowed, (E, c)
+    P = booster.potentials_to_scaled(phi, allowed, seq_starts)
+    return X, indptr, indices, y, seq_starts, allowed, P
 
 
 def trainer(problem, **params):
-    X, indptr, indices, y, seq_starts, allowed, (E, c) = problem
+    X, indptr, indices, y, seq_starts, allowed, P = problem
     return booster.Trainer(indptr, indices, X.shape[1], y, seq_starts, allowed,
-                           booster.BoostParams(n_threads=1, **params), initial=(E.copy(), c.copy()))
+                           booster.BoostParams(n_threads=1, **params), initial=crf.Potentials(*(a.copy() for a in P)))
 
 
 def all_residuals(tr, passes):
@@ -80,7 +80,8 @@ def valid_cells(is_start, allowed_k):
 @pytest.mark.parametrize("seed", range(15))
 def test_shared_round_against_brute_force(seed, leaf_values):
     problem = tiny_problem(seed)
-    X, indptr, indices, y, seq_starts, allowed, (E0, _) = problem
+    X, indptr, indices, y, seq_starts, allowed, P0 = problem
+    E0 = dense(P0)
     lam = [0.0, 1.0, 5.0][seed % 3]
     tr = trainer(problem, shared_trees=True, max_leaves=int(np.random.default_rng(seed).integers(2, 9)),
                  shrinkage=lam, leaf_values=leaf_values, min_samples_leaf=0.0)
@@ -131,7 +132,7 @@ def test_shared_round_against_brute_force(seed, leaf_values):
         for s in range(S):
             phi[t, s] = added.vector[route(added, X, t, s)]
     moved = E0.astype(np.float64) * np.exp(phi)
-    got = tr2.E.astype(np.float64) * np.exp(tr2.c - tr.c)[:, None, None]
+    got = dense(tr2.P).astype(np.float64) * np.exp(tr2.P.c - tr.P.c)[:, None, None]
     valid = E0 > 0
     assert np.allclose(got[valid], moved[valid], rtol=1e-5)
     assert not got[~valid].any()
@@ -216,13 +217,28 @@ def test_prediction_kernels_agree_on_shared_trees(seed):
     everything = np.ones((S, K), dtype=bool)
     words = label_state_words(everything)
     for block in (7, 64):
-        phi, _, _ = partition_potentials(Rows(indptr, indices), forest, partition_index(forest),
-                                         Cells(np.zeros(T, dtype=np.bool_), words, words), S, block, False)
+        phi, _ = partition_potentials(Rows(indptr, indices), forest, partition_index(forest),
+                                      Cells(np.zeros(T, dtype=np.bool_), words, words), everything, block, False)
         assert np.allclose(phi, expected)
     assert np.allclose(ens.potentials(indptr, indices), expected)  # the kernel the ensemble picks
-    E, c = ens.scaled_potentials(indptr, indices, allowed, seq_starts)
-    E2, c2 = booster.potentials_to_scaled(expected, allowed, seq_starts)
-    assert np.allclose(E, E2, rtol=1e-5) and np.allclose(c, c2)
+    P = ens.scaled_potentials(indptr, indices, allowed, seq_starts)
+    P2 = booster.potentials_to_scaled(expected, allowed, seq_starts)
+    assert np.allclose(dense(P), dense(P2), rtol=1e-5) and np.allclose(P.c, P2.c)
+    # decoding's Potentials come from the groups, block by block, also under a transition mask: the cells of
+    # the dense potentials, no more groups than distinct rows of them
+    rng = np.random.default_rng(seed)
+    masked = rng.random((S, K)) < 0.7
+    masked[:, 0] = True
+    is_start = crf.start_mask(seq_starts, T)
+    start_words = label_state_words(np.where(np.arange(S)[:, None] == 0, masked, False))
+    other_words = label_state_words(np.where(np.arange(S)[:, None] > 0, masked, False))
+    for block in (3, 7, 64):
+        _, P = partition_potentials(Rows(indptr, indices), forest, partition_index(forest),
+                                    Cells(is_start, start_words, other_words), masked, block, True)
+        P2 = booster.potentials_to_scaled(expected, masked, seq_starts)
+        assert np.allclose(dense(P), dense(P2), rtol=1e-5, atol=1e-7) and np.allclose(P.c, P2.c)
+        assert np.array_equal(P.group >= 0, P2.group >= 0)
+        assert np.all(np.diff(P.start) <= np.diff(P2.start))
 
 
 def toy_data(n=80, seed=0):

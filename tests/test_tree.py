@@ -4,18 +4,33 @@ import itertools
 import numpy as np
 import pytest
 
+from brute import dense, ungrouped
 from conftest import as_tree, dense_csr as csr, gain, grow, start_mask
+from spacy_treecrf.engine import booster
 from spacy_treecrf.engine.grow import influential_positions
-from spacy_treecrf.engine.leaves import CELL_MEAN, NEWTON, POSITION_MEAN, apply_leaves, leaf_values
+from spacy_treecrf.engine.leaves import CELL_MEAN, NEWTON, POSITION_MEAN, leaf_values
 from spacy_treecrf.engine.predict_bitmask import bitmask_index, bitmask_potentials
 from spacy_treecrf.engine import predict_partition
 from spacy_treecrf.engine.predict_partition import Cells, label_state_words, partition_index
-from spacy_treecrf.engine.predict_walk import multiply_tree
 from spacy_treecrf.engine.sparse import csc_index
-from spacy_treecrf.engine.trees import FEATURE, LEAF, STATE, Forest, Rows, no_missing
+from spacy_treecrf.engine.trees import FEATURE, LEAF, STATE, Forest, Rows
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def moved(E0, is_start, add):
+    """Dense E0 moved through the grouped cache by the moves ``add(MoveList)`` collects, dense again (invalid
+    states 0: state 0 away from ``is_start``, the others at it)."""
+    moves = booster.MoveList()
+    add(moves)
+    P = moves.apply(ungrouped(E0, np.zeros(len(E0)), is_start), np.array([0, len(E0)], dtype=np.int64), 1)
+    return dense(P)
+
+
+def valid_cells(is_start, S):
+    """T x S x 1: the structurally valid states."""
+    return np.where(np.asarray(is_start, bool)[:, None], np.arange(S) == 0, np.arange(S) > 0)[:, :, None]
 
 
 def valid_examples(is_start, allowed_k, positions):
@@ -436,7 +451,6 @@ def test_ensemble_potentials_match_apply_leaves_and_routing(seed):
     indptr, indices = csr(X)
     lr = float(rng.uniform(0.1, 1.0))
     E0 = rng.uniform(0.5, 2.0, size=(T, S, K)).astype(np.float32)
-    E = E0.copy()
     trees, labels = [], []
     for i in range(4):
         k = int(rng.integers(K))
@@ -444,9 +458,11 @@ def test_ensemble_potentials_match_apply_leaves_and_routing(seed):
         allowed_k = rng.random(S) >= 0.2
         tr = fit(X, D, is_start, allowed_k, max_leaves=int(rng.integers(1, 9)), lam=0.5, min_leaf=2.0,
                  min_gain=1e9 if i == 3 else 0.0)  # the last tree is a lone leaf
-        apply_leaves(E, as_tree(tr), segments(tr), k, lr)
         trees.append(tr)
         labels.append(k)
+    E = moved(E0, is_start, lambda moves: [moves.add_leaves(k, as_tree(tr), segments(tr), lr)
+                                          for tr, k in zip(trees, labels)])
+    valid = valid_cells(is_start, S) & np.ones(K, bool)
     ens = concat_trees(trees)
     labels = np.array(labels, dtype=np.int64)
     phi = partition_potentials(ens, labels, indptr, indices, K, S)
@@ -454,7 +470,8 @@ def test_ensemble_potentials_match_apply_leaves_and_routing(seed):
     ref = walked_potentials(trees, labels, X, S, K)
     assert np.allclose(phi, ref, rtol=1e-12, atol=1e-12)
     # the cached potentials updated leaf by leaf agree with evaluating the trees everywhere
-    assert np.allclose(np.log(E.astype(np.float64) / E0), lr * phi, rtol=1e-5, atol=1e-5)
+    assert np.allclose(np.log(E[valid].astype(np.float64) / E0[valid]), lr * phi[valid], rtol=1e-5, atol=1e-5)
+    assert np.all(E[~valid] == 0.0)
     assert np.any(np.abs(phi) > 1e-3)
 
 
@@ -511,9 +528,9 @@ def partition_potentials(ens, labels, indptr, indices, K, S, is_start=None, star
     cells = Cells(np.zeros(T, dtype=bool) if is_start is None else is_start,
                   every if start_states is None else label_state_words(start_states),
                   every if other_states is None else label_state_words(other_states))
-    phi, E, c = predict_partition.partition_potentials(Rows(indptr, indices), forest, partition_index(forest), cells,
-                                                       S, block_rows, False)
-    assert E.shape[0] == 0 and c.shape[0] == 0
+    phi, P = predict_partition.partition_potentials(Rows(indptr, indices), forest, partition_index(forest), cells,
+                                                    np.ones((S, K), dtype=bool), block_rows, False)
+    assert P.values.shape[0] == 0 and P.c.shape[0] == 0
     return phi
 
 
@@ -553,13 +570,14 @@ def test_partition_potentials_on_large_trees_with_dropped_states(seed):
                                block_rows=int(rng.integers(1, 80)))  # several blocks
     valid = np.where(is_start[:, None, None], start_states[None], other_states[None])
     assert np.allclose(phi, np.where(valid, ref, 0.0), rtol=1e-12, atol=1e-12)
-    # the walk used by multiply_tree agrees on the same trees
+    # the walk of training's moves agrees on the same trees
+    T = X.shape[0]
+    valid = valid_cells(is_start, S)[:, :, 0]
     for tr, k in zip(trees, labels):
-        E = np.ones((X.shape[0], S, K), dtype=np.float32)
-        multiply_tree(E, np.arange(X.shape[0], dtype=np.int64), Rows(indptr, indices), as_tree(tr), no_missing(),
-                      int(k), 1.0, depth(tr))
-        one = np.array([[walk_with_drops(tr, X, t, s) for s in range(S)] for t in range(X.shape[0])])
-        assert np.allclose(np.log(E[:, :, k].astype(np.float64)), one, rtol=1e-5, atol=1e-5)
+        E = moved(np.ones((T, S, K), dtype=np.float32), is_start, lambda moves: moves.add_walk(
+            int(k), as_tree(tr), np.arange(T), Rows(indptr, indices), None, 1.0))
+        one = np.array([[walk_with_drops(tr, X, t, s) for s in range(S)] for t in range(T)])
+        assert np.allclose(np.log(E[:, :, k][valid].astype(np.float64)), one[valid], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -599,38 +617,42 @@ def test_ensemble_potentials_agree_for_few_and_many_rows():
     many = ens.potentials(indptr, indices, valid=(allowed, seq_starts))
     few = ens.potentials(indptr[:301], indices[:indptr[300]], valid=(allowed, seq_starts[:3]))
     assert np.allclose(many[:300], few[:300], rtol=1e-12, atol=1e-12)
-    # decoding's (E, c) straight from the partition kernel, block by block: those of the potentials
-    E, c = ens.scaled_potentials(indptr, indices, allowed, seq_starts)
-    E_ref, c_ref = booster.potentials_to_scaled(many, allowed, seq_starts)
-    assert np.array_equal(E, E_ref) and np.array_equal(c, c_ref)
-    E, c = ens.scaled_potentials(indptr[:301], indices[:indptr[300]], allowed, seq_starts[:3])  # bit masks:
-    # the same sums in another order
-    assert np.allclose(E, E_ref[:300], rtol=1e-6, atol=1e-7) and np.allclose(c, c_ref[:300], rtol=1e-12, atol=1e-12)
+    # decoding's Potentials straight from the partition kernel, block by block: those of the potentials
+    P = ens.scaled_potentials(indptr, indices, allowed, seq_starts)
+    P_ref = booster.potentials_to_scaled(many, allowed, seq_starts)
+    for got, ref in zip(P, P_ref):
+        assert np.array_equal(got, ref)
+    P = ens.scaled_potentials(indptr[:301], indices[:indptr[300]], allowed, seq_starts[:3])  # bit masks: the same
+    # sums in another order
+    E, E_ref = dense(P), dense(P_ref)
+    assert np.allclose(E, E_ref[:300], rtol=1e-6, atol=1e-7) and np.allclose(P.c, P_ref.c[:300], rtol=1e-12,
+                                                                              atol=1e-12)
     ref = walked_potentials(trees, np.arange(len(trees)) % K, X, S, K)
     is_start = np.isin(np.arange(T), seq_starts[:-1])
     cells = np.where(is_start[:, None, None], np.arange(S)[None, :, None] == 0, np.arange(S)[None, :, None] > 0)
     assert np.allclose(many, np.where(cells & allowed[None], ref, 0.0), rtol=1e-12, atol=1e-12)
 
 @pytest.mark.parametrize("seed", range(8))
-def test_multiply_tree_matches_apply_leaves(seed):
+def test_walked_moves_match_leaf_moves(seed):
+    """Moving the cache by walking a tree (positions it was not fitted on, dev sets) multiplies the same factors
+    into the same cells as moving it over the tree's leaf segments; a walk at some positions touches only
+    those, and a per-label tree only its label."""
     rng = np.random.default_rng(700 + seed)
     K = 3
     X, D, is_start, allowed_k = random_problem(rng, K=K)
     T, S = D.shape
     indptr, indices = csr(X)
-    tr = fit(X, D, is_start, allowed_k, max_leaves=int(rng.integers(1, 10)), lam=0.3)
+    fitted = fit(X, D, is_start, allowed_k, max_leaves=int(rng.integers(1, 10)), lam=0.3)
+    tr = as_tree(fitted)
     E0 = rng.uniform(0.5, 2.0, size=(T, S, K)).astype(np.float32)
+    E0 *= valid_cells(is_start, S)
     k = int(rng.integers(K))
-    by_leaves = E0.copy()
-    apply_leaves(by_leaves, as_tree(tr), segments(tr), k, 0.7)
-    by_walk = E0.copy()
-    multiply_tree(by_walk, np.arange(T, dtype=np.int64), Rows(indptr, indices), as_tree(tr), no_missing(), k, 0.7,
-                  depth(tr))
+    by_leaves = moved(E0, is_start, lambda moves: moves.add_leaves(k, tr, segments(fitted), 0.7))
+    by_walk = moved(E0, is_start, lambda moves: moves.add_walk(k, tr, np.arange(T), Rows(indptr, indices), None,
+                                                                0.7))
     assert np.array_equal(by_walk, by_leaves)
-    # only the given positions (and only label k) are touched
     some = np.sort(rng.choice(T, size=T // 3, replace=False)).astype(np.int64)
-    part = E0.copy()
-    multiply_tree(part, some, Rows(indptr, indices), as_tree(tr), no_missing(), k, 0.7, depth(tr))
+    part = moved(E0, is_start, lambda moves: moves.add_walk(k, tr, some, Rows(indptr, indices), None, 0.7))
     assert np.array_equal(part[some], by_leaves[some])
     rest = np.setdiff1d(np.arange(T), some)
     assert np.array_equal(part[rest], E0[rest])

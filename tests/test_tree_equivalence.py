@@ -18,9 +18,7 @@ import math
 import numpy as np
 import pytest
 
-from conftest import as_tree, dense_csr as csr, gain, grow
-from spacy_treecrf.engine.grow import Segments
-from spacy_treecrf.engine.leaves import LeafTable, apply_leaves, apply_trees
+from conftest import dense_csr as csr, gain, grow
 from spacy_treecrf.engine.trees import FEATURE, LEAF, STATE
 
 REL = 1e-9
@@ -229,42 +227,3 @@ def test_grow_tree_matches_brute_force_best_first(seed, d):
         for key in ("kind", "feature", "yes", "no", "states", "count", "pstart", "plen"):
             assert np.array_equal(tr[key], other[key]), key
         assert np.allclose(tr["value"], other["value"], rtol=1e-12, atol=0.0)
-
-
-@pytest.mark.parametrize("seed", range(8))
-def test_apply_trees_equals_apply_leaves_tree_by_tree(seed):
-    """Applying a round's trees block by block (as the booster does) multiplies the same factors into the
-    same cells as apply_leaves tree by tree, whatever the chunks of positions."""
-    from numba import typed
-
-    rng = np.random.default_rng(900 + seed)
-    X, D, is_start, allowed, _, _ = random_problem(seed)
-    T, S = D.shape
-    K = 3
-    indptr, indices = csr(X)
-    E0 = rng.uniform(0.5, 2.0, size=(T, S, K)).astype(np.float32)
-    lr = float(rng.uniform(0.1, 1.0))
-    sequential = E0.copy()
-    pbufs = typed.List()
-    parts = []
-    for i in range(5):
-        k = int(rng.integers(K))
-        Di = D + rng.normal(size=D.shape)
-        positions = np.sort(rng.choice(T, size=max(1, int(rng.integers(1, T + 1))), replace=False)).astype(np.int64)
-        tr = grow(indptr, indices, X.shape[1], Di, is_start, allowed, positions, int(rng.integers(1, 12)), 0.5, 1.0,
-                  0.0)
-        kind, value, states, pbuf, pstart, plen = (tr[key] for key in ("kind", "value", "states", "pbuf", "pstart",
-                                                                       "plen"))
-        apply_leaves(sequential, as_tree(tr), Segments(pbuf, pstart, plen), k, lr)
-        leaves = np.flatnonzero(kind == LEAF)
-        pbufs.append(pbuf)
-        parts.append((np.full(len(leaves), i), np.full(len(leaves), k), pstart[leaves], pstart[leaves] + plen[leaves],
-                      value[leaves] * lr, states[leaves]))
-    leaf_tree, leaf_label, lo, hi, values, leaf_states = (np.concatenate(p) for p in zip(*parts))
-    cuts = np.unique(np.concatenate([[0, T], rng.integers(0, T + 1, size=int(rng.integers(0, 4)))]))
-    batched = E0.copy()
-    for a, b in zip(cuts[:-1], cuts[1:]):
-        table = LeafTable(leaf_tree.astype(np.int64), leaf_label.astype(np.int64), lo, hi, values[:, None],
-                          leaf_states)
-        apply_trees(batched, int(a), int(b), pbufs, table, 1.0, int(rng.integers(1, 9)))
-    assert np.array_equal(batched, sequential)

@@ -14,16 +14,16 @@ import threading
 from typing import List, NamedTuple, Optional, Tuple
 
 import numpy as np
-from numba import typed
 
-from . import crf, losses, missing
+from . import crf, losses, missing, moves
+from .crf import Potentials
 from .grow import grow_tree, influential_positions
-from .leaves import (CELL_MEAN, NEWTON, POSITION_MEAN, LeafSums, LeafTable, add_leaf_sums, apply_trees,
-                     leaf_values as leaf_value_kernel, values_of)
+from .leaves import (CELL_MEAN, NEWTON, POSITION_MEAN, LeafSums, add_leaf_sums, leaf_values as leaf_value_kernel,
+                     values_of)
 from .missing import MissingRows
 from .predict_bitmask import bitmask_index, bitmask_potentials
 from .predict_partition import Cells, block_rows, label_state_words, partition_index, partition_potentials
-from .predict_walk import multiply_tree as walk_multiply, walk_potentials
+from .predict_walk import walk_moves, walk_potentials
 from .project import principal_directions
 from .sparse import csc_index
 from .trees import (LEAF, Forest, GrowSettings, Rows, Target, Tree, TREE_FIELDS, concat_trees, empty_tree,
@@ -167,15 +167,66 @@ def by_chunks(seq_starts, threads: int, call) -> tuple:
     return tuple(np.concatenate([p[i] for p in parts]) for i in range(len(parts[0])))
 
 
-def forward_backward(E, c, seq_starts, y, clamp: bool, threads: int):
+def forward_backward(P: Potentials, seq_starts, y, clamp: bool, threads: int):
     """crf.forward_backward over sequence chunks in threads."""
     return by_chunks(seq_starts, threads, lambda a, b, starts: crf.forward_backward(
-        E[a:b], c[a:b], starts, y[a:b], clamp))
+        crf.part(P, a, b), starts, y[a:b], clamp))
 
 
-def viterbi(E, seq_starts, threads: int) -> np.ndarray:
+def viterbi(P: Potentials, seq_starts, threads: int) -> np.ndarray:
     return np.concatenate(in_chunks(seq_starts, threads, lambda a, b, q0, q1: crf.viterbi(
-        E[a:b], seq_starts[q0:q1 + 1] - a)))
+        crf.part(P, a, b), seq_starts[q0:q1 + 1] - a)))
+
+
+class MoveList:
+    """The moves (moves.py) of some trees, collected tree by tree: over a fitted tree's leaf segments or by
+    walking a tree at given positions; ``apply`` sorts them by position (tree order within a position) and
+    applies them in threads."""
+
+    def __init__(self):
+        self.parts = []  # (position, states_of, factor_of, states, label, factor), indices local to the part
+
+    def add_leaves(self, k: int, tree: Tree, segments, scale: float):
+        """E *= exp(scale * leaf value) over each leaf's segment (its positions x its states)."""
+        leaves = np.flatnonzero(tree.kind == LEAF)
+        lengths = segments.length[leaves]
+        first = np.repeat(segments.start[leaves] - (np.cumsum(lengths) - lengths), lengths)
+        position = segments.pos[first + np.arange(int(lengths.sum()))]
+        which = np.repeat(np.arange(len(leaves)), lengths)
+        values = tree.vector[leaves] if k < 0 else tree.value[leaves, None]
+        self.parts.append((position, which, which, tree.states[leaves], np.full(len(leaves), k, dtype=np.int64),
+                           np.exp(scale * values).astype(np.float32)))
+
+    def add_walk(self, k: int, tree: Tree, positions, rows: Rows, missing_rows: MissingRows, scale: float):
+        """E *= exp(scale * tree(x_t, s)) at ``positions`` by walking the tree (a tree with surrogate slots takes
+        the majority branch where a variable is missing, one without follows both)."""
+        index = missing_rows.index() if missing_rows is not None and missing_rows.any else no_missing()
+        position, leaf, factor = walk_moves(np.ascontiguousarray(positions, dtype=np.int64), rows, tree, index,
+                                            float(scale), tree_depth(tree.yes, tree.no))
+        self.parts.append((position, leaf, np.arange(len(leaf)), tree.states, np.full(len(leaf), k, dtype=np.int64),
+                           factor))
+
+    def sorted(self, T: int) -> moves.Moves:
+        """The moves sorted by position (tree order within a position), for positions 0 .. T - 1."""
+        columns = list(zip(*self.parts))
+        states_base = np.cumsum([0] + [len(st) for st in columns[3][:-1]])
+        factor_base = np.cumsum([0] + [len(f) for f in columns[5][:-1]])
+        return moves.sort_moves(
+            T, np.concatenate(columns[0]).astype(np.int64),
+            np.concatenate([s + o for s, o in zip(columns[1], states_base)]).astype(np.int64),
+            np.concatenate([f + o for f, o in zip(columns[2], factor_base)]).astype(np.int64),
+            np.ascontiguousarray(np.concatenate(columns[3]), dtype=np.bool_), np.concatenate(columns[4]),
+            np.ascontiguousarray(np.concatenate(columns[5]), dtype=np.float32))
+
+    def apply(self, P: Potentials, seq_starts, threads: int) -> Potentials:
+        """P moved (its group array rewritten in place, new value rows)."""
+        if not self.parts:
+            return P
+        sorted_moves = self.sorted(P.group.shape[0])
+        parts = in_chunks(seq_starts, threads, lambda a, b, q0, q1: moves.apply_moves(P, a, b, sorted_moves))
+        offsets = np.cumsum([0] + [p[1][-1] for p in parts[:-1]])
+        start = np.concatenate([[0]] + [p[1][1:] + o for p, o in zip(parts, offsets)]).astype(np.int64)
+        return Potentials(np.concatenate([p[0] for p in parts]), start, P.group, P.c)
 
 
 class Ensemble:
@@ -264,23 +315,26 @@ class Ensemble:
         return phi
 
     def scaled_potentials(self, indptr, indices, allowed: np.ndarray, seq_starts: np.ndarray, threads: int = 1,
-                          missing_rows: MissingRows = None):
-        """potentials_to_scaled(potentials(..., valid=(allowed, seq_starts))): (E, c) for decoding, made block by
-        block when the partition kernel runs and no row has missing values (no T x S x K float64 array)."""
+                          missing_rows: MissingRows = None) -> Potentials:
+        """potentials_to_scaled(potentials(..., valid=(allowed, seq_starts))): the Potentials for decoding, made
+        block by block when the partition kernel runs and no row has missing values (no T x S x K float64
+        array)."""
         if len(indptr) - 1 < PARTITION_ROWS or (missing_rows is not None and missing_rows.any):
             phi = self.potentials(indptr, indices, threads, missing_rows, valid=(allowed, seq_starts))
             return potentials_to_scaled(phi, allowed, seq_starts)
         return self._evaluate(indptr, indices, threads, (allowed, seq_starts), scaled=True)
 
     def _evaluate(self, indptr, indices, threads: int, valid, scaled: bool):
-        """The kernels' potentials (see ``potentials``), or with ``scaled`` (partition kernel only) their (E, c)."""
+        """The kernels' potentials (see ``potentials``), or with ``scaled`` (partition kernel only) their
+        Potentials."""
         forest = self.forest()
         T = len(indptr) - 1
         if valid is None:
-            start_states = other_states = np.ones((self.n_states, self.n_labels), dtype=bool)
+            start_states = other_states = allowed_cells = np.ones((self.n_states, self.n_labels), dtype=bool)
             is_start = np.zeros(T, dtype=np.bool_)
         else:  # state 0 at a sequence's first position, the others elsewhere
             allowed, seq_starts = valid
+            allowed_cells = np.ascontiguousarray(allowed, dtype=np.bool_)
             is_start = crf.start_mask(seq_starts, T)
             start_states, other_states = np.zeros_like(allowed, dtype=bool), allowed.astype(bool)
             start_states[0], other_states[0] = other_states[0], False
@@ -289,19 +343,19 @@ class Ensemble:
         index = self._index(kernel)
         if kernel == "partition":
             words = label_state_words(start_states), label_state_words(other_states)
-            block = block_rows(self.n_labels, self.n_states)
+            block = block_rows(self.n_labels, self.n_states, self.shared)
 
         def chunk(a, b, q0, q1):
             chunk_rows = Rows(indptr[a:b + 1] - indptr[a], indices[indptr[a]:indptr[b]])
             if kernel == "partition":
-                phi, E, c = partition_potentials(chunk_rows, forest, index, Cells(is_start[a:b], *words),
-                                                 self.n_states, block, scaled)
-                return (E, c) if scaled else phi
+                phi, P = partition_potentials(chunk_rows, forest, index, Cells(is_start[a:b], *words),
+                                              allowed_cells, block, scaled)
+                return P if scaled else phi
             phi = bitmask_potentials(chunk_rows, self.n_labels, self.labels, index)
             return phi * np.where(is_start[a:b, None, None], start_states, other_states)
         parts = in_chunks(rows, threads, chunk, min_positions=5000)
         if scaled:
-            return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+            return crf.join(parts)
         return np.concatenate(parts)
 
     def _bitmask_fits(self) -> bool:
@@ -349,15 +403,8 @@ class Ensemble:
         return ens
 
 
-def multiply_tree(E, positions, indptr, indices, missing_rows, k, tree: Tree, scale_by):
-    """E[t, s, k] *= exp(scale_by * tree(x_t, s)) at ``positions`` (a tree with surrogate slots takes the
-    majority branch where a variable is missing, one without follows both)."""
-    index = missing_rows.index() if missing_rows is not None and missing_rows.any else no_missing()
-    walk_multiply(E, positions, Rows(indptr, indices), tree, index, k, scale_by, tree_depth(tree.yes, tree.no))
-
-
-def potentials_to_scaled(phi: np.ndarray, allowed: np.ndarray, seq_starts: np.ndarray):
-    """(E, c) of crf.py from raw potentials: exp(phi - c) with forbidden and structurally invalid cells at 0."""
+def potentials_to_scaled(phi: np.ndarray, allowed: np.ndarray, seq_starts: np.ndarray) -> Potentials:
+    """crf.py's Potentials from raw potentials: exp(phi - c) with forbidden and structurally invalid cells at 0."""
     is_start = crf.start_mask(seq_starts, phi.shape[0])
     return crf.scaled_potentials(np.ascontiguousarray(phi, dtype=np.float64),
                                  np.ascontiguousarray(allowed, dtype=np.bool_), is_start)
@@ -385,7 +432,8 @@ class Trainer:
 
     def __init__(self, indptr, indices, n_features, y, seq_starts, allowed, params: BoostParams, initial=None,
                  missing_rows: MissingRows = None):
-        """``initial``: (E, c) of an existing ensemble on these rows (see potentials_to_scaled); default empty.
+        """``initial``: the Potentials of an existing ensemble on these rows (see potentials_to_scaled); default
+        empty.
         ``missing_rows``: the variables missing at each position (instance weighting or surrogate splits; the
         other strategies rewrite the rows before they get here)."""
         self.indptr = np.ascontiguousarray(indptr, dtype=np.int64)
@@ -397,8 +445,7 @@ class Trainer:
         self.params = params
         S, K = self.allowed.shape
         T = len(self.y)
-        self.E, self.c = initial if initial is not None else crf.initial_potentials(T, self.allowed,
-                                                                                      self.seq_starts)
+        self.P = initial if initial is not None else crf.initial_potentials(T, self.allowed, self.seq_starts)
         self.is_start = crf.start_mask(self.seq_starts, T)
         unknown_before = np.concatenate([[0], np.cumsum(self.y < 0)])  # unknown labels before each position
         self.partial = unknown_before[self.seq_starts[1:]] > unknown_before[self.seq_starts[:-1]]
@@ -417,13 +464,13 @@ class Trainer:
         threads = self.params.threads
         if loss == "pseudo_likelihood":
             cond, kept, logpl = by_chunks(self.seq_starts, threads, lambda a, b, starts: losses.pseudo_conditionals(
-                self.E[a:b], starts, self.y[a:b]))
+                crf.part(self.P, a, b), starts, self.y[a:b]))
             return Passes(None, None, float(logpl.sum()), (cond, kept))
-        free = forward_backward(self.E, self.c, self.seq_starts, self.y, False, threads)
+        free = forward_backward(self.P, self.seq_starts, self.y, False, threads)
         if loss == "hamming":
             alpha, beta, scale, _ = free
             fa, fb, known, logp = by_chunks(self.seq_starts, threads, lambda a, b, starts: losses.hamming_pass(
-                starts, self.y[a:b], self.E[a:b], alpha[a:b], beta[a:b], scale[a:b]))
+                starts, self.y[a:b], crf.part(self.P, a, b), alpha[a:b], beta[a:b], scale[a:b]))
             return Passes(free, free, float(logp.sum()), (fa, fb, known))
         clamped, nll = self._sequence_nll(free)
         if loss == "crf":
@@ -436,13 +483,13 @@ class Trainer:
         """The clamped pass (``free`` itself if every sequence is fully labelled) and -log P(known labels | X)
         per sequence."""
         if self.partial.any():
-            clamped = forward_backward(self.E, self.c, self.seq_starts, self.y, True, self.params.threads)
+            clamped = forward_backward(self.P, self.seq_starts, self.y, True, self.params.threads)
         else:
             clamped = free
         gold = np.where(self.partial, clamped[3], 0.0)
         full = ~self.partial & (np.diff(self.seq_starts) > 0)
         if full.any():
-            gold = gold + np.where(full, crf.gold_log_score(self.E, self.c, self.seq_starts, self.y), 0.0)
+            gold = gold + np.where(full, crf.gold_log_score(self.P, self.seq_starts, self.y), 0.0)
         return clamped, free[3] - gold
 
     def residuals(self, passes: "Passes", k0: int, out: np.ndarray, part=None) -> np.ndarray:
@@ -457,7 +504,7 @@ class Trainer:
             cond, kept = passes.extra
             return losses.pseudo_residual(starts, y, cond[a:b], kept[a:b], k0, out)
         free = tuple(x[a:b] for x in passes.free[:3])
-        E = self.E[a:b]
+        E = crf.part(self.P, a, b)
         if loss == "hamming":
             fa, fb, known = passes.extra
             return losses.hamming_residual(starts, E, *free, fa[a:b], fb[a:b], known[q0:q1], k0, out)
@@ -502,7 +549,7 @@ class Trainer:
             ensemble.add(k, tree)
             if on_tree is not None:
                 on_tree(k, tree)
-        crf.rescale(self.E, self.c)
+        crf.rescale(self.P)
         release_freed_memory()
         self.rounds += 1
         return passes.objective
@@ -660,7 +707,7 @@ class Trainer:
         def log_loss(rho):
             self._move(fitted, rho - at[0])
             at[0] = rho
-            free = forward_backward(self.E, self.c, self.seq_starts, self.y, False, self.params.threads)
+            free = forward_backward(self.P, self.seq_starts, self.y, False, self.params.threads)
             return logsumexp(losses.log_rank_terms(self._sequence_nll(free)[1]))
 
         tried = {0.0: log_loss0, hi: log_loss(hi)}
@@ -685,41 +732,17 @@ class Trainer:
     def _move(self, fitted, scale: float):
         """E *= exp(scale * tree) for the round's trees: over their leaves' segments, and by walking each tree at
         the positions it was not fitted on (subsample, trim) or, for trees without segments (grown with the
-        routing rule), at every position."""
+        routing rule), at every position. One application for all of them (moves.py): E's value rows are
+        copied once."""
         if scale == 0.0:
             return
-        self._apply_leaves([(k, tree, segments) for k, tree, segments, _ in fitted if segments is not None], scale)
-        rest = [(k, tree, r) for k, tree, _, r in fitted if r is not None and len(r)]
-
-        def multiply(item):
-            k, tree, positions = item
-            multiply_tree(self.E, positions, self.indptr, self.indices, self.missing_rows, k, tree, scale)
-
-        threads = min(self.params.threads, len(rest))
-        if threads > 1:
-            with ThreadPoolExecutor(threads) as pool:
-                list(pool.map(multiply, rest))
-        else:
-            for item in rest:
-                multiply(item)
-
-    def _apply_leaves(self, trees, scale: float):
-        """E *= exp(scale * leaf value) for the round's trees over the leaves' segments: one pass over E for all
-        labels (leaves.apply_trees), since one label's cells are spread over all of E's cache lines."""
-        pbufs = typed.List()
-        parts = []
-        for i, (k, tree, segments) in enumerate(trees):
-            leaves = np.flatnonzero(tree.kind == LEAF)
-            pbufs.append(segments.pos)
-            values = tree.value[leaves, None] if k >= 0 else tree.vector[leaves]
-            parts.append((np.full(len(leaves), i, dtype=np.int64), np.full(len(leaves), k, dtype=np.int64),
-                          segments.start[leaves], segments.start[leaves] + segments.length[leaves],
-                          values, tree.states[leaves]))
-        if not parts:
-            return
-        table = LeafTable(*(np.concatenate(p) for p in zip(*parts)))
-        in_chunks(self.seq_starts, self.params.threads, lambda a, b, q0, q1: apply_trees(
-            self.E, a, b, pbufs, table, scale, 256))
+        round_moves = MoveList()
+        for k, tree, segments, rest in fitted:
+            if segments is not None:
+                round_moves.add_leaves(k, tree, segments, scale)
+            if rest is not None and len(rest):
+                round_moves.add_walk(k, tree, rest, self.rows, self.missing_rows, scale)
+        self.P = round_moves.apply(self.P, self.seq_starts, self.params.threads)
 
     def _tree_features(self):
         """Column subsampling: the features one tree may split on, drawn afresh per tree (None: all). Redundant
@@ -737,38 +760,41 @@ class Trainer:
         return np.sort(self.rng.choice(len(self.y), size=n, replace=False)).astype(np.int64)
 
 
-def decode(E: np.ndarray, c: np.ndarray, seq_starts: np.ndarray, method: str, threads: int = 1):
+def decode(P: Potentials, seq_starts: np.ndarray, method: str, threads: int = 1):
     """Label ids per position by Viterbi or by per-position marginal argmax, plus the marginals (or None), from
-    the scaled potentials (E, c) of Ensemble.scaled_potentials."""
+    the Potentials of Ensemble.scaled_potentials."""
     if method == "viterbi":
-        return viterbi(E, seq_starts, threads), None
-    gamma = marginal_probs(E, c, seq_starts, threads)
+        return viterbi(P, seq_starts, threads), None
+    gamma = marginal_probs(P, seq_starts, threads)
     return gamma.argmax(axis=1).astype(np.int32), gamma
 
 
-def marginal_probs(E, c, seq_starts, threads: int = 1) -> np.ndarray:
-    y = np.full(E.shape[0], -1, dtype=np.int32)
-    alpha, beta, _, _ = forward_backward(E, c, seq_starts, y, False, threads)
+def marginal_probs(P: Potentials, seq_starts, threads: int = 1) -> np.ndarray:
+    y = np.full(P.group.shape[0], -1, dtype=np.int32)
+    alpha, beta, _, _ = forward_backward(P, seq_starts, y, False, threads)
     return crf.marginals(alpha, beta)
 
 
 class DevCache:
-    """Scaled potentials of held-out rows, updated tree by tree so per-round dev scores cost no re-evaluation."""
+    """Scaled potentials of held-out rows, moved by the trees added since the last prediction, so per-round dev
+    scores cost no re-evaluation."""
 
     def __init__(self, indptr, indices, seq_starts, allowed, missing_rows: MissingRows = None):
-        self.indptr = np.ascontiguousarray(indptr, dtype=np.int64)
-        self.indices = np.ascontiguousarray(indices, dtype=np.int32)
+        self.rows = Rows(np.ascontiguousarray(indptr, dtype=np.int64), np.ascontiguousarray(indices, dtype=np.int32))
         self.seq_starts = np.ascontiguousarray(seq_starts, dtype=np.int64)
-        T = len(self.indptr) - 1
-        self.E, self.c = crf.initial_potentials(T, allowed, self.seq_starts)
+        T = len(self.rows.indptr) - 1
+        self.P = crf.initial_potentials(T, allowed, self.seq_starts)
         self.positions = np.arange(T, dtype=np.int64)
         self.missing_rows = missing_rows
+        self.pending = MoveList()
 
     def add_tree(self, k, tree: Tree):
-        multiply_tree(self.E, self.positions, self.indptr, self.indices, self.missing_rows, k, tree, 1.0)
+        self.pending.add_walk(k, tree, self.positions, self.rows, self.missing_rows, 1.0)
 
     def predict(self, method: str, threads: int = 1) -> np.ndarray:
-        crf.rescale(self.E, self.c)
+        self.P = self.pending.apply(self.P, self.seq_starts, threads)
+        self.pending = MoveList()
+        crf.rescale(self.P)
         if method == "viterbi":
-            return viterbi(self.E, self.seq_starts, threads)
-        return marginal_probs(self.E, self.c, self.seq_starts, threads).argmax(axis=1).astype(np.int32)
+            return viterbi(self.P, self.seq_starts, threads)
+        return marginal_probs(self.P, self.seq_starts, threads).argmax(axis=1).astype(np.int32)

@@ -1,8 +1,15 @@
-"""Linear-chain CRF kernels over scaled potentials.
+"""Linear-chain CRF kernels over scaled potentials, grouped by previous state.
 
-Layout shared by every kernel (positions of all sequences concatenated):
-- ``E[t, s, k]`` (float32, T x S x K): exp(phi_t(s, k) - c[t]), where state s = 0 is "start" (valid only at a
-  sequence's first position) and s = j + 1 means "previous label j". Forbidden transitions hold 0.
+Layout shared by every kernel (positions of all sequences concatenated), the Potentials tuple:
+- E[t, s, k] = exp(phi_t(s, k) - c[t]) for state s (0 = "start", valid only at a sequence's first position;
+  j + 1 = "previous label j") is stored once per *group* of states that share their whole row: position t's
+  groups are the rows ``values[start[t]:start[t + 1]]`` (float32, G x K), state s reads row
+  ``start[t] + group[t, s]`` (``group``: int32, T x S), and ``group[t, s] = -1`` marks a state that is not
+  valid at t (its cells are 0). Forbidden transitions hold 0 in their rows.
+  Why: a state's row differs from another's only where some tree split on the previous state at t (or the
+  transition mask tells them apart), so positions have a few groups, not S. The cache then costs O(T G K)
+  instead of O(T S K), and forward, backward and Viterbi cost O(S + G K) per position instead of O(S K): they
+  first pool the previous states of each group (sum or max), then combine the pools with the group rows.
 - ``c[t]`` (float64): the per-position log scale taken out of E so float32 never overflows.
 - ``seq_starts`` (int64, n_seq + 1): offsets of the sequences.
 - ``y`` (int32, T): gold label ids, -1 where unknown.
@@ -14,10 +21,47 @@ Forward-backward works in probability space with per-position normalisers (``sca
 overflows whatever the length; log Z = sum(log scale) + sum(c). Alpha and beta are the scaled vectors, so
 gamma_t(k) = alpha[t, k] * beta[t, k] and xi_t(j, k) = alpha[t-1, j] * E[t, j+1, k] * beta[t, k] / scale[t].
 """
+from typing import List, NamedTuple
+
 import numpy as np
 from numba import njit
 
 NOGIL = dict(cache=True, nogil=True)
+
+
+class Potentials(NamedTuple):
+    """Scaled potentials grouped by previous state (module docstring): E[t, s, k] = values[start[t] +
+    group[t, s], k], 0 where group[t, s] < 0; c the per-position log scale."""
+    values: np.ndarray
+    start: np.ndarray
+    group: np.ndarray
+    c: np.ndarray
+
+
+@njit(**NOGIL)
+def cell(P, t, s, k):
+    """E[t, s, k] as float64."""
+    g = P.group[t, s]
+    return np.float64(P.values[P.start[t] + g, k]) if g >= 0 else 0.0
+
+
+def part(P: Potentials, a: int, b: int) -> Potentials:
+    """Positions a:b of P (views, group rows renumbered from 0)."""
+    return Potentials(P.values[P.start[a]:P.start[b]], P.start[a:b + 1] - P.start[a], P.group[a:b], P.c[a:b])
+
+
+def join(parts: List[Potentials]) -> Potentials:
+    """Potentials of consecutive position ranges, end to end."""
+    if len(parts) == 1:
+        return parts[0]
+    offsets = np.cumsum([0] + [p.start[-1] for p in parts[:-1]])
+    start = np.concatenate([parts[0].start[:1]] + [p.start[1:] + o for p, o in zip(parts, offsets)])
+    return Potentials(np.concatenate([p.values for p in parts]), start, np.concatenate([p.group for p in parts]),
+                      np.concatenate([p.c for p in parts]))
+
+
+def n_positions(P: Potentials) -> int:
+    return P.group.shape[0]
 
 
 @njit(**NOGIL)
@@ -26,17 +70,59 @@ def _allowed(y, t, k, clamp):
 
 
 @njit(**NOGIL)
-def forward_backward(E, c, seq_starts, y, clamp):
+def pool_sums(P, t, prev, pool):
+    """pool[r] = sum of prev[j] over the labels j whose state j + 1 is in group r at t; returns the groups."""
+    n = P.start[t + 1] - P.start[t]
+    pool[:n] = 0.0
+    for j in range(prev.shape[0]):
+        r = P.group[t, j + 1]
+        if r >= 0:
+            pool[r] += prev[j]
+    return n
+
+
+@njit(**NOGIL)
+def forward_step(P, t, prev, pool, out):
+    """out[k] = sum_j prev[j] E[t, j + 1, k], through the groups: O(S + G K)."""
+    n = pool_sums(P, t, prev, pool)
+    base = P.start[t]
+    out[:] = 0.0
+    for r in range(n):
+        w = pool[r]
+        if w != 0.0:
+            for k in range(out.shape[0]):
+                out[k] += w * np.float64(P.values[base + r, k])
+
+
+@njit(**NOGIL)
+def backward_step(P, t, nxt, pool, out):
+    """out[j] = sum_k E[t, j + 1, k] nxt[k] for every label j, through the groups: O(G K + S)."""
+    base = P.start[t]
+    n = P.start[t + 1] - base
+    for r in range(n):
+        v = 0.0
+        for k in range(nxt.shape[0]):
+            v += np.float64(P.values[base + r, k]) * nxt[k]
+        pool[r] = v
+    for j in range(out.shape[0]):
+        r = P.group[t, j + 1]
+        out[j] = pool[r] if r >= 0 else 0.0
+
+
+@njit(**NOGIL)
+def forward_backward(P, seq_starts, y, clamp):
     """Scaled forward-backward. With ``clamp`` only gold labels are allowed where known (partial labels).
 
     Returns alpha, beta, scale (T x K, T x K, T) and log Z per sequence (-inf if no path is allowed).
     """
-    T, S, K = E.shape
+    T, S = P.group.shape
+    K = P.values.shape[1]
     n_seq = seq_starts.shape[0] - 1
     alpha = np.zeros((T, K))
     beta = np.zeros((T, K))
     scale = np.ones(T)
     logz = np.zeros(n_seq)
+    pool = np.empty(S)
     for q in range(n_seq):
         a = seq_starts[q]
         b = seq_starts[q + 1]
@@ -44,18 +130,16 @@ def forward_backward(E, c, seq_starts, y, clamp):
             continue
         dead = False
         for t in range(a, b):
+            if t == a:
+                for k in range(K):
+                    alpha[t, k] = cell(P, t, 0, k)
+            else:
+                forward_step(P, t, alpha[t - 1], pool, alpha[t])
             total = 0.0
             for k in range(K):
                 if not _allowed(y, t, k, clamp):
-                    continue
-                if t == a:
-                    v = np.float64(E[t, 0, k])
-                else:
-                    v = 0.0
-                    for j in range(K):
-                        v += alpha[t - 1, j] * E[t, j + 1, k]
-                alpha[t, k] = v
-                total += v
+                    alpha[t, k] = 0.0
+                total += alpha[t, k]
             if total <= 0.0 or not np.isfinite(total):
                 dead = True
                 break
@@ -67,20 +151,14 @@ def forward_backward(E, c, seq_starts, y, clamp):
             continue
         lz = 0.0
         for t in range(a, b):
-            lz += np.log(scale[t]) + c[t]
+            lz += np.log(scale[t]) + P.c[t]
         logz[q] = lz
         for k in range(K):
             beta[b - 1, k] = 1.0 if _allowed(y, b - 1, k, clamp) else 0.0
-        for t in range(b - 2, a - 1, -1):
+        for t in range(b - 2, a - 1, -1):  # beta[t + 1] is 0 on clamped-out labels already
+            backward_step(P, t + 1, beta[t + 1], pool, beta[t])
             for j in range(K):
-                if not _allowed(y, t, j, clamp):
-                    beta[t, j] = 0.0  # as at the last position: xi and gamma vanish on clamped-out labels
-                    continue
-                v = 0.0
-                for k in range(K):
-                    if _allowed(y, t + 1, k, clamp):
-                        v += E[t + 1, j + 1, k] * beta[t + 1, k]
-                beta[t, j] = v / scale[t + 1]
+                beta[t, j] = beta[t, j] / scale[t + 1] if _allowed(y, t, j, clamp) else 0.0
     return alpha, beta, scale, logz
 
 
@@ -96,7 +174,7 @@ def marginals(alpha, beta):
 
 
 @njit(**NOGIL)
-def gold_log_score(E, c, seq_starts, y):
+def gold_log_score(P, seq_starts, y):
     """Unnormalised log score of each fully labelled sequence's gold path."""
     n_seq = seq_starts.shape[0] - 1
     out = np.zeros(n_seq)
@@ -105,16 +183,16 @@ def gold_log_score(E, c, seq_starts, y):
         total = 0.0
         for t in range(a, seq_starts[q + 1]):
             s = 0 if t == a else y[t - 1] + 1
-            total += np.log(np.float64(E[t, s, y[t]])) + c[t]
+            total += np.log(cell(P, t, s, y[t])) + P.c[t]
         out[q] = total
     return out
 
 
 @njit(**NOGIL)
-def residual_slice(E, seq_starts, y, partial, free, clamped, k0, out):
+def residual_slice(P, seq_starts, y, partial, free, clamped, k0, out):
     """Functional gradient for the labels k0 .. k0 + G - 1 (out: T x S x G): out[t, s, g] = target_t(s, k) -
     xi_t(s, k) for k = k0 + g (Prop. 1 of the paper), from the free and clamped forward_backward results
-    (alpha, beta, scale, log Z). A block of labels reads E[t, s, k0:k0 + G] contiguously.
+    (alpha, beta, scale, log Z). A block of labels reads a group row's k0:k0 + G contiguously.
 
     The target is the gold transition indicator, or for a partially labelled sequence (``partial[q]``) the
     expected pairwise marginal of the clamped pass: the gradient of the marginal likelihood of the labels
@@ -122,6 +200,7 @@ def residual_slice(E, seq_starts, y, partial, free, clamped, k0, out):
     """
     alpha, beta, scale = free[0], free[1], free[2]
     calpha, cbeta, cscale = clamped[0], clamped[1], clamped[2]
+    values, start, group = P.values, P.start, P.group
     n_seq = seq_starts.shape[0] - 1
     K = alpha.shape[1]
     G = out.shape[2]
@@ -148,15 +227,19 @@ def residual_slice(E, seq_starts, y, partial, free, clamped, k0, out):
                 fr[g] = beta[t, k] / scale[t]
                 cl[g] = cbeta[t, k] / cscale[t] if partial[q] and (y[t] < 0 or y[t] == k) else 0.0
             for j in range(K):  # branch-free over the block, so that it vectorizes
+                r = group[t, j + 1]
+                if r < 0:
+                    continue
+                row = start[t] + r
                 a_j = alpha[t - 1, j]
                 if partial[q]:
                     c_j = calpha[t - 1, j]
                     for g in range(G):
-                        e = np.float64(E[t, j + 1, k0 + g])
+                        e = np.float64(values[row, k0 + g])
                         out[t, j + 1, g] = c_j * e * cl[g] - a_j * e * fr[g]
                 else:
                     for g in range(G):
-                        out[t, j + 1, g] = -(a_j * np.float64(E[t, j + 1, k0 + g]) * fr[g])
+                        out[t, j + 1, g] = -(a_j * np.float64(values[row, k0 + g]) * fr[g])
             g = y[t] - k0
             if not partial[q] and 0 <= g < G:
                 out[t, y[t - 1] + 1, g] += 1.0
@@ -164,42 +247,60 @@ def residual_slice(E, seq_starts, y, partial, free, clamped, k0, out):
 
 
 @njit(**NOGIL)
-def viterbi(E, seq_starts):
+def viterbi(P, seq_starts):
     """Most probable label sequence per sequence (forbidden cells are 0 in E). Path scores are products of E,
     renormalised at each position: a log per cell cost several times the rest of decoding. A sequence whose
     products all vanish (every path left is forbidden or more than ~700 nats below the best at some position) is
     decoded again in log space, where only forbidden paths are lost."""
-    T, S, K = E.shape
+    T = P.group.shape[0]
+    K = P.values.shape[1]
     best = np.zeros(T, dtype=np.int32)
     for q in range(seq_starts.shape[0] - 1):
         a = seq_starts[q]
         b = seq_starts[q + 1]
         if b > a:
             back = np.zeros((b - a, K), dtype=np.int32)
-            if not _viterbi_pass(E, a, b, back, best, False):
-                _viterbi_pass(E, a, b, back, best, True)
+            if not _viterbi_pass(P, a, b, back, best, False):
+                _viterbi_pass(P, a, b, back, best, True)
     return best
 
 
 @njit(**NOGIL)
-def _viterbi_pass(E, a, b, back, best, logs):
+def _viterbi_pass(P, a, b, back, best, logs):
     """Viterbi over positions a:b into best[a:b]: in log space with ``logs``, else with products renormalised
-    per position; then False (best untouched) if at some position every product is 0."""
-    K = E.shape[2]
+    per position; then False (best untouched) if at some position every product is 0. A group's best previous
+    label is found once (the lowest among equal scores); across groups the lowest label wins ties too, as in a
+    scan over all previous labels."""
+    K = P.values.shape[1]
+    S = P.group.shape[1]
     prev = np.empty(K)
     cur = np.empty(K)
+    pool = np.empty(S)
+    arg_of = np.empty(S, dtype=np.int32)
     for k in range(K):
-        cur[k] = np.log(np.float64(E[a, 0, k])) if logs else np.float64(E[a, 0, k])
+        e = cell(P, a, 0, k)
+        cur[k] = np.log(e) if logs else e
     for t in range(a + 1, b):
         prev, cur = cur, prev
+        base = P.start[t]
+        n = P.start[t + 1] - base
+        arg_of[:n] = -1
+        for j in range(K):
+            r = P.group[t, j + 1]
+            if r >= 0 and (arg_of[r] < 0 or prev[j] > pool[r]):
+                pool[r] = prev[j]
+                arg_of[r] = j
         norm = 0.0
         for k in range(K):
             top = -np.inf
             arg = 0
-            for j in range(K):
-                w = np.float64(E[t, j + 1, k])
-                v = prev[j] + np.log(w) if logs else prev[j] * w
-                if v > top:
+            for r in range(n):
+                j = arg_of[r]
+                if j < 0:
+                    continue
+                w = np.float64(P.values[base + r, k])
+                v = pool[r] + np.log(w) if logs else pool[r] * w
+                if v > top or (v == top and j < arg):
                     top = v
                     arg = j
             cur[k] = top
@@ -222,14 +323,14 @@ def _viterbi_pass(E, a, b, back, best, logs):
 
 
 @njit(**NOGIL)
-def nbest(E, c, seq_starts, log_z, n):
+def nbest(P, seq_starts, log_z, n):
     """The n most probable label sequences of every sequence (k-best Viterbi; forbidden cells are 0 in E): paths
     (sequences x n x their length's room, -1 padded: positions seq_starts[q]:seq_starts[q + 1] of sequence q are
     paths[q, r, :length]) and log P(path | X) (sequences x n, -inf where fewer than n paths are allowed), best
     first; among equal scores the lower previous label, then the lower rank, wins. ``log_z``: log Z per sequence
     (forward_backward's fourth result). Each position keeps, per label, the n best partial paths that end there."""
     n_seq = seq_starts.shape[0] - 1
-    K = E.shape[2]
+    K = P.values.shape[1]
     longest = 0
     for q in range(n_seq):
         longest = max(longest, seq_starts[q + 1] - seq_starts[q])
@@ -248,9 +349,9 @@ def nbest(E, c, seq_starts, log_z, n):
         back = np.zeros((L, K, n), dtype=np.int64)  # previous label * n + its rank
         offset = 0.0
         for t in range(a, b):
-            offset += c[t]
+            offset += P.c[t]
         for k in range(K):
-            e = np.float64(E[a, 0, k])
+            e = cell(P, a, 0, k)
             if e > 0.0:
                 score[0, k, 0] = np.log(e)
         for i in range(1, L):
@@ -258,7 +359,7 @@ def nbest(E, c, seq_starts, log_z, n):
             for k in range(K):
                 m = 0
                 for j in range(K):
-                    e = np.float64(E[t, j + 1, k])
+                    e = cell(P, t, j + 1, k)
                     if e <= 0.0:
                         continue
                     w = np.log(e)
@@ -291,30 +392,56 @@ def nbest(E, c, seq_starts, log_z, n):
 
 
 @njit(**NOGIL)
-def rescale(E, c):
+def rescale(P):
     """Divide each position's potentials by their maximum so float32 neither overflows nor underflows."""
-    T, S, K = E.shape
-    for t in range(T):
+    values, start, c = P.values, P.start, P.c
+    for t in range(c.shape[0]):
         top = 0.0
-        for s in range(S):
-            for k in range(K):
-                if E[t, s, k] > top:
-                    top = E[t, s, k]
+        for row in range(start[t], start[t + 1]):
+            for k in range(values.shape[1]):
+                if values[row, k] > top:
+                    top = values[row, k]
         if top > 0.0 and top != 1.0:
             inv = 1.0 / top
-            for s in range(S):
-                for k in range(K):
-                    E[t, s, k] = E[t, s, k] * inv
+            for row in range(start[t], start[t + 1]):
+                for k in range(values.shape[1]):
+                    values[row, k] = values[row, k] * inv
             c[t] += np.log(top)
 
 
 @njit(**NOGIL)
+def _same_row(phi, t, s, u, allowed):
+    for k in range(phi.shape[2]):
+        if allowed[s, k] != allowed[u, k] or (allowed[s, k] and phi[t, s, k] != phi[t, u, k]):
+            return False
+    return True
+
+
+@njit(**NOGIL)
 def scaled_potentials(phi, allowed, is_start):
-    """(E, c) from raw potentials phi (T x S x K, float64) in one pass, without T x S x K temporaries: c[t] the
-    largest phi over position t's valid cells (0 if none is finite), E = exp(phi - c) there and 0 elsewhere. Valid:
-    state 0 at a sequence's first position, states j + 1 elsewhere, each as ``allowed`` (S x K) permits."""
+    """Potentials from raw potentials phi (T x S x K, float64): c[t] the largest phi over position t's valid
+    cells (0 if none is finite), E = exp(phi - c) there and 0 elsewhere, states with equal rows in one group.
+    Valid: state 0 at a sequence's first position, states j + 1 elsewhere, each as ``allowed`` (S x K) permits."""
     T, S, K = phi.shape
-    E = np.zeros((T, S, K), dtype=np.float32)
+    group = np.full((T, S), -1, dtype=np.int32)
+    start = np.zeros(T + 1, dtype=np.int64)
+    first = np.empty((T, S), dtype=np.int32)  # each group's first state
+    for t in range(T):  # the groups first, then their rows: no T x S x K temporary
+        s0, s1 = (0, 1) if is_start[t] else (1, S)
+        n = 0
+        for s in range(s0, s1):
+            found = -1
+            for r in range(n):  # rows that differ mostly differ in their first cells: a short compare
+                if _same_row(phi, t, s, first[t, r], allowed):
+                    found = r
+                    break
+            if found < 0:
+                found = n
+                first[t, n] = s
+                n += 1
+            group[t, s] = found
+        start[t + 1] = start[t] + n
+    values = np.zeros((start[T], K), dtype=np.float32)
     c = np.zeros(T)
     for t in range(T):
         s0, s1 = (0, 1) if is_start[t] else (1, S)
@@ -326,11 +453,12 @@ def scaled_potentials(phi, allowed, is_start):
         if not np.isfinite(top):
             top = 0.0
         c[t] = top
-        for s in range(s0, s1):
+        for r in range(start[t + 1] - start[t]):
+            s = first[t, r]
             for k in range(K):
                 if allowed[s, k]:
-                    E[t, s, k] = np.exp(phi[t, s, k] - top)
-    return E, c
+                    values[start[t] + r, k] = np.exp(phi[t, s, k] - top)
+    return Potentials(values, start, group, c)
 
 
 def start_mask(seq_starts, T):
@@ -340,18 +468,26 @@ def start_mask(seq_starts, T):
     return is_start
 
 
-def initial_potentials(T, allowed, seq_starts):
-    """E for an empty model: 1 where a transition is structurally valid and allowed, else 0."""
+def initial_potentials(T, allowed, seq_starts) -> Potentials:
+    """E for an empty model: 1 where a transition is structurally valid and allowed, else 0; the previous labels
+    with the same allowed row share a group (one group without a transition mask)."""
     S, K = allowed.shape
-    E = np.zeros((T, S, K), dtype=np.float32)
     is_start = start_mask(seq_starts, T)
-    E[is_start, 0, :] = allowed[0]
-    E[~is_start, 1:, :] = allowed[1:]
-    return E, np.zeros(T)
+    rows, inverse = np.unique(np.asarray(allowed[1:], dtype=bool), axis=0, return_inverse=True)
+    counts = np.where(is_start, 1, len(rows))
+    start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    values = np.empty((int(start[-1]), K), dtype=np.float32)
+    group = np.full((T, S), -1, dtype=np.int32)
+    values[start[:-1][is_start]] = allowed[0]
+    group[is_start, 0] = 0
+    others = start[:-1][~is_start]
+    values[(others[:, None] + np.arange(len(rows))).ravel()] = np.tile(rows, (len(others), 1))
+    group[~is_start, 1:] = np.asarray(inverse, dtype=np.int32).ravel()
+    return Potentials(values, start, group, np.zeros(T))
 
 
 @njit(**NOGIL)
-def span_probs(E, alpha, beta, scale, seq_ends, starts, ends, first, inside):
+def span_probs(P, alpha, beta, scale, seq_ends, starts, ends, first, inside):
     """P(y[a:b] = first, inside, ..., inside and y[b] != inside | X) for each span [a, b) of one sequence batch.
 
     The probability that the CRF labels exactly this span (a BIO span is closed by any label but its I-).
@@ -365,13 +501,13 @@ def span_probs(E, alpha, beta, scale, seq_ends, starts, ends, first, inside):
         p = alpha[a, first[i]]
         prev = first[i]
         for t in range(a + 1, b):
-            p *= E[t, prev + 1, inside[i]] / scale[t]
+            p *= cell(P, t, prev + 1, inside[i]) / scale[t]
             prev = inside[i]
         if b < seq_ends[i]:
             tail = 0.0
             for k in range(K):
                 if k != inside[i]:
-                    tail += E[b, prev + 1, k] * beta[b, k]
+                    tail += cell(P, b, prev + 1, k) * beta[b, k]
             p *= tail / scale[b]
         else:
             p *= beta[b - 1, prev]

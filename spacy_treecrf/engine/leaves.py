@@ -1,7 +1,5 @@
-"""Leaf values from a grown tree's leaf segments, and moving cached potentials by its leaves.
-
-A grown tree's leaves own segments of its slots (grow.Segments): E[t, s, k] *= exp(step * value) over each
-leaf's positions x states updates the training cache without evaluating the tree.
+"""Leaf values from a grown tree's leaf segments (grow.Segments: each leaf's positions; its states are the
+leaf's state set). The same segments move the training cache without evaluating the tree (moves.py).
 """
 from typing import NamedTuple
 
@@ -9,18 +7,6 @@ import numpy as np
 from numba import njit
 
 from .trees import LEAF
-
-
-class LeafTable(NamedTuple):
-    """The leaves of a round's trees, one entry each: its tree (index into the round's slot arrays), label (-1:
-    a shared tree's leaf, for every label), segment lo:hi of that tree's slots, value (leaves x W: W = 1 for
-    per-label trees, K for shared ones) and states (leaves x S)."""
-    tree: np.ndarray
-    label: np.ndarray
-    lo: np.ndarray
-    hi: np.ndarray
-    value: np.ndarray
-    states: np.ndarray
 
 
 # How leaf_values divides a leaf's residual sum G: by its cells N (the paper's mean G / (N + lam), the grower's
@@ -105,80 +91,3 @@ def add_leaf_sums(D, a, is_start, allowed, tree, segments, mode, sums):
                     h[j] += m[j]
                 elif mode == POSITION_MEAN and m[j] > 0.0:
                     h[j] += 1.0
-
-
-@njit(cache=True, nogil=True)
-def apply_leaves(E, tree, segments, k, scale_by):
-    """Multiply exp(scale_by * leaf value) into the cached potentials of each leaf's (positions x states)."""
-    S = E.shape[1]
-    sel = np.empty(S, dtype=np.int64)
-    for node in range(tree.kind.shape[0]):
-        if tree.kind[node] != LEAF:
-            continue
-        f = np.float32(np.exp(scale_by * tree.value[node]))
-        m = 0
-        for s in range(S):
-            if tree.states[node, s]:
-                sel[m] = s
-                m += 1
-        for i in range(segments.start[node], segments.start[node] + segments.length[node]):
-            t = segments.pos[i]
-            for j in range(m):
-                E[t, sel[j], k] *= f
-
-
-@njit(cache=True, nogil=True)
-def apply_trees(E, t0, t1, pbufs, leaves, scale_by, block):
-    """Several trees' apply_leaves at once, for positions t0 <= t < t1: E[t, s, label] *= exp(scale_by * value)
-    over each leaf's (positions x states) of the LeafTable (a shared tree's leaf: E[t, s, :] *= exp(scale_by *
-    its value vector)). Every leaf's segment pbufs[tree][lo:hi] must be
-    ascending (grow_tree's are). The positions are walked in blocks of ``block``, every leaf applying its part
-    of a block in turn: a block of E is loaded once for all the trees instead of once per tree (E[t, s, k] for
-    one k lies on a separate cache line for every (t, s))."""
-    L = leaves.tree.shape[0]
-    S = E.shape[1]
-    W = leaves.value.shape[1]
-    factor = np.empty((L, W), dtype=np.float32)
-    for l in range(L):
-        for w in range(W):
-            factor[l, w] = np.float32(np.exp(scale_by * leaves.value[l, w]))
-    cur = np.empty(L, dtype=np.int64)
-    sel = np.empty((L, S), dtype=np.int64)
-    n_sel = np.zeros(L, dtype=np.int64)
-    for l in range(L):
-        seg = pbufs[leaves.tree[l]]
-        p0 = leaves.lo[l]
-        p1 = leaves.hi[l]
-        while p0 < p1:  # first position >= t0
-            mid = (p0 + p1) // 2
-            if seg[mid] < t0:
-                p0 = mid + 1
-            else:
-                p1 = mid
-        cur[l] = p0
-        m = 0
-        for s in range(S):
-            if leaves.states[l, s]:
-                sel[l, m] = s
-                m += 1
-        n_sel[l] = m
-    for b0 in range(t0, t1, block):
-        b1 = min(b0 + block, t1)
-        for l in range(L):
-            seg = pbufs[leaves.tree[l]]
-            c = cur[l]
-            hi = leaves.hi[l]
-            k = leaves.label[l]
-            f = factor[l, 0]
-            m = n_sel[l]
-            while c < hi and seg[c] < b1:
-                t = seg[c]
-                if k >= 0:
-                    for j in range(m):
-                        E[t, sel[l, j], k] *= f
-                else:
-                    for j in range(m):
-                        for w in range(W):
-                            E[t, sel[l, j], w] *= factor[l, w]
-                c += 1
-            cur[l] = c

@@ -46,14 +46,17 @@ Sequence rank loss (Altun et al., Eq. 8-12).
 import numpy as np
 from numba import njit
 
+from .crf import backward_step, forward_step, cell
+
 NOGIL = dict(cache=True, nogil=True)
 TINY = 1e-300  # floor of P(y_t = g_t | X) in the Hamming loss: an underflowed marginal must not divide by 0
 
 
 @njit(**NOGIL)
-def pseudo_conditionals(E, seq_starts, y):
+def pseudo_conditionals(P, seq_starts, y):
     """p_t(k) of the pseudo-likelihood (T x K), which positions keep their term, and log PL per sequence."""
-    T, S, K = E.shape
+    T = P.group.shape[0]
+    K = P.values.shape[1]
     n_seq = seq_starts.shape[0] - 1
     cond = np.zeros((T, K))
     kept = np.zeros(T, dtype=np.bool_)
@@ -67,9 +70,9 @@ def pseudo_conditionals(E, seq_starts, y):
             s = 0 if t == a else y[t - 1] + 1
             total = 0.0
             for k in range(K):
-                v = np.float64(E[t, s, k])  # c[t] and c[t + 1] are common to every k: they cancel
+                v = cell(P, t, s, k)  # c[t] and c[t + 1] are common to every k: they cancel
                 if t < b - 1:
-                    v *= E[t + 1, k + 1, y[t + 1]]
+                    v *= cell(P, t + 1, k + 1, y[t + 1])
                 cond[t, k] = v
                 total += v
             if total <= 0.0:  # no label fits between these gold neighbours: the term is undefined
@@ -105,10 +108,13 @@ def pseudo_residual(seq_starts, y, cond, kept, k0, out):
 
 
 @njit(**NOGIL)
-def hamming_pass(seq_starts, y, E, alpha, beta, scale):
+def hamming_pass(seq_starts, y, P, alpha, beta, scale):
     """Accumulated vectors fa, fb (T x K) of the Hamming gradient, the number of known labels and
-    sum_t log P(y_t = g_t | X) per sequence. alpha, beta, scale: the free forward-backward pass."""
-    T, S, K = E.shape
+    sum_t log P(y_t = g_t | X) per sequence. alpha, beta, scale: the free forward-backward pass; the sums over
+    previous (next) labels go through the groups like crf.forward_backward's."""
+    T, S = P.group.shape
+    K = P.values.shape[1]
+    pool = np.empty(S)
     n_seq = seq_starts.shape[0] - 1
     fa = np.zeros((T, K))
     fb = np.zeros((T, K))
@@ -125,30 +131,24 @@ def hamming_pass(seq_starts, y, E, alpha, beta, scale):
                 known[q] += 1.0
                 logp[q] += np.log(g)
         for t in range(a, b):
-            for k in range(K):
-                v = 0.0
-                if t > a:
-                    for j in range(K):
-                        v += fa[t - 1, j] * E[t, j + 1, k]
-                    v /= scale[t]
-                if y[t] == k:
-                    v += w[t] * alpha[t, k]
-                fa[t, k] = v
+            if t > a:
+                forward_step(P, t, fa[t - 1], pool, fa[t])
+                for k in range(K):
+                    fa[t, k] /= scale[t]
+            if y[t] >= 0:
+                fa[t, y[t]] += w[t] * alpha[t, y[t]]
         for t in range(b - 1, a - 1, -1):
-            for j in range(K):
-                v = 0.0
-                if t < b - 1:
-                    for k in range(K):
-                        v += E[t + 1, j + 1, k] * fb[t + 1, k]
-                    v /= scale[t + 1]
-                if y[t] == j:
-                    v += w[t] * beta[t, j]
-                fb[t, j] = v
+            if t < b - 1:
+                backward_step(P, t + 1, fb[t + 1], pool, fb[t])
+                for j in range(K):
+                    fb[t, j] /= scale[t + 1]
+            if y[t] >= 0:
+                fb[t, y[t]] += w[t] * beta[t, y[t]]
     return fa, fb, known, logp
 
 
 @njit(**NOGIL)
-def hamming_residual(seq_starts, E, alpha, beta, scale, fa, fb, known, k0, out):
+def hamming_residual(seq_starts, P, alpha, beta, scale, fa, fb, known, k0, out):
     """-dL/dphi_t(s, k) of the Hamming loss: A_t(s, k) - n xi_t(s, k) (module docstring), for k = k0 + g into
     out[t, s, g] (out: T x S x G)."""
     n_seq = seq_starts.shape[0] - 1
@@ -165,9 +165,13 @@ def hamming_residual(seq_starts, E, alpha, beta, scale, fa, fb, known, k0, out):
                     out[t, 0, g] = alpha[t, k] * (fb[t, k] - n * beta[t, k])
                 continue
             for j in range(K):
+                r = P.group[t, j + 1]
+                if r < 0:
+                    continue
+                row = P.start[t] + r
                 for g in range(G):
                     k = k0 + g
-                    e = np.float64(E[t, j + 1, k]) / scale[t]
+                    e = np.float64(P.values[row, k]) / scale[t]
                     out[t, j + 1, g] = e * (fa[t - 1, j] * beta[t, k] + alpha[t - 1, j] * (fb[t, k] - n * beta[t, k]))
     return out
 

@@ -8,6 +8,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from .crf import Potentials, scaled_potentials
 from .intrinsics import count_trailing_zeros, with_room
 from .sparse import transpose
 from .trees import FEATURE, LEAF, Rows
@@ -79,29 +80,31 @@ def label_state_words(cells):
     return words
 
 
-def block_rows(n_labels: int, n_states: int) -> int:
+def block_rows(n_labels: int, n_states: int, shared: bool = False) -> int:
     """Rows per call of _partition_block: every tree's nodes are visited once per block; 16384 rows, fewer
-    where the block's accumulator (K x (S + 1) x rows floats) would pass 64 MB (at least 1024)."""
-    return int(min(16384, max(1024, 8_000_000 // (n_labels * (n_states + 1)))))
+    where the block's accumulator (K x (S + 1) x rows floats; shared trees: K x (1 + the groups' room) floats
+    per row, about 16 K) would pass 64 MB (at least 1024)."""
+    per_row = 16 * n_labels if shared else n_labels * (n_states + 1)
+    return int(min(16384, max(1024, 8_000_000 // per_row)))
 
 
 @njit(cache=True, nogil=True)
-def partition_potentials(rows, forest, index, cells, n_states, block_rows, scaled):
+def partition_potentials(rows, forest, index, cells, allowed, block_rows, scaled):
     """phi (T x S x K) = sum of every tree, evaluated one tree at a time over ``block_rows`` rows at once, the
     way the grower partitions positions: a node's rows are split by its test, so a row costs nothing at the tests
     on the absent side of its path (see _partition_block).
 
     Only the Cells asked for are computed; the rest are 0. Rows may hold feature ids no tree tests.
-    Returns (phi, E, c): with ``scaled``, phi is empty and (E, c) are crf.scaled_potentials of phi over those
-    cells, made block by block (no T x S x K float64 array); without, E and c are empty."""
+    Returns (phi, P): with ``scaled``, phi is empty and P is crf.scaled_potentials of phi under ``allowed`` (S x
+    K), made block by block (no T x S x K float64 array); without, P is empty. Shared trees' sums come grouped
+    by previous state (GroupSums), so their P is made from the groups, never from S x K cells per row."""
     indptr = rows.indptr
     is_start, start_states, other_states = cells
     T = indptr.shape[0] - 1
-    S = n_states
-    n_labels = start_states.shape[0]
-    phi = np.zeros((0 if scaled else T, S, n_labels))
-    E = np.zeros((T if scaled else 0, S, n_labels), dtype=np.float32)
-    c = np.zeros(T if scaled else 0)
+    S = allowed.shape[0]
+    K = start_states.shape[0]
+    shared = forest.labels.shape[0] > 0 and forest.labels[0] < 0
+    phi = np.zeros((0 if scaled else T, S, K))
     max_depth = 0
     for i in range(forest.depths.shape[0]):
         max_depth = max(max_depth, forest.depths[i])
@@ -109,34 +112,142 @@ def partition_potentials(rows, forest, index, cells, n_states, block_rows, scale
     n = min(T, block)
     # per label: a row per state, then the part they all share; rows an odd number of cache lines apart, or the
     # 99 rows a position's cells read fall into one cache set when n is a multiple of 512 (16384 is)
-    acc = np.empty((n_labels, S + 1, 8 * ((n + 7) // 8 | 1)))[:, :, :n]
+    n_acc = 0 if shared else n
+    acc = np.empty((0 if shared else K, S + 1, 8 * ((n_acc + 7) // 8 | 1)))[:, :, :n_acc]
+    part = np.zeros((n if scaled and not shared else 0, S, K))
+    n_sums = n if shared else 0
+    n_words = max(1, (S + 63) // 64)
+    sums = GroupSums(np.zeros((n_sums, K)), np.ones(n_sums, dtype=np.int64), 2 * np.arange(n_sums),
+                     np.full(n_sums, 2, dtype=np.int64))
+    pool = np.zeros((2 * n_sums + 1, K))
+    pool_mask = np.zeros((2 * n_sums + 1, n_words), dtype=np.uint64)
+    gid = np.empty(S, dtype=np.int64)
+    class_of = _mask_classes(allowed)
+    any_start = _any_label(start_states)  # the states a shared tree's items carry
+    any_other = _any_label(other_states)
+    values = np.zeros((T if scaled else 0, K), dtype=np.float32)
+    start = np.zeros(T + 1, dtype=np.int64)
+    group = np.full((T if scaled else 0, S), -1, dtype=np.int32)
+    c = np.zeros(T if scaled else 0)
     for r0 in range(0, T, block):
         r1 = min(T, r0 + block)
         chunk = Rows(indptr[r0:r1 + 1] - indptr[r0], rows.indices[indptr[r0]:indptr[r1]])
         acc[:] = 0.0
-        _partition_block(acc, chunk, forest, index, Cells(is_start[r0:r1], start_states, other_states),
-                         max_depth)
-        for t in range(r1 - r0):
+        m = r1 - r0
+        if shared:
+            for t in range(m):  # one group of every state a shared tree's items carry
+                sums.base[t, :] = 0.0
+                sums.count[t] = 1
+                sums.off[t] = 2 * t
+                sums.room[t] = 2
+                pool[2 * t] = 0.0
+                pool_mask[2 * t] = any_start[0] if is_start[r0 + t] else any_other[0]
+        pool, pool_mask = _partition_block(acc, GroupSums(sums.base[:m], sums.count[:m], sums.off[:m], sums.room[:m]),
+                                           pool, pool_mask, chunk, forest, index,
+                                           Cells(is_start[r0:r1], start_states, other_states), max_depth)
+        if shared and scaled:
+            values = _grouped_rows(sums, pool, pool_mask, r0, r1, is_start, allowed, class_of, values, start,
+                                   group, c)
+            continue
+        out = part[:m] if scaled else phi[r0:r1]
+        for t in range(m):
             states = start_states if is_start[r0 + t] else other_states
-            top = -np.inf
-            for k in range(n_labels):
+            if shared:
+                _state_groups(pool_mask, sums.off[t], sums.count[t], gid)
+            for k in range(K):
                 for s in range(S):
                     if (states[k, s >> 6] >> np.uint64(s & 63)) & np.uint64(1):
-                        v = acc[k, s, t] + acc[k, S, t]
-                        if scaled:
-                            acc[k, s, t] = v
-                            top = max(top, v)
-                        else:
-                            phi[r0 + t, s, k] = v
-            if scaled:
-                if not np.isfinite(top):
-                    top = 0.0
-                c[r0 + t] = top
-                for k in range(n_labels):
-                    for s in range(S):
-                        if (states[k, s >> 6] >> np.uint64(s & 63)) & np.uint64(1):
-                            E[r0 + t, s, k] = np.exp(acc[k, s, t] - top)
-    return phi, E, c
+                        out[t, s, k] = (sums.base[t, k] + pool[sums.off[t] + gid[s], k] if shared
+                                        else acc[k, s, t] + acc[k, S, t])
+        if scaled:
+            P = scaled_potentials(out, allowed, is_start[r0:r1])
+            values = with_room(values, start[r0] + P.values.shape[0])
+            values[start[r0]:start[r0] + P.values.shape[0]] = P.values
+            start[r0 + 1:r1 + 1] = start[r0] + P.start[1:]
+            group[r0:r1] = P.group
+            c[r0:r1] = P.c
+    return phi, Potentials(values[:start[T]], start, group, c)
+
+
+@njit(cache=True, nogil=True)
+def _mask_classes(allowed):
+    """class_of[s]: the first state whose allowed row equals state s's (states of a class may share a group)."""
+    S, K = allowed.shape
+    class_of = np.empty(S, dtype=np.int64)
+    for s in range(S):
+        class_of[s] = s
+        for u in range(s):
+            same = True
+            for k in range(K):
+                if allowed[s, k] != allowed[u, k]:
+                    same = False
+                    break
+            if same:
+                class_of[s] = class_of[u]
+                break
+    return class_of
+
+
+@njit(cache=True, nogil=True)
+def _state_groups(pool_mask, off, count, gid):
+    """gid[s]: the group (0 .. count - 1) whose state mask in pool_mask[off:] holds state s, -1 for none."""
+    gid[:] = -1
+    for r in range(count):
+        for w in range(pool_mask.shape[1]):
+            bits = pool_mask[off + r, w]
+            while bits != 0:
+                gid[64 * w + count_trailing_zeros(bits)] = r
+                bits &= bits - np.uint64(1)
+
+
+@njit(cache=True, nogil=True)
+def _grouped_rows(sums, pool, pool_mask, r0, r1, is_start, allowed, class_of, values, start, group, c):
+    """Rows r0:r1 of a shared forest's Potentials from the block's GroupSums: a state's group is its sums group
+    split by its transition-mask class; E = exp(base + group sums - c) on the allowed cells, c the largest
+    there. A state in no group (allowed before no label) has none. Returns ``values`` (reallocated when it
+    grows)."""
+    S, K = allowed.shape
+    rep = np.empty(S, dtype=np.int64)  # a final group's first state
+    gid = np.empty(S, dtype=np.int64)
+    for t in range(r1 - r0):
+        row = r0 + t
+        _state_groups(pool_mask, sums.off[t], sums.count[t], gid)
+        s0, s1 = (0, 1) if is_start[row] else (1, S)
+        n = 0
+        for s in range(s0, s1):
+            g = gid[s]
+            if g < 0:
+                continue
+            found = -1
+            for r in range(n):
+                u = rep[r]
+                if gid[u] == g and class_of[u] == class_of[s]:
+                    found = r
+                    break
+            if found < 0:
+                found = n
+                rep[n] = s
+                n += 1
+            group[row, s] = found
+        top = -np.inf
+        for r in range(n):
+            u = rep[r]
+            o = sums.off[t] + gid[u]
+            for k in range(K):
+                if allowed[u, k]:
+                    top = max(top, sums.base[t, k] + pool[o, k])
+        if not np.isfinite(top):
+            top = 0.0
+        c[row] = top
+        first = start[row]
+        start[row + 1] = first + n
+        values = with_room(values, first + n)
+        for r in range(n):
+            u = rep[r]
+            o = sums.off[t] + gid[u]
+            for k in range(K):
+                values[first + r, k] = np.exp(sums.base[t, k] + pool[o, k] - top) if allowed[u, k] else 0.0
+    return values
 
 
 @njit(cache=True, nogil=True)
@@ -158,16 +269,6 @@ def _credit(acc, k, t, word, bits, delta):
 
 
 @njit(cache=True, nogil=True)
-def _credit_vector(acc, t, word, bits, delta):
-    """A shared tree's _credit: acc[k, s, t] += delta[k] for every label k."""
-    while bits != 0:
-        s = 64 * word + count_trailing_zeros(bits)
-        for k in range(delta.shape[0]):
-            acc[k, s, t] += delta[k]
-        bits &= bits - np.uint64(1)
-
-
-@njit(cache=True, nogil=True)
 def _any_label(words):
     """The states of any label (K x words -> 1 x words): a shared tree's items hold them all."""
     out = np.zeros((1, words.shape[1]), dtype=np.uint64)
@@ -180,10 +281,122 @@ def _any_label(words):
 AT, POS, NXT, WHOLE = 0, 1, 2, 3  # the fields of _partition_block's item records
 
 
+class GroupSums(NamedTuple):
+    """Shared trees' sums over a block of rows, grouped by previous state: row t's count[t] groups are slots
+    off[t] .. of a pool (room[t] slots there; a row that needs more moves to the pool's end with twice the room);
+    a slot holds its states as 64-bit words (pool_mask) and their sums but base[t] (pool)."""
+    base: np.ndarray
+    count: np.ndarray
+    off: np.ndarray
+    room: np.ndarray
+
+
+class SettleScratch(NamedTuple):
+    """_settle_shared's per-row arrays: the row's items' chains and state masks, and per-group masks (first: the
+    states of the group's first item, rest: its states in no item so far)."""
+    item_at: np.ndarray
+    item_mask: np.ndarray
+    first: np.ndarray
+    rest: np.ndarray
+
+
 @njit(cache=True, nogil=True)
-def _partition_block(acc, rows, forest, index, cells, max_depth):
-    """acc[k, s, t] += the trees of label k at row t and state s (acc[k, S, t]: the part of every state). A shared
-    tree (label -1) credits every label at once with its leaves' vectors; its items carry the states of any label.
+def _settle_shared(sums, pool, pool_mask, pool_top, item, mask, chain_value, scratch):
+    """Credit a shared tree once it is done: a row whose item stayed WHOLE (no state split reached it) adds its
+    leaf's vector to base; in a row a state split reached, each group splits by the items its states ended in,
+    on state masks (a few words per group and item, not a loop over states): the group's slot takes its first
+    item's states, new slots copy the old sums for the others and for states in no item (dropped at a state
+    split: they get nothing), and each item's states add its leaf's vector. Returns the pool, its masks
+    (reallocated when they grow) and its top."""
+    base, count, off, room = sums
+    item_at, item_mask, first, rest = scratch
+    K = base.shape[1]
+    n_words = mask.shape[1]
+    for t in range(base.shape[0]):
+        if item[t, WHOLE]:
+            at = item[t, AT]
+            if at >= 0:
+                for k in range(K):
+                    base[t, k] += chain_value[at, k]
+            continue
+        n_items = 0
+        j = t
+        while j >= 0:
+            if item[j, AT] >= 0:
+                item_at[n_items] = item[j, AT]
+                item_mask[n_items] = mask[j]
+                n_items += 1
+            j = item[j, NXT]
+        n_old = count[t]
+        n = n_old
+        for g in range(n_old):  # the slots the splits need
+            pieces = 0
+            rest[:] = pool_mask[off[t] + g]
+            for i in range(n_items):
+                hit = False
+                for w in range(n_words):
+                    hit = hit or (pool_mask[off[t] + g, w] & item_mask[i, w]) != 0
+                    rest[w] &= ~item_mask[i, w]
+                pieces += hit
+            for w in range(n_words):
+                if pieces > 0 and rest[w] != 0:
+                    pieces += 1
+                    break
+            n += max(pieces - 1, 0)
+        if n > room[t]:  # move the row's groups to the end of the pool with room to grow
+            new_room = max(n, 2 * room[t])
+            pool = with_room(pool, pool_top + new_room)
+            pool_mask = with_room(pool_mask, pool_top + new_room)
+            pool[pool_top:pool_top + n_old] = pool[off[t]:off[t] + n_old]
+            pool_mask[pool_top:pool_top + n_old] = pool_mask[off[t]:off[t] + n_old]
+            off[t] = pool_top
+            room[t] = new_room
+            pool_top += new_room
+        o = off[t]
+        n = n_old
+        for g in range(n_old):
+            first_item = -1
+            rest[:] = pool_mask[o + g]
+            for i in range(n_items):
+                hit = False
+                for w in range(n_words):
+                    hit = hit or (pool_mask[o + g, w] & item_mask[i, w]) != 0
+                if not hit:
+                    continue
+                for w in range(n_words):
+                    rest[w] &= ~item_mask[i, w]
+                if first_item < 0:
+                    first_item = i
+                    for w in range(n_words):
+                        first[w] = pool_mask[o + g, w] & item_mask[i, w]
+                    continue
+                for w in range(n_words):
+                    pool_mask[o + n, w] = pool_mask[o + g, w] & item_mask[i, w]
+                for k in range(K):
+                    pool[o + n, k] = pool[o + g, k] + chain_value[item_at[i], k]
+                n += 1
+            if first_item < 0:
+                continue  # every state of the group dropped: it keeps its sums
+            left = False
+            for w in range(n_words):
+                left = left or rest[w] != 0
+            if left:
+                pool_mask[o + n] = rest
+                pool[o + n] = pool[o + g]
+                n += 1
+            pool_mask[o + g] = first
+            for k in range(K):
+                pool[o + g, k] += chain_value[item_at[first_item], k]
+        count[t] = n
+    return pool, pool_mask, pool_top
+
+
+@njit(cache=True, nogil=True)
+def _partition_block(acc, sums, pool, pool_mask, rows, forest, index, cells, max_depth):
+    """acc[k, s, t] += the per-label trees of label k at row t and state s (acc[k, S, t]: the part of every
+    state); the shared trees (label -1) go to the GroupSums ``sums``, ``pool`` and ``pool_mask`` instead
+    (returned, as they may grow): their items carry the states of any label and are credited once, when the
+    tree is done (_settle_shared), since a credit costs K adds.
 
     An item is a row with the previous states that reach a node together; AT is its current chain (see
     partition_index). Entering a chain credits the item with the value of the leaf the chain ends in, so a
@@ -234,17 +447,18 @@ def _partition_block(acc, rows, forest, index, cells, max_depth):
     st_hi = np.empty(max_depth + 2, dtype=np.int64)
     st_live = np.empty(max_depth + 2, dtype=np.int64)
     base = np.zeros(acc.shape[0])  # per label: the trees' root chain values, credited to every row at the end
-    width = chain_value.shape[1]
-    delta = np.empty(width)
-    gone = np.empty(width)  # minus the chain's value: for states no child of a state split takes
     any_start = _any_label(start_states)
     any_other = _any_label(other_states)
+    settle = SettleScratch(np.empty(S, dtype=np.int64), np.empty((S, n_words), dtype=np.uint64),
+                           np.empty(n_words, dtype=np.uint64), np.empty(n_words, dtype=np.uint64))
+    pool_top = 0
+    for t in range(T):
+        pool_top = max(pool_top, sums.off[t] + sums.room[t])
     for i in range(roots.shape[0] - 1):
         root = roots[i]
         k = labels[i]
-        k0 = k if k >= 0 else 0  # a tree's values go to labels k0:k0 + width
-        for j in range(width):
-            base[k0 + j] += chain_value[root, j]
+        if k >= 0:
+            base[k] += chain_value[root, 0]
         tree_start = start_states[k:k + 1] if k >= 0 else any_start
         tree_other = other_states[k:k + 1] if k >= 0 else any_other
         for q in range(n_touched):
@@ -276,10 +490,7 @@ def _partition_block(acc, rows, forest, index, cells, max_depth):
             c = chain[node]
             a = root + yes[node]
             b = root + no[node]
-            for j in range(width):
-                delta[j] = chain_value[a, j] - chain_value[c, j]
-                gone[j] = -chain_value[c, j]
-            d0 = delta[0]  # a per-label tree's one value
+            d0 = chain_value[a, 0] - chain_value[c, 0] if k >= 0 else 0.0  # a per-label tree's move
             end = hi  # the free part of buf starts after this node's list
             if end + hi - lo > buf.shape[0]:
                 buf = with_room(buf, end + hi - lo)
@@ -315,19 +526,14 @@ def _partition_block(acc, rows, forest, index, cells, max_depth):
                 for q in range(end, y):
                     it = buf[q]
                     item[it, AT] = a
+                    if k < 0:
+                        continue
                     t = item[it, POS]
                     if item[it, WHOLE]:
-                        if k >= 0:
-                            acc[k, S, t] += d0
-                        else:
-                            for j in range(width):
-                                acc[j, S, t] += delta[j]
+                        acc[k, S, t] += d0
                     else:
                         for w in range(n_words):
-                            if k >= 0:
-                                _credit(acc, k, t, w, mask[it, w], d0)
-                            else:
-                                _credit_vector(acc, t, w, mask[it, w], delta)
+                            _credit(acc, k, t, w, mask[it, w], d0)
             else:
                 for q in range(lo, hi):
                     it = buf[q]
@@ -349,9 +555,6 @@ def _partition_block(acc, rows, forest, index, cells, max_depth):
                         if k >= 0:
                             _credit(acc, k, t, w, ma, d0)
                             _credit(acc, k, t, w, m & ~(ma | mb), -chain_value[c, 0])  # states no child takes
-                        else:
-                            _credit_vector(acc, t, w, ma, delta)
-                            _credit_vector(acc, t, w, m & ~(ma | mb), gone)
                         any_a = any_a or ma != 0
                         any_b = any_b or mb != 0
                     if any_a and any_b:  # a new item takes the yes-states
@@ -393,7 +596,11 @@ def _partition_block(acc, rows, forest, index, cells, max_depth):
             st_node[top], st_lo[top], st_hi[top], st_live[top] = b, lo, hi, live_no
             top += 1
             st_node[top], st_lo[top], st_hi[top], st_live[top] = a, end, y, y - end
+        if k < 0:
+            pool, pool_mask, pool_top = _settle_shared(sums, pool, pool_mask, pool_top, item, mask, chain_value,
+                                                       settle)
     for k in range(acc.shape[0]):
         for t in range(T):
             acc[k, S, t] += base[k]
+    return pool, pool_mask
 

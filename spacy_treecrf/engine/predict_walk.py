@@ -1,6 +1,6 @@
-"""The tree walk: one position's potentials from one tree, for every previous state at once, with the missing
-value routing rule. It serves training-time evaluation (positions a tree was not fitted on, dev sets) and rows
-with missing values at prediction; rows without missing values are predicted by the block kernels
+"""The tree walk: the leaves one position reaches in one tree, for every previous state at once, with the missing
+value routing rule. It serves training-time evaluation (moves at positions a tree was not fitted on, dev sets)
+and rows with missing values at prediction; rows without missing values are predicted by the block kernels
 (predict_partition.py, predict_bitmask.py).
 """
 from typing import NamedTuple
@@ -9,29 +9,36 @@ import numpy as np
 from numba import njit
 
 from .missing import is_missing, route, yes_share
+from .intrinsics import with_room
 from .sparse import mark_row
 from .trees import FEATURE, LEAF, routes_missing
 
 
 class WalkScratch(NamedTuple):
-    """A walk's stack of nodes still to visit, the states reaching each (masks) and their weights."""
+    """A walk's stack of nodes still to visit, the states reaching each (masks) and their weights; the leaves
+    it reached (leaf, relative to the root) and their weights (share)."""
     stack: np.ndarray
     masks: np.ndarray
     weights: np.ndarray
+    leaf: np.ndarray
+    share: np.ndarray
 
 
 @njit(cache=True, nogil=True)
-def walk_tree(out, t, present, tree, rows, missing, root, scratch):
-    """out[s] += tree(x_t, s) for all s: one walk from the root that carries the set of states still reaching a
-    node. out is S x 1 for a per-label tree, S x K for a shared one (its leaves' vectors). A feature test reads ``present`` (position t's row marked 1, see sparse.mark_row); where the routing
-    rule is on and the feature's variable is missing at t, the split's surrogates decide, else it follows both
-    branches weighted by the split's yes share (trees without surrogate slots) or the majority branch."""
+def walk_leaves(t, present, tree, rows, missing, root, scratch):
+    """The leaves position t reaches from the root, for every previous state at once: one walk that carries the
+    set of states still reaching a node. Returns n: scratch.leaf[:n] (nodes from the root; a leaf's states are
+    tree.states[root + leaf], as a child's states lie within its parent's) with weights scratch.share[:n]. A
+    feature test reads ``present`` (position t's row marked 1, see sparse.mark_row); where the routing rule is
+    on and the feature's variable is missing at t, the split's surrogates decide, else it follows both branches
+    weighted by the split's yes share (trees without surrogate slots) or the majority branch."""
     stack = scratch.stack
     masks = scratch.masks
     weights = scratch.weights
     kind = tree.kind
     routing = routes_missing(missing)
     proportional = tree.surr_feature.shape[1] == 0
+    n = 0
     top = 0
     stack[0] = root
     masks[0, :] = True
@@ -42,16 +49,9 @@ def walk_tree(out, t, present, tree, rows, missing, root, scratch):
         a = root + tree.yes[node]
         b = root + tree.no[node]
         if kd == LEAF:
-            w = weights[top]
-            shared = tree.vector.shape[1] > 0
-            v = tree.value[node] * w
-            for s in range(out.shape[0]):
-                if masks[top, s]:
-                    if shared:
-                        for k in range(out.shape[1]):
-                            out[s, k] += tree.vector[node, k] * w
-                    else:
-                        out[s, 0] += v
+            scratch.leaf[n] = node - root
+            scratch.share[n] = weights[top]
+            n += 1
             top -= 1
         elif kd == FEATURE:
             f = tree.feature[node]
@@ -76,6 +76,7 @@ def walk_tree(out, t, present, tree, rows, missing, root, scratch):
             if new_top > top:
                 weights[new_top] = weights[top]
             top = new_top
+    return n
 
 
 @njit(cache=True, nogil=True)
@@ -112,24 +113,41 @@ def _present_marks(tree):
 
 
 @njit(cache=True, nogil=True)
-def multiply_tree(E, positions, rows, tree, missing, k, scale_by, max_depth):
-    """E[t, s, k] *= exp(scale_by * tree(x_t, s)) at the given positions (those a tree was not fitted on); a
-    shared tree (k = -1) multiplies E[t, s, :] by its leaves' vectors."""
-    S = E.shape[1]
+def walk_moves(positions, rows, tree, missing, scale_by, max_depth):
+    """The moves (moves.py) of one tree at the given positions (those it was not fitted on, or a dev set's):
+    per leaf reached, (position, leaf node, factor exp(scale_by * weight * leaf value), one per label for a
+    shared tree)."""
+    S = tree.states.shape[1]
+    shared = tree.vector.shape[1] > 0
+    width = tree.vector.shape[1] if shared else 1
     present = _present_marks(tree)
     scratch = WalkScratch(np.empty(max_depth + 1, dtype=np.int64), np.empty((max_depth + 1, S), dtype=np.bool_),
-                          np.empty(max_depth + 1))
-    width = tree.vector.shape[1] if k < 0 else 1
-    row = np.empty((S, width))
+                          np.empty(max_depth + 1), np.empty(tree.kind.shape[0], dtype=np.int64),
+                          np.empty(tree.kind.shape[0]))
+    cap = positions.shape[0] + 16
+    position = np.empty(cap, dtype=np.int64)
+    leaf = np.empty(cap, dtype=np.int64)
+    factor = np.empty((cap, width), dtype=np.float32)
+    m = 0
     for i in range(positions.shape[0]):
         t = positions[i]
         mark_row(present, 1, rows.indptr, rows.indices, t)
-        row[:] = 0.0
-        walk_tree(row, t, present, tree, rows, missing, 0, scratch)
+        n = walk_leaves(t, present, tree, rows, missing, 0, scratch)
         mark_row(present, 0, rows.indptr, rows.indices, t)
-        for s in range(S):
-            for j in range(width):
-                E[t, s, k if k >= 0 else j] *= np.float32(np.exp(scale_by * row[s, j]))
+        if m + n > cap:
+            cap = max(m + n, 2 * cap)
+            position = with_room(position, cap)
+            leaf = with_room(leaf, cap)
+            factor = with_room(factor, cap)
+        for j in range(n):
+            node = scratch.leaf[j]
+            w = scale_by * scratch.share[j]
+            position[m] = t
+            leaf[m] = node
+            for c in range(width):
+                factor[m, c] = np.exp(w * (tree.vector[node, c] if shared else tree.value[node]))
+            m += 1
+    return position[:m], leaf[:m], factor[:m]
 
 
 @njit(cache=True, nogil=True)
@@ -138,23 +156,31 @@ def walk_potentials(at, rows, forest, missing, n_states, n_labels):
     values, at prediction)."""
     nodes = forest.nodes
     max_depth = 0
+    n_nodes = 0
     for i in range(forest.depths.shape[0]):
         max_depth = max(max_depth, forest.depths[i])
+        n_nodes = max(n_nodes, forest.roots[i + 1] - forest.roots[i])
     phi = np.zeros((at.shape[0], n_states, n_labels))
     scratch = WalkScratch(np.empty(max_depth + 1, dtype=np.int64),
-                          np.empty((max_depth + 1, n_states), dtype=np.bool_), np.empty(max_depth + 1))
+                          np.empty((max_depth + 1, n_states), dtype=np.bool_), np.empty(max_depth + 1),
+                          np.empty(n_nodes, dtype=np.int64), np.empty(n_nodes))
     present = _present_marks(nodes)
-    row = np.empty((n_states, nodes.vector.shape[1] or 1))
+    shared = nodes.vector.shape[1] > 0
     for i in range(at.shape[0]):
         t = at[i]
         mark_row(present, 1, rows.indptr, rows.indices, t)
         for j in range(forest.roots.shape[0] - 1):
-            row[:] = 0.0
-            walk_tree(row, t, present, nodes, rows, missing, forest.roots[j], scratch)
+            root = forest.roots[j]
             k = forest.labels[j]
-            if k >= 0:
-                phi[i, :, k] += row[:, 0]
-            else:
-                phi[i] += row
+            for h in range(walk_leaves(t, present, nodes, rows, missing, root, scratch)):
+                node = root + scratch.leaf[h]
+                w = scratch.share[h]
+                for s in range(n_states):
+                    if nodes.states[node, s]:
+                        if shared:
+                            for c in range(n_labels):
+                                phi[i, s, c] += w * nodes.vector[node, c]
+                        else:
+                            phi[i, s, k] += w * nodes.value[node]
         mark_row(present, 0, rows.indptr, rows.indices, t)
     return phi
