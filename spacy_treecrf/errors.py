@@ -39,8 +39,8 @@ class Errors(metaclass=_WithCodes):
     E011 = "TreeCRF setting 'leaf_values' must be one of {choices}, got {leaf_values!r}"
     E012 = "TreeCRF setting 'label_splits' must be one of {choices}, got {label_splits!r}"
     E013 = "TreeCRF setting leaf_values='newton' needs loss='crf' (its Hessian), got loss={loss!r}"
-    E014 = ('TreeCRF setting leaf_values={leaf_values!r} is not available with missing input values (or '
-            "missing='surrogate'): use leaf_values='mean'")
+    E014 = ('TreeCRF settings leaf_values={leaf_values!r}, l1={l1!r} are not available with missing input values '
+            "(or missing='surrogate'): use leaf_values='mean' and l1=0")
     E015 = "TreeCRF setting '{name}' must be {want}, got {value!r}"
     # the grower (engine/grow.py)
     E016 = 'grow_tree: at most 2**31 - 1 positions'
@@ -120,7 +120,8 @@ class Errors(metaclass=_WithCodes):
             'with shared={shared} (shared trees: label -1 and a value per label; per-label trees: none)')
     E167 = ('shared_trees=True does not route missing values yet: give rows without missing values, or choose '
             "missing='impute' or 'indicator', or shared_trees=False")
-    E169 = 'ensemble: leaf vectors must be finite and of shape (nodes, {n_labels}); shared trees have label -1'
+    E169 = ('ensemble: leaf vectors must be finite, on leaves only, with labels ascending within a leaf and below '
+            '{n_labels} (version 3 files: of shape (nodes, {n_labels})); shared trees have label -1')
     E170 = 'The model file says shared_trees={setting} but its ensemble holds {kind} trees'
     E152 = 'TreeCRF model bytes: class {label!r} is not a string or an integer, or two classes are equal'
     E060 = 'TreeCRF model bytes: invalid settings: {err}'

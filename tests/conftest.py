@@ -67,6 +67,16 @@ def as_tree(tr) -> Tree:
     return Tree(*(np.asarray(tr[name]) if name in tr else slots[name] for name in Tree._fields))
 
 
+def dense_vectors(forest):
+    """An ensemble's leaf vectors (trees.LeafVectors, sparse) as nodes x K, K the largest label + 1 or given."""
+    v = forest.vectors
+    K = int(v.label.max()) + 1 if len(v.label) else 0
+    out = np.zeros((len(forest.nodes.kind), K))
+    nodes = np.repeat(np.arange(len(forest.nodes.kind)), np.diff(v.ptr))
+    out[nodes, v.label] = v.value
+    return out
+
+
 def component_config(config: dict) -> dict:
     """A treecrf component's config with its boosting settings in the [booster] block where they belong."""
     from spacy_treecrf.engine.booster import BoostParams

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from brute import dense, has_path, random_allowed, random_seq_starts
-from conftest import component_config, make_nlp, ner_examples, train
+from conftest import component_config, dense_vectors, make_nlp, ner_examples, train
 from spacy_treecrf import TreeCRF
 from spacy_treecrf.engine import booster, crf
 from spacy_treecrf.engine.predict_partition import Cells, label_state_words, partition_index, partition_potentials
@@ -83,8 +83,9 @@ def test_shared_round_against_brute_force(seed, leaf_values):
     X, indptr, indices, y, seq_starts, allowed, P0 = problem
     E0 = dense(P0)
     lam = [0.0, 1.0, 5.0][seed % 3]
+    l1 = [0.0, 0.0, 0.2, 0.7][seed % 4]  # an L1 penalty shrinks every leaf's residual sums by l1 towards 0
     tr = trainer(problem, shared_trees=True, max_leaves=int(np.random.default_rng(seed).integers(2, 9)),
-                 shrinkage=lam, leaf_values=leaf_values, min_samples_leaf=0.0)
+                 shrinkage=lam, leaf_values=leaf_values, min_samples_leaf=0.0, l1=l1)
     passes = tr.gradient_pass()
     D = all_residuals(tr, passes)
     T, S, K = D.shape
@@ -109,7 +110,8 @@ def test_shared_round_against_brute_force(seed, leaf_values):
             d = np.array([D[t, s, label] for t, s in cells])
             h = {"mean": len(cells), "position_mean": len({t for t, _ in cells}),
                  "newton": float(np.sum(np.abs(d) * (1 - np.abs(d))))}[leaf_values]
-            want = np.clip(d.sum() / (h + lam), -1, 1) if h + lam > 0 else 0.0
+            g = np.sign(d.sum()) * max(abs(d.sum()) - l1, 0.0)
+            want = np.clip(g / (h + lam), -1, 1) if h + lam > 0 else 0.0
             assert tree.vector[node, label] == pytest.approx(want, rel=1e-9, abs=1e-12)
         assert not tree.vector[tree.kind != LEAF].any()
     # the segments hold each leaf's positions
@@ -121,16 +123,18 @@ def test_shared_round_against_brute_force(seed, leaf_values):
     # the round moves the cache by exp(step * leaf vector) of the leaf each cell reaches
     ens = booster.Ensemble(S, K, shared=True)
     tr2 = trainer(problem, shared_trees=True, max_leaves=tr.params.max_leaves, shrinkage=lam,
-                  leaf_values=leaf_values, min_samples_leaf=0.0)
+                  leaf_values=leaf_values, min_samples_leaf=0.0, l1=l1)
     tr2.fit_round(ens)
     added = ens.forest().nodes
-    assert np.allclose(added.vector, tree.vector * (added.vector[tree.kind == LEAF].max() /
-                                                    tree.vector[tree.kind == LEAF].max()
-                                                    if tree.vector[tree.kind == LEAF].max() else 1.0))
+    vector = np.zeros((len(added.kind), K))
+    found = dense_vectors(ens.forest())
+    vector[:, :found.shape[1]] = found
+    assert np.allclose(vector, tree.vector * (vector[tree.kind == LEAF].max() / tree.vector[tree.kind == LEAF].max()
+                                              if tree.vector[tree.kind == LEAF].max() else 1.0))
     phi = np.zeros((T, S, K))
     for t in range(T):
         for s in range(S):
-            phi[t, s] = added.vector[route(added, X, t, s)]
+            phi[t, s] = vector[route(added, X, t, s)]
     moved = E0.astype(np.float64) * np.exp(phi)
     got = dense(tr2.P).astype(np.float64) * np.exp(tr2.P.c - tr.P.c)[:, None, None]
     valid = E0 > 0
@@ -162,6 +166,37 @@ def test_projected_residuals_are_the_residuals_along_the_directions(seed):
     assert np.allclose(joined @ W, D @ W)
 
 
+@pytest.mark.parametrize("shared", [False, True])
+def test_l1_soft_thresholds_leaf_sums_and_makes_leaf_vectors_sparse(shared):
+    """The same trees with and without an L1 penalty: each leaf's residual sum G is shrunk by l1 towards 0 (to
+    exactly 0 within l1): for a per-label tree, whose leaf value is G / (N + lam), exactly that; a shared
+    ensemble's values keep their sign, shrink, and it stores only the labels left."""
+    problem = tiny_problem(3, K=4)
+    lam, l1 = 1.0, 0.4
+    fits = {}
+    for penalty in (0.0, l1):
+        tr = trainer(problem, shared_trees=shared, max_leaves=6, shrinkage=lam, min_samples_leaf=0.0, l1=penalty,
+                     leaf_values="mean")
+        ens = booster.Ensemble(5, 4, shared=shared)
+        tr.fit_round(ens)
+        fits[penalty] = ens.forest()
+    plain, sparse = fits[0.0], fits[l1]
+    for name in ("kind", "feature", "yes", "no", "states", "count"):
+        assert np.array_equal(getattr(plain.nodes, name), getattr(sparse.nodes, name)), name
+    leaves = plain.nodes.kind == LEAF
+    if shared:
+        v0, v1 = (np.pad(dense_vectors(f), ((0, 0), (0, 4 - dense_vectors(f).shape[1]))) for f in (plain, sparse))
+        assert len(sparse.vectors.label) < len(plain.vectors.label)
+    else:
+        v0, v1 = plain.nodes.value[:, None], sparse.nodes.value[:, None]
+        G = v0[:, 0] * (plain.nodes.count + lam)
+        unclipped = leaves & (np.abs(v0[:, 0]) < 1.0)
+        want = np.sign(G) * np.maximum(np.abs(G) - l1, 0.0) / (plain.nodes.count + lam)
+        assert np.allclose(v1[unclipped, 0], want[unclipped], rtol=1e-9, atol=1e-12)
+    assert np.all(np.abs(v1[leaves]) <= np.abs(v0[leaves]) + 1e-12) and np.all(v1 * v0 >= 0.0)
+    assert (v1[leaves] == 0.0).sum() > (v0[leaves] == 0.0).sum()
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_one_label_shared_tree_is_the_per_label_tree(seed):
     problem = tiny_problem(seed, K=1, partial=seed % 2 == 0, p_forbid=0.0)
@@ -176,7 +211,10 @@ def test_one_label_shared_tree_is_the_per_label_tree(seed):
     for name in ("kind", "feature", "yes", "no", "states", "count"):
         assert np.array_equal(getattr(per_label.nodes, name), getattr(shared.nodes, name)), name
     leaves = per_label.nodes.kind == LEAF
-    assert np.allclose(shared.nodes.vector[leaves, 0], per_label.nodes.value[leaves], rtol=1e-9, atol=1e-12)
+    vector = np.zeros((len(leaves), 1))
+    found = dense_vectors(shared)
+    vector[:, :found.shape[1]] = found
+    assert np.allclose(vector[leaves, 0], per_label.nodes.value[leaves], rtol=1e-9, atol=1e-12)
     assert np.array_equal(per_label.labels, np.zeros(3)) and np.array_equal(shared.labels, -np.ones(3))
 
 
@@ -192,7 +230,8 @@ def random_shared_forest(seed, K=3, F=6, n_trees=4):
     y[1::5] = (y[0::5] + 1) % K  # the previous label matters: state splits
     allowed = np.ones((K + 1, K), dtype=bool)
     tr = booster.Trainer(indptr, indices, F, y, seq_starts, allowed, booster.BoostParams(
-        n_threads=1, shared_trees=True, max_leaves=8, shrinkage=0.5, leaf_values="position_mean"))
+        n_threads=1, shared_trees=True, max_leaves=8, shrinkage=0.5, leaf_values="position_mean",
+        l1=0.5 * (seed % 2)))  # sparse leaf vectors for odd seeds
     ens = booster.Ensemble(K + 1, K, shared=True)
     for _ in range(n_trees):
         tr.fit_round(ens)
@@ -206,12 +245,15 @@ def test_prediction_kernels_agree_on_shared_trees(seed):
     assert (forest.nodes.kind == 2).any() and (forest.nodes.kind == 1).any()
     T, S, K = len(indptr) - 1, ens.n_states, ens.n_labels
     expected = np.zeros((T, S, K))
+    vector = np.zeros((len(forest.nodes.kind), K))
+    found = dense_vectors(forest)
+    vector[:, :found.shape[1]] = found
     for i in range(len(forest.labels)):
         a, b = forest.roots[i], forest.roots[i + 1]
         tree = forest.nodes._replace(**{name: getattr(forest.nodes, name)[a:b] for name in forest.nodes._fields})
         for t in range(T):
             for s in range(S):
-                expected[t, s] += tree.vector[route(tree, X, t, s)]
+                expected[t, s] += vector[a:b][route(tree, X, t, s)]
     walked = walk_potentials(np.arange(T, dtype=np.int64), Rows(indptr, indices), forest, no_missing(), S, K)
     assert np.allclose(walked, expected)
     everything = np.ones((S, K), dtype=bool)
@@ -314,14 +356,30 @@ def test_model_files_check_leaf_vectors():
     model = TreeCRF(n_rounds=3, max_leaves=6, shared_trees=True).fit(X, y)
     arrays = model.ensemble.arrays()
     K = len(model.classes_)
-    assert arrays["vector"].shape == (len(arrays["kind"]), K)
-    serialize.load_ensemble(arrays, K, len(model.features.names))
-    for broken in ({"vector": arrays["vector"][:, :-1]}, {"vector": np.full_like(arrays["vector"], np.nan)},
+    n = len(arrays["kind"])
+    ptr, label, value = arrays["vector_ptr"], arrays["vector_label"], arrays["vector_value"]
+    assert ptr.shape == (n + 1,) and len(label) == len(value) == ptr[-1]
+    loaded = serialize.load_ensemble(arrays, K, len(model.features.names))
+    assert all(np.array_equal(a, b) for a, b in zip(loaded.vectors, model.ensemble.vectors))
+    inner = int(np.flatnonzero(arrays["kind"] != LEAF)[0])
+    on_inner = {"vector_ptr": ptr + (np.arange(n + 1) > inner), "vector_label": np.insert(label, ptr[inner], 0),
+                "vector_value": np.insert(value, ptr[inner], 0.5)}  # a pair on an inner node
+    for broken in (on_inner, {"vector_label": np.where(np.arange(len(label)) == 0, K, label).astype(np.int32)},
+                   {"vector_value": np.full_like(value, np.nan)}, {"vector_ptr": ptr[:-1]},
+                   {"vector_ptr": np.where(np.arange(n + 1) == n, ptr[-1] + 1, ptr)},
                    {"labels": np.zeros_like(arrays["labels"])}):
         with pytest.raises(ValueError):
             serialize.load_ensemble({**arrays, **broken}, K, len(model.features.names))
+    # a version 3 file's dense leaf vectors still load, as the same sparse vectors
+    old = {name: a for name, a in arrays.items() if not name.startswith("vector_")}
+    old["vector"] = dense_vectors(model.ensemble.forest())
+    old["vector"] = np.pad(old["vector"], ((0, 0), (0, K - old["vector"].shape[1])))
+    again = serialize.load_ensemble(old, K, len(model.features.names))
+    assert all(np.array_equal(a, b) for a, b in zip(again.vectors, model.ensemble.vectors))
+    with pytest.raises(ValueError):
+        serialize.load_ensemble({**old, "vector": old["vector"][:, :-1]}, K, len(model.features.names))
     per_label = TreeCRF(n_rounds=2, max_leaves=6).fit(X, y)
-    assert "vector" not in per_label.ensemble.arrays()  # per-label files keep their old layout
+    assert not any(name.startswith("vector") for name in per_label.ensemble.arrays())  # per-label files: old layout
     state = model.to_bytes()
     settings_swapped = state.replace(b"shared_trees\xc3", b"shared_trees\xc2")
     assert settings_swapped != state

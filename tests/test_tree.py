@@ -13,7 +13,7 @@ from spacy_treecrf.engine.predict_bitmask import bitmask_index, bitmask_potentia
 from spacy_treecrf.engine import predict_partition
 from spacy_treecrf.engine.predict_partition import Cells, label_state_words, partition_index
 from spacy_treecrf.engine.sparse import csc_index
-from spacy_treecrf.engine.trees import FEATURE, LEAF, STATE, Forest, Rows
+from spacy_treecrf.engine.trees import FEATURE, LEAF, STATE, Forest, Rows, sparse_vectors
 
 
 # ---------------------------------------------------------------- helpers
@@ -439,7 +439,8 @@ def as_forest(ens, labels):
     """The Forest of concat_trees' arrays."""
     depths = np.array([depth(dict(kind=ens["kind"][a:b], yes=ens["yes"][a:b], no=ens["no"][a:b]))
                        for a, b in zip(ens["roots"][:-1], ens["roots"][1:])], dtype=np.int32)
-    return Forest(as_tree(ens), ens["roots"], np.asarray(labels, dtype=np.int32), depths)
+    return Forest(as_tree(ens), ens["roots"], np.asarray(labels, dtype=np.int32), depths,
+                  sparse_vectors(np.zeros((len(ens["kind"]), 0))))
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -26,8 +26,8 @@ from .predict_partition import Cells, block_rows, label_state_words, partition_i
 from .predict_walk import walk_moves, walk_potentials
 from .project import principal_directions
 from .sparse import csc_index
-from .trees import (LEAF, Forest, GrowSettings, Rows, Target, Tree, TREE_FIELDS, concat_trees, empty_tree,
-                    is_shared, no_missing, scaled_tree, tree_depth)
+from .trees import (LEAF, Forest, GrowSettings, LeafVectors, Rows, Target, Tree, TREE_FIELDS, concat_trees,
+                    concat_vectors, empty_tree, is_shared, no_missing, scaled_tree, sparse_vectors, tree_depth)
 from ..errors import Errors
 
 LOSSES = ("crf", "pseudo_likelihood", "hamming", "rank")
@@ -70,6 +70,7 @@ class BoostParams:
     leaf_values: str = "mean"
     label_splits: str = "best"
     shared_trees: bool = False
+    l1: float = 0.0
 
     def __post_init__(self):
         for f in dataclasses.fields(self):  # the type first: a string "10" must not reach a comparison
@@ -97,6 +98,7 @@ class BoostParams:
         checks = [
             ("max_leaves", 2 <= self.max_leaves <= MAX_LEAVES, f"an integer in [2, {MAX_LEAVES}]"),
             ("shrinkage", self.shrinkage >= 0, ">= 0"),
+            ("l1", self.l1 >= 0, ">= 0"),
             ("learning_rate", 0 < self.learning_rate <= 10, "in (0, 10] (|leaf value| <= 1, so this keeps exp() "
                                                                   "of a round finite in the float32 cache)"),
             ("min_samples_leaf", self.min_samples_leaf >= 0, ">= 0"),
@@ -236,14 +238,15 @@ class Ensemble:
     ``n_surrogates`` > 0: every node has that many surrogate slots (Tree.surr_feature, -1 = none), and a split on
     a missing variable without a known surrogate takes the majority branch; with 0, it follows both branches
     (instance weighting, see missing.py). ``shared``: every tree is a shared tree (label -1, a value per label in
-    each leaf's Tree.vector), else every tree is a per-label tree."""
+    each leaf's vector, kept sparse in ``vectors``: see trees.LeafVectors), else every tree is a per-label tree."""
 
     def __init__(self, n_states: int, n_labels: int, n_surrogates: int = 0, shared: bool = False):
         self.n_states = n_states
         self.n_labels = n_labels
         self.n_surrogates = n_surrogates
         self.shared = shared
-        self.nodes = empty_tree(n_states, n_surrogates, n_labels if shared else 0)
+        self.nodes = empty_tree(n_states, n_surrogates)
+        self.vectors = sparse_vectors(np.zeros((0, 0)))
         self.roots = np.zeros(1, dtype=np.int64)
         self.labels = np.zeros(0, dtype=np.int32)
         self.depths = np.zeros(0, dtype=np.int32)
@@ -257,7 +260,7 @@ class Ensemble:
 
     def forest(self) -> Forest:
         self._flush()
-        return Forest(self.nodes, self.roots, self.labels, self.depths)
+        return Forest(self.nodes, self.roots, self.labels, self.depths, self.vectors)
 
     def add(self, label: int, tree: Tree):
         """Append one fitted tree (values already multiplied by the round's step), with this ensemble's number
@@ -280,7 +283,9 @@ class Ensemble:
         parts = self._pending
         self._pending = []
         self._indexes = {}
-        self.nodes = concat_trees([self.nodes] + [tree for _, tree in parts])
+        self.nodes = concat_trees([self.nodes] + [tree._replace(vector=np.zeros((len(tree.kind), 0)))
+                                                  for _, tree in parts])
+        self.vectors = concat_vectors([self.vectors] + [sparse_vectors(tree.vector) for _, tree in parts])
         self.roots = np.concatenate([self.roots, self.roots[-1] + np.cumsum([len(tree.kind) for _, tree in parts])])
         self.labels = np.concatenate([self.labels, np.array([label for label, _ in parts], dtype=np.int32)])
         self.depths = np.concatenate([self.depths, np.array([tree_depth(tree.yes, tree.no) for _, tree in parts],
@@ -294,6 +299,9 @@ class Ensemble:
         self._indexes = {}
         end = self.roots[n_trees]
         self.nodes = Tree(*(a[:end].copy() for a in self.nodes))
+        cut = self.vectors.ptr[end]
+        self.vectors = LeafVectors(self.vectors.ptr[:end + 1].copy(), self.vectors.label[:cut].copy(),
+                                   self.vectors.value[:cut].copy())
         self.roots = self.roots[: n_trees + 1].copy()
         self.labels = self.labels[:n_trees].copy()
         self.depths = self.depths[:n_trees].copy()
@@ -385,18 +393,24 @@ class Ensemble:
         have none)."""
         self._flush()
         names = [name for name in TREE_FIELDS if (self.n_surrogates or not name.startswith("surr_"))
-                 and (self.shared or name != "vector")]
-        return {**{name: getattr(self.nodes, name) for name in names}, "roots": self.roots, "labels": self.labels}
+                 and name != "vector"]
+        vectors = {"vector_ptr": self.vectors.ptr, "vector_label": self.vectors.label,
+                   "vector_value": self.vectors.value} if self.shared else {}
+        return {**{name: getattr(self.nodes, name) for name in names}, "roots": self.roots, "labels": self.labels,
+                **vectors}
 
     @classmethod
     def from_arrays(cls, n_states: int, n_labels: int, arrays: dict) -> "Ensemble":
         # its sparse index is built on first use
         ens = cls(n_states, n_labels, arrays["surr_feature"].shape[1] if "surr_feature" in arrays else 0,
-                  shared="vector" in arrays)
+                  shared="vector_ptr" in arrays)
         n = len(arrays["kind"])
         slots = {"surr_feature": np.zeros((n, 0), dtype=np.int32), "surr_same": np.zeros((n, 0), dtype=np.bool_),
                  "vector": np.zeros((n, 0))}
-        ens.nodes = Tree(*(arrays[name] if name in arrays else slots[name] for name in TREE_FIELDS))
+        ens.nodes = Tree(*(arrays[name] if name in arrays and name != "vector" else slots[name]
+                           for name in TREE_FIELDS))
+        ens.vectors = (LeafVectors(arrays["vector_ptr"], arrays["vector_label"], arrays["vector_value"])
+                       if ens.shared else sparse_vectors(np.zeros((n, 0))))
         ens.roots, ens.labels = arrays["roots"], arrays["labels"]
         ens.depths = np.array([tree_depth(ens.nodes.yes[a:b], ens.nodes.no[a:b])
                                for a, b in zip(ens.roots[:-1], ens.roots[1:])], dtype=np.int32)
@@ -529,8 +543,8 @@ class Trainer:
         n_surrogates = ensemble.n_surrogates
         with_missing = mr is not None and (mr.any or (n_surrogates > 0 and bool((mr.feature_var >= 0).any())))
         leaf_values = self.params.leaf_values
-        if leaf_values != "mean" and with_missing:
-            raise ValueError(Errors.E014.format(leaf_values=leaf_values))
+        if (leaf_values != "mean" or self.params.l1 > 0) and with_missing:
+            raise ValueError(Errors.E014.format(leaf_values=leaf_values, l1=self.params.l1))
         if self.params.shared_trees and with_missing:
             raise ValueError(Errors.E167)
         positions = self._round_positions()
@@ -569,9 +583,10 @@ class Trainer:
                 self.allowed[:, k])), pos, settings, ok, no_missing() if routing is None else routing)
             if routing is not None:
                 return k, tree, None, self.all_positions
-            if leaf_values != "mean":
+            if leaf_values != "mean" or self.params.l1 > 0:
                 tree = tree._replace(value=leaf_value_kernel(D, self.is_start, np.ascontiguousarray(
-                    self.allowed[:, k:k + 1]), tree, segments, settings.lam, LEAF_VALUES[leaf_values])[:, 0])
+                    self.allowed[:, k:k + 1]), tree, segments, settings.lam, LEAF_VALUES[leaf_values],
+                    self.params.l1)[:, 0])
             return k, tree, segments, self._rest(pos, positions, skipped)
 
         return self._over_labels(fit_label)
@@ -628,7 +643,7 @@ class Trainer:
                     total.g[:] += part.g
                     total.h[:] += part.h
         self._over_residuals(passes, label_sums)
-        return values_of(total, lam)
+        return values_of(total, lam, self.params.l1)
 
     def _trimmed(self, D, positions):
         """Influence trimming (trim > 0): the positions with some residual of magnitude >= trim."""

@@ -20,10 +20,11 @@ class LeafSums(NamedTuple):
     h: np.ndarray
 
 
-def leaf_values(D, is_start, allowed, tree, segments, lam, mode):
+def leaf_values(D, is_start, allowed, tree, segments, lam, mode, l1=0.0):
     """Leaf values (nodes x G; inner nodes 0) of the labels k0 .. k0 + G - 1 whose residuals are D (T x S x G)
     and whose allowed previous states are allowed (S x G): G / (lam + h) over each leaf's cells (its segment's
-    positions x its states that may precede the label), clipped to [-1, 1]. mode:
+    positions x its states that may precede the label), clipped to [-1, 1], with G shrunk towards 0 by ``l1``
+    (values_of). mode:
     - CELL_MEAN: h = the leaf's N cells, the paper's mean (Eq. 1). A shared tree's leaves get this per label:
       its split was chosen on a projection of the residuals, its values come from each label's own.
     - POSITION_MEAN: h = the leaf's positions: the paper's mean spreads a position's gradient
@@ -35,14 +36,18 @@ def leaf_values(D, is_start, allowed, tree, segments, lam, mode):
     The clip keeps the paper's bound |leaf value| <= 1, which the cache's float32 range relies on."""
     sums = LeafSums(np.zeros((len(tree.kind), D.shape[2])), np.zeros((len(tree.kind), D.shape[2])))
     add_leaf_sums(D, 0, is_start, allowed, tree, segments, mode, sums)
-    return values_of(sums, lam)
+    return values_of(sums, lam, l1)
 
 
-def values_of(sums: LeafSums, lam: float) -> np.ndarray:
-    """leaf_values' G / (lam + h), clipped to [-1, 1] (0 where lam + h is 0: inner nodes, empty leaves)."""
+def values_of(sums: LeafSums, lam: float, l1: float = 0.0) -> np.ndarray:
+    """leaf_values' G / (lam + h), clipped to [-1, 1] (0 where lam + h is 0: inner nodes, empty leaves), with
+    G soft-thresholded by l1 first: sign(G) max(|G| - l1, 0), the minimiser of the leaf's squared loss plus
+    lam / 2 v^2 + l1 |v| (XGBoost's alpha). A label whose residuals in the leaf sum to at most l1 gets exactly 0:
+    shared trees' leaf vectors keep only the labels that matter there (trees.LeafVectors)."""
     den = sums.h + lam
+    g = np.sign(sums.g) * np.maximum(np.abs(sums.g) - l1, 0.0) if l1 > 0 else sums.g
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(den > 0.0, np.clip(sums.g / np.where(den > 0.0, den, 1.0), -1.0, 1.0), 0.0)
+        return np.where(den > 0.0, np.clip(g / np.where(den > 0.0, den, 1.0), -1.0, 1.0), 0.0)
 
 
 @njit(cache=True, nogil=True)

@@ -18,13 +18,14 @@ class PartitionIndex(NamedTuple):
     """A Forest's tables for partition_potentials: the tested features numbered 0.. as columns (column_of[f], -1
     for a feature no tree tests; column[n] the column node n tests); per node its chain (the node where the walk
     entered the run of no-branches it lies on: the root or a yes-child), its state set as 64-bit words
-    (state_words) and the value of the leaf its chain ends in (chain_value, nodes x W: W = 1 for per-label trees,
-    K for shared trees, whose leaves hold a value per label)."""
+    (state_words), the leaf its chain ends in (chain_leaf: a shared tree's vector is that leaf's, see
+    trees.LeafVectors) and that leaf's value (chain_value, per-label trees)."""
     column_of: np.ndarray
     column: np.ndarray
     chain: np.ndarray
     state_words: np.ndarray
     chain_value: np.ndarray
+    chain_leaf: np.ndarray
 
 
 class Cells(NamedTuple):
@@ -44,8 +45,8 @@ def partition_index(forest) -> PartitionIndex:
     column_of = np.full(int(tested[-1]) + 1 if len(tested) else 0, -1, dtype=np.int32)
     column_of[tested] = np.arange(len(tested), dtype=np.int32)
     column = np.where(is_split, column_of[np.where(is_split, feature, 0)] if len(tested) else -1, -1).astype(np.int32)
-    chain, words, chain_value = _partition_index(nodes, forest.roots, max(1, (states.shape[1] + 63) // 64))
-    return PartitionIndex(column_of, column, chain, words, chain_value)
+    chain, words, chain_leaf = _partition_index(nodes, forest.roots, max(1, (states.shape[1] + 63) // 64))
+    return PartitionIndex(column_of, column, chain, words, nodes.value[chain_leaf], chain_leaf)
 
 
 @njit(cache=True, nogil=True)
@@ -58,8 +59,7 @@ def _partition_index(nodes, roots, n_words):
         for s in range(S):
             if states[node, s]:
                 words[node, s >> 6] |= np.uint64(1) << np.uint64(s & 63)
-    # the value of the leaf at the end of the node's run of no-branches
-    chain_value = nodes.vector.copy() if nodes.vector.shape[1] > 0 else nodes.value.copy().reshape((n, 1))
+    chain_leaf = np.arange(n, dtype=np.int64)  # the leaf at the end of the node's run of no-branches
     for i in range(roots.shape[0] - 1):
         root = roots[i]
         for node in range(root, roots[i + 1]):  # children follow their parent
@@ -67,8 +67,8 @@ def _partition_index(nodes, roots, n_words):
                 chain[root + no[node]] = chain[node]
         for node in range(roots[i + 1] - 1, root - 1, -1):
             if kind[node] != LEAF:
-                chain_value[node, :] = chain_value[root + no[node]]
-    return chain, words, chain_value
+                chain_leaf[node] = chain_leaf[root + no[node]]
+    return chain, words, chain_leaf
 
 
 def label_state_words(cells):
@@ -301,29 +301,29 @@ class SettleScratch(NamedTuple):
 
 
 @njit(cache=True, nogil=True)
-def _settle_shared(sums, pool, pool_mask, pool_top, item, mask, chain_value, scratch):
+def _settle_shared(sums, pool, pool_mask, pool_top, item, mask, chain_leaf, vectors, scratch):
     """Credit a shared tree once it is done: a row whose item stayed WHOLE (no state split reached it) adds its
-    leaf's vector to base; in a row a state split reached, each group splits by the items its states ended in,
+    leaf's vector (sparse: trees.LeafVectors) to base; in a row a state split reached, each group splits by the items its states ended in,
     on state masks (a few words per group and item, not a loop over states): the group's slot takes its first
     item's states, new slots copy the old sums for the others and for states in no item (dropped at a state
     split: they get nothing), and each item's states add its leaf's vector. Returns the pool, its masks
     (reallocated when they grow) and its top."""
     base, count, off, room = sums
     item_at, item_mask, first, rest = scratch
-    K = base.shape[1]
     n_words = mask.shape[1]
     for t in range(base.shape[0]):
         if item[t, WHOLE]:
             at = item[t, AT]
             if at >= 0:
-                for k in range(K):
-                    base[t, k] += chain_value[at, k]
+                leaf = chain_leaf[at]
+                for p in range(vectors.ptr[leaf], vectors.ptr[leaf + 1]):
+                    base[t, vectors.label[p]] += vectors.value[p]
             continue
         n_items = 0
         j = t
         while j >= 0:
             if item[j, AT] >= 0:
-                item_at[n_items] = item[j, AT]
+                item_at[n_items] = chain_leaf[item[j, AT]]
                 item_mask[n_items] = mask[j]
                 n_items += 1
             j = item[j, NXT]
@@ -372,8 +372,8 @@ def _settle_shared(sums, pool, pool_mask, pool_top, item, mask, chain_value, scr
                     continue
                 for w in range(n_words):
                     pool_mask[o + n, w] = pool_mask[o + g, w] & item_mask[i, w]
-                for k in range(K):
-                    pool[o + n, k] = pool[o + g, k] + chain_value[item_at[i], k]
+                pool[o + n] = pool[o + g]
+                _add_vector(pool, o + n, vectors, item_at[i])
                 n += 1
             if first_item < 0:
                 continue  # every state of the group dropped: it keeps its sums
@@ -385,10 +385,16 @@ def _settle_shared(sums, pool, pool_mask, pool_top, item, mask, chain_value, scr
                 pool[o + n] = pool[o + g]
                 n += 1
             pool_mask[o + g] = first
-            for k in range(K):
-                pool[o + g, k] += chain_value[item_at[first_item], k]
+            _add_vector(pool, o + g, vectors, item_at[first_item])
         count[t] = n
     return pool, pool_mask, pool_top
+
+
+@njit(cache=True, nogil=True)
+def _add_vector(pool, slot, vectors, leaf):
+    """pool[slot] += the leaf's vector."""
+    for p in range(vectors.ptr[leaf], vectors.ptr[leaf + 1]):
+        pool[slot, vectors.label[p]] += vectors.value[p]
 
 
 @njit(cache=True, nogil=True)
@@ -408,7 +414,7 @@ def _partition_block(acc, sums, pool, pool_mask, rows, forest, index, cells, max
     indptr, indices = rows.indptr, rows.indices
     kind, yes, no = forest.nodes.kind, forest.nodes.yes, forest.nodes.no
     roots, labels = forest.roots, forest.labels
-    column_of, column, chain, state_words, chain_value = index
+    column_of, column, chain, state_words, chain_value, chain_leaf = index
     is_start, start_states, other_states = cells
     T = indptr.shape[0] - 1
     S = acc.shape[1] - 1
@@ -452,13 +458,13 @@ def _partition_block(acc, sums, pool, pool_mask, rows, forest, index, cells, max
     settle = SettleScratch(np.empty(S, dtype=np.int64), np.empty((S, n_words), dtype=np.uint64),
                            np.empty(n_words, dtype=np.uint64), np.empty(n_words, dtype=np.uint64))
     pool_top = 0
-    for t in range(T):
+    for t in range(sums.off.shape[0]):  # (no rows for a per-label forest)
         pool_top = max(pool_top, sums.off[t] + sums.room[t])
     for i in range(roots.shape[0] - 1):
         root = roots[i]
         k = labels[i]
         if k >= 0:
-            base[k] += chain_value[root, 0]
+            base[k] += chain_value[root]
         tree_start = start_states[k:k + 1] if k >= 0 else any_start
         tree_other = other_states[k:k + 1] if k >= 0 else any_other
         for q in range(n_touched):
@@ -490,7 +496,7 @@ def _partition_block(acc, sums, pool, pool_mask, rows, forest, index, cells, max
             c = chain[node]
             a = root + yes[node]
             b = root + no[node]
-            d0 = chain_value[a, 0] - chain_value[c, 0] if k >= 0 else 0.0  # a per-label tree's move
+            d0 = chain_value[a] - chain_value[c] if k >= 0 else 0.0  # a per-label tree's move
             end = hi  # the free part of buf starts after this node's list
             if end + hi - lo > buf.shape[0]:
                 buf = with_room(buf, end + hi - lo)
@@ -554,7 +560,7 @@ def _partition_block(acc, sums, pool, pool_mask, rows, forest, index, cells, max
                         mb = m & state_words[b, w] & ~ma
                         if k >= 0:
                             _credit(acc, k, t, w, ma, d0)
-                            _credit(acc, k, t, w, m & ~(ma | mb), -chain_value[c, 0])  # states no child takes
+                            _credit(acc, k, t, w, m & ~(ma | mb), -chain_value[c])  # states no child takes
                         any_a = any_a or ma != 0
                         any_b = any_b or mb != 0
                     if any_a and any_b:  # a new item takes the yes-states
@@ -597,8 +603,8 @@ def _partition_block(acc, sums, pool, pool_mask, rows, forest, index, cells, max
             top += 1
             st_node[top], st_lo[top], st_hi[top], st_live[top] = a, end, y, y - end
         if k < 0:
-            pool, pool_mask, pool_top = _settle_shared(sums, pool, pool_mask, pool_top, item, mask, chain_value,
-                                                       settle)
+            pool, pool_mask, pool_top = _settle_shared(sums, pool, pool_mask, pool_top, item, mask, chain_leaf,
+                                                       forest.vectors, settle)
     for k in range(acc.shape[0]):
         for t in range(T):
             acc[k, S, t] += base[k]

@@ -165,7 +165,7 @@ def walk_potentials(at, rows, forest, missing, n_states, n_labels):
                           np.empty((max_depth + 1, n_states), dtype=np.bool_), np.empty(max_depth + 1),
                           np.empty(n_nodes, dtype=np.int64), np.empty(n_nodes))
     present = _present_marks(nodes)
-    shared = nodes.vector.shape[1] > 0
+    vectors = forest.vectors
     for i in range(at.shape[0]):
         t = at[i]
         mark_row(present, 1, rows.indptr, rows.indices, t)
@@ -177,9 +177,9 @@ def walk_potentials(at, rows, forest, missing, n_states, n_labels):
                 w = scratch.share[h]
                 for s in range(n_states):
                     if nodes.states[node, s]:
-                        if shared:
-                            for c in range(n_labels):
-                                phi[i, s, c] += w * nodes.vector[node, c]
+                        if k < 0:
+                            for p in range(vectors.ptr[node], vectors.ptr[node + 1]):
+                                phi[i, s, vectors.label[p]] += w * vectors.value[p]
                         else:
                             phi[i, s, k] += w * nodes.value[node]
         mark_row(present, 0, rows.indptr, rows.indices, t)

@@ -15,12 +15,20 @@ def _strongest(vector, classes):
     return f"{classes[order[0]]}{rest}", float(vector[order[0]])
 
 
+def _dense(vectors, node, n_labels):
+    """A node's sparse leaf vector (trees.LeafVectors) as n_labels values."""
+    out = np.zeros(n_labels)
+    span = slice(vectors.ptr[node], vectors.ptr[node + 1])
+    out[vectors.label[span]] = vectors.value[span]
+    return out
+
+
 def ensemble_rules(ensemble, feature_names, classes, top: int, min_support: float = 5.0):
     """Readable root-to-leaf paths of a booster.Ensemble, strongest first (|value| of leaves with at least
     ``min_support`` examples) as (label, conjunction, value, support). Present-feature tests are spelled out;
     absent ones are counted. A shared tree's leaf is named by its label vector's strongest entry, with the next
     strongest (up to SHOWN_ENTRIES in all) in the label."""
-    nodes, roots, labels, _ = ensemble.forest()
+    nodes, roots, labels, _, vectors = ensemble.forest()
     kind, feature, yes, no = nodes.kind, nodes.feature, nodes.yes, nodes.no
     value, count, states = nodes.value, nodes.count, nodes.states
     state_names = ["<start>"] + list(classes)
@@ -40,7 +48,7 @@ def ensemble_rules(ensemble, feature_names, classes, top: int, min_support: floa
                 if not states[g].all():
                     conds.append("prev in {" + ",".join(n for n, on in zip(state_names, states[g]) if on) + "}")
                 label, v = (classes[labels[i]], float(value[g])) if labels[i] >= 0 else _strongest(
-                    nodes.vector[g], classes)
+                    _dense(vectors, g, len(classes)), classes)
                 found.append((label, " AND ".join(conds) or "(always)", v, float(count[g])))
             elif kind[g] == FEATURE:
                 stack.append((yes[g], present + (feature_names[feature[g]],), absent))

@@ -11,8 +11,10 @@ import srsly
 from ..errors import Errors
 
 # 2: surrogate splits in the ensemble and the missing-value settings and tables (absent in version 1 files, which
-# load as models without them); 3: shared trees (the ensemble's leaf vectors; version 2 files have per-label trees)
-FORMAT_VERSION = 3
+# load as models without them); 3: shared trees (the ensemble's leaf vectors, dense; version 2 files have per-label
+# trees); 4: shared trees' leaf vectors sparse (vector_ptr, vector_label, vector_value; version 3's dense ``vector``
+# still loads)
+FORMAT_VERSION = 4
 DTYPES = {"bool": np.bool_, "int8": np.int8, "int32": np.int32, "int64": np.int64, "float32": np.float32,
           "float64": np.float64, "uint8": np.uint8}
 DTYPE_NAMES = {np.dtype(v): k for k, v in DTYPES.items()}
@@ -118,10 +120,10 @@ def load_ensemble(arrays: Dict[str, Any], n_labels: int, n_features: int):
     labels = check_array(arrays, "labels", np.int32, (len(roots) - 1,))
     if len(roots) == 0 or roots[0] != 0 or roots[-1] != n or np.any(np.diff(roots) < 1):
         raise ValueError(Errors.E028)
-    shared = "vector" in arrays
+    shared = "vector" in arrays or "vector_ptr" in arrays
     if shared:
-        vector = check_array(arrays, "vector", np.float64, (n, n_labels))
-        if np.any(labels != -1) or not np.all(np.isfinite(vector)):
+        vectors = _leaf_vectors(arrays, kind, n_labels)
+        if np.any(labels != -1):
             raise ValueError(Errors.E169.format(n_labels=n_labels))
     elif np.any((labels < 0) | (labels >= n_labels)):
         raise ValueError(Errors.E029)
@@ -150,7 +152,7 @@ def load_ensemble(arrays: Dict[str, Any], n_labels: int, n_features: int):
     if np.any(count < 0) or not np.all(np.isfinite(count)):
         raise ValueError(Errors.E035)
     checked = {"kind": kind, "feature": feature, "yes": yes, "no": no, "value": value, "count": count,
-               "states": states, "roots": roots, "labels": labels, **({"vector": vector} if shared else {})}
+               "states": states, "roots": roots, "labels": labels, **(vectors if shared else {})}
     if "surr_feature" in arrays or "surr_same" in arrays:
         surr = check_array(arrays, "surr_feature", np.int32, (n, None))
         checked["surr_feature"] = surr
@@ -162,6 +164,32 @@ def load_ensemble(arrays: Dict[str, Any], n_labels: int, n_features: int):
         if surr.shape[1] > 1 and np.any((surr[:, :-1] < 0) & (surr[:, 1:] >= 0)):
             raise ValueError(Errors.E043)
     return Ensemble.from_arrays(S, n_labels, checked)
+
+
+def _leaf_vectors(arrays: Dict[str, Any], kind: np.ndarray, n_labels: int) -> Dict[str, np.ndarray]:
+    """Shared trees' leaf vectors (trees.LeafVectors' arrays), checked: a version 3 file's dense ``vector``
+    (nodes x K) made sparse, or a version 4 file's vector_ptr / vector_label / vector_value, with pairs on leaves
+    only, labels ascending within a leaf and below K, values finite."""
+    n = len(kind)
+    if "vector" in arrays:
+        from .trees import sparse_vectors
+        vector = check_array(arrays, "vector", np.float64, (n, n_labels))
+        if not np.all(np.isfinite(vector)):
+            raise ValueError(Errors.E169.format(n_labels=n_labels))
+        ptr, label, value = sparse_vectors(np.where((kind == 0)[:, None], vector, 0.0))
+    else:
+        ptr = check_array(arrays, "vector_ptr", np.int64, (n + 1,))
+        label = check_array(arrays, "vector_label", np.int32, (None,))
+        value = check_array(arrays, "vector_value", np.float64, label.shape)
+        sizes = np.diff(ptr)
+        if ptr[0] != 0 or ptr[-1] != len(label) or np.any(sizes < 0) or np.any((kind != 0) & (sizes > 0)):
+            raise ValueError(Errors.E169.format(n_labels=n_labels))
+        first = np.zeros(len(label), dtype=bool)
+        first[ptr[:-1][sizes > 0]] = True
+        if (np.any((label < 0) | (label >= n_labels)) or not np.all(np.isfinite(value))
+                or np.any(~first[1:] & (np.diff(label) <= 0))):
+            raise ValueError(Errors.E169.format(n_labels=n_labels))
+    return {"vector_ptr": ptr, "vector_label": label, "vector_value": value}
 
 
 def check_missing_table(msg: Dict[str, Any], n_features: int) -> Dict[str, Any]:

@@ -67,6 +67,30 @@ def empty_tree(n_states: int, n_surrogates: int, width: int = 0) -> Tree:
                 np.zeros((0, n_surrogates), np.bool_), np.zeros((0, width)))
 
 
+class LeafVectors(NamedTuple):
+    """An ensemble's shared-tree leaf vectors, sparse: node n's (label, value) pairs are label[ptr[n]:ptr[n + 1]]
+    (int32) and value[...] (float64). Inner nodes, per-label trees' nodes and the labels a leaf leaves at 0 have
+    none: with an L1 penalty (BoostParams.l1) a leaf keeps the few labels whose residuals there are large, so
+    the model's size and a leaf's cost do not grow with K."""
+    ptr: np.ndarray
+    label: np.ndarray
+    value: np.ndarray
+
+
+def sparse_vectors(vector: np.ndarray) -> LeafVectors:
+    """The LeafVectors of dense leaf vectors (nodes x W; W = 0: none)."""
+    nodes, labels = np.nonzero(vector) if vector.shape[1] else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(nodes, minlength=vector.shape[0]))]).astype(np.int64)
+    return LeafVectors(ptr, labels.astype(np.int32), np.ascontiguousarray(vector[nodes, labels], dtype=np.float64))
+
+
+def concat_vectors(parts) -> LeafVectors:
+    """LeafVectors of several node ranges end to end."""
+    offsets = np.cumsum([0] + [p.ptr[-1] for p in parts[:-1]])
+    return LeafVectors(np.concatenate([parts[0].ptr[:1]] + [p.ptr[1:] + o for p, o in zip(parts, offsets)]),
+                       np.concatenate([p.label for p in parts]), np.concatenate([p.value for p in parts]))
+
+
 def tree_depth(yes, no) -> int:
     depth = np.zeros(len(yes), dtype=np.int32)
     for node in range(len(yes)):  # children always follow their parent
@@ -125,9 +149,10 @@ class Target(NamedTuple):
 
 class Forest(NamedTuple):
     """All trees of an ensemble as one Tree of node arrays end to end: tree i has nodes roots[i]:roots[i + 1],
-    predicts label labels[i] (-1: a shared tree, predicting every label from its leaves' vectors) and is
-    depths[i] deep."""
+    predicts label labels[i] (-1: a shared tree, predicting every label from its leaves' vectors, sparse in
+    ``vectors``; the nodes' Tree.vector is empty) and is depths[i] deep."""
     nodes: Tree
     roots: np.ndarray
     labels: np.ndarray
     depths: np.ndarray
+    vectors: LeafVectors
