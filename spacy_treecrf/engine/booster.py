@@ -250,7 +250,7 @@ class Ensemble:
         self.roots = np.zeros(1, dtype=np.int64)
         self.labels = np.zeros(0, dtype=np.int32)
         self.depths = np.zeros(0, dtype=np.int32)
-        self._pending: List[Tuple[int, Tree]] = []
+        self._pending: List[Tuple[int, Tree, LeafVectors]] = []  # trees added since the last join, vectors sparse
         self._indexes = {}  # the kernels' indexes of the current trees (and whether the bit masks fit), built lazily
 
     @property
@@ -267,7 +267,8 @@ class Ensemble:
         of surrogate slots; label -1 for a shared tree."""
         if (label < 0) != self.shared or tree.vector.shape[1] != (self.n_labels if self.shared else 0):
             raise ValueError(Errors.E166.format(label=label, width=tree.vector.shape[1], shared=self.shared))
-        self._pending.append((label, self.with_surrogate_slots(tree)))
+        self._pending.append((label, self.with_surrogate_slots(tree)._replace(vector=np.zeros((len(tree.kind), 0))),
+                              sparse_vectors(tree.vector)))
 
     def with_surrogate_slots(self, tree: Tree) -> Tree:
         """The tree with this ensemble's number of surrogate slots (a tree grown without routing has none)."""
@@ -283,12 +284,11 @@ class Ensemble:
         parts = self._pending
         self._pending = []
         self._indexes = {}
-        self.nodes = concat_trees([self.nodes] + [tree._replace(vector=np.zeros((len(tree.kind), 0)))
-                                                  for _, tree in parts])
-        self.vectors = concat_vectors([self.vectors] + [sparse_vectors(tree.vector) for _, tree in parts])
-        self.roots = np.concatenate([self.roots, self.roots[-1] + np.cumsum([len(tree.kind) for _, tree in parts])])
-        self.labels = np.concatenate([self.labels, np.array([label for label, _ in parts], dtype=np.int32)])
-        self.depths = np.concatenate([self.depths, np.array([tree_depth(tree.yes, tree.no) for _, tree in parts],
+        self.nodes = concat_trees([self.nodes] + [tree for _, tree, _ in parts])
+        self.vectors = concat_vectors([self.vectors] + [vectors for _, _, vectors in parts])
+        self.roots = np.concatenate([self.roots, self.roots[-1] + np.cumsum([len(tree.kind) for _, tree, _ in parts])])
+        self.labels = np.concatenate([self.labels, np.array([label for label, _, _ in parts], dtype=np.int32)])
+        self.depths = np.concatenate([self.depths, np.array([tree_depth(tree.yes, tree.no) for _, tree, _ in parts],
                                                             dtype=np.int32)])
 
     def truncate(self, n_trees: int):

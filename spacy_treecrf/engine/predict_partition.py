@@ -83,7 +83,7 @@ def label_state_words(cells):
 def block_rows(n_labels: int, n_states: int, shared: bool = False) -> int:
     """Rows per call of _partition_block: every tree's nodes are visited once per block; 16384 rows, fewer
     where the block's accumulator (K x (S + 1) x rows floats; shared trees: K x (1 + the groups' room) floats
-    per row, about 16 K) would pass 64 MB (at least 1024)."""
+    per row, about 2 ROOM K) would pass 64 MB (at least 1024)."""
     per_row = 16 * n_labels if shared else n_labels * (n_states + 1)
     return int(min(16384, max(1024, 8_000_000 // per_row)))
 
@@ -117,10 +117,10 @@ def partition_potentials(rows, forest, index, cells, allowed, block_rows, scaled
     part = np.zeros((n if scaled and not shared else 0, S, K))
     n_sums = n if shared else 0
     n_words = max(1, (S + 63) // 64)
-    sums = GroupSums(np.zeros((n_sums, K)), np.ones(n_sums, dtype=np.int64), 2 * np.arange(n_sums),
-                     np.full(n_sums, 2, dtype=np.int64))
-    pool = np.zeros((2 * n_sums + 1, K))
-    pool_mask = np.zeros((2 * n_sums + 1, n_words), dtype=np.uint64)
+    sums = GroupSums(np.zeros((n_sums, K)), np.ones(n_sums, dtype=np.int64), ROOM * np.arange(n_sums),
+                     np.full(n_sums, ROOM, dtype=np.int64))
+    pool = np.zeros((ROOM * n_sums + 1, K))
+    pool_mask = np.zeros((ROOM * n_sums + 1, n_words), dtype=np.uint64)
     gid = np.empty(S, dtype=np.int64)
     class_of = _mask_classes(allowed)
     any_start = _any_label(start_states)  # the states a shared tree's items carry
@@ -138,10 +138,10 @@ def partition_potentials(rows, forest, index, cells, allowed, block_rows, scaled
             for t in range(m):  # one group of every state a shared tree's items carry
                 sums.base[t, :] = 0.0
                 sums.count[t] = 1
-                sums.off[t] = 2 * t
-                sums.room[t] = 2
-                pool[2 * t] = 0.0
-                pool_mask[2 * t] = any_start[0] if is_start[r0 + t] else any_other[0]
+                sums.off[t] = ROOM * t
+                sums.room[t] = ROOM
+                pool[ROOM * t] = 0.0
+                pool_mask[ROOM * t] = any_start[0] if is_start[r0 + t] else any_other[0]
         pool, pool_mask = _partition_block(acc, GroupSums(sums.base[:m], sums.count[:m], sums.off[:m], sums.room[:m]),
                                            pool, pool_mask, chunk, forest, index,
                                            Cells(is_start[r0:r1], start_states, other_states), max_depth)
@@ -279,6 +279,7 @@ def _any_label(words):
 
 
 AT, POS, NXT, WHOLE = 0, 1, 2, 3  # the fields of _partition_block's item records
+ROOM = 8  # GroupSums slots a row starts with: rows rarely need more (a few groups), so splits rarely count first
 
 
 class GroupSums(NamedTuple):
@@ -303,7 +304,8 @@ class SettleScratch(NamedTuple):
 @njit(cache=True, nogil=True)
 def _settle_shared(sums, pool, pool_mask, pool_top, item, mask, chain_leaf, vectors, scratch):
     """Credit a shared tree once it is done: a row whose item stayed WHOLE (no state split reached it) adds its
-    leaf's vector (sparse: trees.LeafVectors) to base; in a row a state split reached, each group splits by the items its states ended in,
+    leaf's vector (sparse: trees.LeafVectors) to base; in a row a state split reached (its items whose leaves
+    have empty vectors count as dropped states), each group splits by the items its states ended in,
     on state masks (a few words per group and item, not a loop over states): the group's slot takes its first
     item's states, new slots copy the old sums for the others and for states in no item (dropped at a state
     split: they get nothing), and each item's states add its leaf's vector. Returns the pool, its masks
@@ -319,75 +321,92 @@ def _settle_shared(sums, pool, pool_mask, pool_top, item, mask, chain_leaf, vect
                 for p in range(vectors.ptr[leaf], vectors.ptr[leaf + 1]):
                     base[t, vectors.label[p]] += vectors.value[p]
             continue
-        n_items = 0
+        n_items = 0  # the row's items whose leaf adds anything (an empty vector is no move: no split either)
         j = t
         while j >= 0:
             if item[j, AT] >= 0:
-                item_at[n_items] = chain_leaf[item[j, AT]]
-                item_mask[n_items] = mask[j]
-                n_items += 1
+                leaf = chain_leaf[item[j, AT]]
+                if vectors.ptr[leaf + 1] > vectors.ptr[leaf]:
+                    item_at[n_items] = leaf
+                    for w in range(n_words):
+                        item_mask[n_items, w] = mask[j, w]
+                    n_items += 1
             j = item[j, NXT]
+        if n_items == 0:
+            continue
         n_old = count[t]
-        n = n_old
-        for g in range(n_old):  # the slots the splits need
-            pieces = 0
-            rest[:] = pool_mask[off[t] + g]
-            for i in range(n_items):
-                hit = False
-                for w in range(n_words):
-                    hit = hit or (pool_mask[off[t] + g, w] & item_mask[i, w]) != 0
-                    rest[w] &= ~item_mask[i, w]
-                pieces += hit
-            for w in range(n_words):
-                if pieces > 0 and rest[w] != 0:
-                    pieces += 1
-                    break
-            n += max(pieces - 1, 0)
-        if n > room[t]:  # move the row's groups to the end of the pool with room to grow
-            new_room = max(n, 2 * room[t])
-            pool = with_room(pool, pool_top + new_room)
-            pool_mask = with_room(pool_mask, pool_top + new_room)
-            pool[pool_top:pool_top + n_old] = pool[off[t]:off[t] + n_old]
-            pool_mask[pool_top:pool_top + n_old] = pool_mask[off[t]:off[t] + n_old]
-            off[t] = pool_top
-            room[t] = new_room
-            pool_top += new_room
         o = off[t]
+        if n_old * (n_items + 1) > room[t]:  # more slots than the row has may be needed: count them
+            n = n_old
+            for g in range(n_old):
+                pieces = 0
+                left = False
+                for w in range(n_words):
+                    rest[w] = pool_mask[o + g, w]
+                for i in range(n_items):
+                    hit = False
+                    for w in range(n_words):
+                        hit = hit or (pool_mask[o + g, w] & item_mask[i, w]) != 0
+                        rest[w] &= ~item_mask[i, w]
+                    pieces += hit
+                for w in range(n_words):
+                    left = left or rest[w] != 0
+                n += max(pieces + (pieces > 0 and left) - 1, 0)
+            if n > room[t]:  # move the row's groups to the end of the pool with room to grow
+                new_room = max(n, 2 * room[t])
+                pool = with_room(pool, pool_top + new_room)
+                pool_mask = with_room(pool_mask, pool_top + new_room)
+                for g in range(n_old):
+                    for k in range(pool.shape[1]):
+                        pool[pool_top + g, k] = pool[o + g, k]
+                    for w in range(n_words):
+                        pool_mask[pool_top + g, w] = pool_mask[o + g, w]
+                off[t] = o = pool_top
+                room[t] = new_room
+                pool_top += new_room
         n = n_old
         for g in range(n_old):
             first_item = -1
-            rest[:] = pool_mask[o + g]
+            for w in range(n_words):
+                rest[w] = pool_mask[o + g, w]
             for i in range(n_items):
                 hit = False
                 for w in range(n_words):
                     hit = hit or (pool_mask[o + g, w] & item_mask[i, w]) != 0
                 if not hit:
                     continue
-                for w in range(n_words):
-                    rest[w] &= ~item_mask[i, w]
                 if first_item < 0:
                     first_item = i
                     for w in range(n_words):
                         first[w] = pool_mask[o + g, w] & item_mask[i, w]
-                    continue
+                else:
+                    _new_slot(pool, pool_mask, o + g, o + n, item_mask[i])
+                    _add_vector(pool, o + n, vectors, item_at[i])
+                    n += 1
                 for w in range(n_words):
-                    pool_mask[o + n, w] = pool_mask[o + g, w] & item_mask[i, w]
-                pool[o + n] = pool[o + g]
-                _add_vector(pool, o + n, vectors, item_at[i])
-                n += 1
+                    rest[w] &= ~item_mask[i, w]
             if first_item < 0:
                 continue  # every state of the group dropped: it keeps its sums
             left = False
             for w in range(n_words):
                 left = left or rest[w] != 0
             if left:
-                pool_mask[o + n] = rest
-                pool[o + n] = pool[o + g]
+                _new_slot(pool, pool_mask, o + g, o + n, rest)
                 n += 1
-            pool_mask[o + g] = first
+            for w in range(n_words):
+                pool_mask[o + g, w] = first[w]
             _add_vector(pool, o + g, vectors, item_at[first_item])
         count[t] = n
     return pool, pool_mask, pool_top
+
+
+@njit(cache=True, nogil=True)
+def _new_slot(pool, pool_mask, src, dst, states):
+    """Slot dst: slot src's sums, for the states of src in ``states`` (64-bit words)."""
+    for k in range(pool.shape[1]):
+        pool[dst, k] = pool[src, k]
+    for w in range(pool_mask.shape[1]):
+        pool_mask[dst, w] = pool_mask[src, w] & states[w]
 
 
 @njit(cache=True, nogil=True)
