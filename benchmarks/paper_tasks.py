@@ -31,8 +31,8 @@ on test; the chosen setting is then retrained on the full training set for the d
 ``--folds 5`` uses all five such parts in turn (the paper's "internal cross-validation"; about 5x the tuning time).
 TreeCRF's rounds come from the dev curve with early stopping (``patience``, counted in rounds at learning rate 1).
 Each family (shrinkage: max_leaves=100, lambda tuned; original: lambda=0, max_leaves tuned; shared: one tree a
-round for all labels, ``--shared-leaves`` x ``--shared-lambdas`` x ``--shared-l1``) is tuned once for marginal (forward-backward)
-decoding and once for Viterbi decoding, as in the paper's Table 4; the test accuracy of every retrained model is
+round for all labels, ``--shared-leaves`` x ``--shared-lambdas`` x ``--shared-l1``) is tuned once for marginal
+(forward-backward) decoding and once for Viterbi decoding, as in the paper's Table 4; the test accuracy of every retrained model is
 reported under both decoders. CRFsuite's c1 / c2 are tuned on the same dev data. Every full-train fit of a
 learner's chosen setting runs in a fresh process, which reports its peak RSS; tagging speed is test positions / s
 of ``predict`` (features to labels, median of 3 passes).

@@ -97,7 +97,8 @@ def test_groups_split_only_where_leaves_cut_them(seed):
     indptr, indices = csr(X)
     for k, tree, seg, positions in trees:
         by_leaves.add_leaves(k, tree, seg, 1.0)
-        by_walk.add_walk(k, tree, positions, Rows(indptr, indices), None, 1.0)
+    by_walk.add_walks([(k, tree, positions) for k, tree, _, positions in trees], Rows(indptr, indices), None, 1.0,
+                      threads=2)
     P = by_leaves.apply(crf.Potentials(*(a.copy() for a in P0)), seq_starts, 1)
     P_walk = by_walk.apply(crf.Potentials(*(a.copy() for a in P0)), seq_starts, 1)
     assert np.array_equal(dense(P), dense(P_walk))

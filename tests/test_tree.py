@@ -575,8 +575,8 @@ def test_partition_potentials_on_large_trees_with_dropped_states(seed):
     T = X.shape[0]
     valid = valid_cells(is_start, S)[:, :, 0]
     for tr, k in zip(trees, labels):
-        E = moved(np.ones((T, S, K), dtype=np.float32), is_start, lambda moves: moves.add_walk(
-            int(k), as_tree(tr), np.arange(T), Rows(indptr, indices), None, 1.0))
+        E = moved(np.ones((T, S, K), dtype=np.float32), is_start, lambda moves: moves.add_walks(
+            [(int(k), as_tree(tr), np.arange(T))], Rows(indptr, indices), None, 1.0))
         one = np.array([[walk_with_drops(tr, X, t, s) for s in range(S)] for t in range(T)])
         assert np.allclose(np.log(E[:, :, k][valid].astype(np.float64)), one[valid], rtol=1e-5, atol=1e-5)
 
@@ -649,11 +649,11 @@ def test_walked_moves_match_leaf_moves(seed):
     E0 *= valid_cells(is_start, S)
     k = int(rng.integers(K))
     by_leaves = moved(E0, is_start, lambda moves: moves.add_leaves(k, tr, segments(fitted), 0.7))
-    by_walk = moved(E0, is_start, lambda moves: moves.add_walk(k, tr, np.arange(T), Rows(indptr, indices), None,
-                                                                0.7))
+    by_walk = moved(E0, is_start, lambda moves: moves.add_walks([(k, tr, np.arange(T))], Rows(indptr, indices), None,
+                                                                 0.7))
     assert np.array_equal(by_walk, by_leaves)
     some = np.sort(rng.choice(T, size=T // 3, replace=False)).astype(np.int64)
-    part = moved(E0, is_start, lambda moves: moves.add_walk(k, tr, some, Rows(indptr, indices), None, 0.7))
+    part = moved(E0, is_start, lambda moves: moves.add_walks([(k, tr, some)], Rows(indptr, indices), None, 0.7))
     assert np.array_equal(part[some], by_leaves[some])
     rest = np.setdiff1d(np.arange(T), some)
     assert np.array_equal(part[rest], E0[rest])

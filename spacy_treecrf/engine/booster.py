@@ -180,10 +180,15 @@ def viterbi(P: Potentials, seq_starts, threads: int) -> np.ndarray:
         crf.part(P, a, b), seq_starts[q0:q1 + 1] - a)))
 
 
+def _leaf_values(k: int, tree: Tree) -> np.ndarray:
+    """A tree's node values as factor rows: nodes x K (shared, k = -1) or nodes x 1."""
+    return tree.vector if k < 0 else tree.value[:, None]
+
+
 class MoveList:
     """The moves (moves.py) of some trees, collected tree by tree: over a fitted tree's leaf segments or by
-    walking a tree at given positions; ``apply`` sorts them by position (tree order within a position) and
-    applies them in threads."""
+    walking trees at given positions; ``apply`` sorts them by position (the order they were added in within a
+    position) and applies them in threads."""
 
     def __init__(self):
         self.parts = []  # (position, states_of, factor_of, states, label, factor), indices local to the part
@@ -195,18 +200,32 @@ class MoveList:
         first = np.repeat(segments.start[leaves] - (np.cumsum(lengths) - lengths), lengths)
         position = segments.pos[first + np.arange(int(lengths.sum()))]
         which = np.repeat(np.arange(len(leaves)), lengths)
-        values = tree.vector[leaves] if k < 0 else tree.value[leaves, None]
         self.parts.append((position, which, which, tree.states[leaves], np.full(len(leaves), k, dtype=np.int64),
-                           np.exp(scale * values).astype(np.float32)))
+                           np.exp(scale * _leaf_values(k, tree)[leaves]).astype(np.float32)))
 
-    def add_walk(self, k: int, tree: Tree, positions, rows: Rows, missing_rows: MissingRows, scale: float):
-        """E *= exp(scale * tree(x_t, s)) at ``positions`` by walking the tree (a tree with surrogate slots takes
-        the majority branch where a variable is missing, one without follows both)."""
+    def add_walks(self, walks, rows: Rows, missing_rows: MissingRows, scale: float, threads: int = 1):
+        """E *= exp(scale * tree(x_t, s)) at the positions of each (k, tree, positions) of ``walks``, by walking
+        the trees, in threads (a tree with surrogate slots takes the majority branch where a variable is missing,
+        one without follows both); the walks' moves are added in the order given."""
         index = missing_rows.index() if missing_rows is not None and missing_rows.any else no_missing()
-        position, leaf, factor = walk_moves(np.ascontiguousarray(positions, dtype=np.int64), rows, tree, index,
-                                            float(scale), tree_depth(tree.yes, tree.no))
-        self.parts.append((position, leaf, np.arange(len(leaf)), tree.states, np.full(len(leaf), k, dtype=np.int64),
-                           factor))
+
+        def walk(job):
+            k, tree, positions = job
+            position, leaf, weight = walk_moves(np.ascontiguousarray(positions, dtype=np.int64), rows, tree, index,
+                                                tree_depth(tree.yes, tree.no))
+            values = _leaf_values(k, tree)
+            if np.all(weight == 1.0):  # one factor per leaf
+                return (position, leaf, leaf, tree.states, np.full(len(values), k, dtype=np.int64),
+                        np.exp(scale * values).astype(np.float32))
+            # the routing rule split positions between leaves: a factor per move
+            return (position, leaf, np.arange(len(leaf)), tree.states, np.full(len(leaf), k, dtype=np.int64),
+                    np.exp(scale * weight[:, None] * values[leaf]).astype(np.float32))
+        threads = min(threads, len(walks))
+        if threads > 1:
+            with ThreadPoolExecutor(threads) as pool:
+                self.parts.extend(pool.map(walk, walks))
+        else:
+            self.parts.extend(map(walk, walks))
 
     def sorted(self, T: int) -> moves.Moves:
         """The moves sorted by position (tree order within a position), for positions 0 .. T - 1."""
@@ -214,9 +233,9 @@ class MoveList:
         states_base = np.cumsum([0] + [len(st) for st in columns[3][:-1]])
         factor_base = np.cumsum([0] + [len(f) for f in columns[5][:-1]])
         return moves.sort_moves(
-            T, np.concatenate(columns[0]).astype(np.int64),
-            np.concatenate([s + o for s, o in zip(columns[1], states_base)]).astype(np.int64),
-            np.concatenate([f + o for f, o in zip(columns[2], factor_base)]).astype(np.int64),
+            T, np.concatenate(columns[0], dtype=np.int64),
+            np.concatenate([s + o for s, o in zip(columns[1], states_base)], dtype=np.int64),
+            np.concatenate([f + o for f, o in zip(columns[2], factor_base)], dtype=np.int64),
             np.ascontiguousarray(np.concatenate(columns[3]), dtype=np.bool_), np.concatenate(columns[4]),
             np.ascontiguousarray(np.concatenate(columns[5]), dtype=np.float32))
 
@@ -752,11 +771,11 @@ class Trainer:
         if scale == 0.0:
             return
         round_moves = MoveList()
-        for k, tree, segments, rest in fitted:
+        for k, tree, segments, _ in fitted:
             if segments is not None:
                 round_moves.add_leaves(k, tree, segments, scale)
-            if rest is not None and len(rest):
-                round_moves.add_walk(k, tree, rest, self.rows, self.missing_rows, scale)
+        round_moves.add_walks([(k, tree, rest) for k, tree, _, rest in fitted if rest is not None and len(rest)],
+                              self.rows, self.missing_rows, scale, self.params.threads)
         self.P = round_moves.apply(self.P, self.seq_starts, self.params.threads)
 
     def _tree_features(self):
@@ -801,14 +820,16 @@ class DevCache:
         self.P = crf.initial_potentials(T, allowed, self.seq_starts)
         self.positions = np.arange(T, dtype=np.int64)
         self.missing_rows = missing_rows
-        self.pending = MoveList()
+        self.pending = []  # (label, tree) added since the last prediction
 
     def add_tree(self, k, tree: Tree):
-        self.pending.add_walk(k, tree, self.positions, self.rows, self.missing_rows, 1.0)
+        self.pending.append((k, tree, self.positions))
 
     def predict(self, method: str, threads: int = 1) -> np.ndarray:
-        self.P = self.pending.apply(self.P, self.seq_starts, threads)
-        self.pending = MoveList()
+        pending = MoveList()
+        pending.add_walks(self.pending, self.rows, self.missing_rows, 1.0, threads)
+        self.P = pending.apply(self.P, self.seq_starts, threads)
+        self.pending = []
         crf.rescale(self.P)
         if method == "viterbi":
             return viterbi(self.P, self.seq_starts, threads)

@@ -96,9 +96,11 @@ def apply_moves(P, a, b, moves):
         if moves.ptr[t + 1] > moves.ptr[t]:
             at_start = group[t, 0] >= 0
             size[:n] = 0
+            n_valid = 0
             for s in range(S):
                 if group[t, s] >= 0:
                     size[group[t, s]] += 1
+                    n_valid += 1
             for i in range(moves.ptr[t], moves.ptr[t + 1]):
                 st = moves.states_of[i]
                 f = moves.factor_of[i]
@@ -106,6 +108,11 @@ def apply_moves(P, a, b, moves):
                 if covers_start[st] if at_start else covers_other[st]:
                     for r in range(n):
                         _multiply(rows, r, k, factor, f)
+                    continue
+                if n == n_valid:  # a group per state: nothing left to split
+                    for s in range(S):
+                        if states[st, s] and group[t, s] >= 0:
+                            _multiply(rows, group[t, s], k, factor, f)
                     continue
                 for s in range(S):
                     r = group[t, s]

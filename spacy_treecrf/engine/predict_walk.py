@@ -113,13 +113,11 @@ def _present_marks(tree):
 
 
 @njit(cache=True, nogil=True)
-def walk_moves(positions, rows, tree, missing, scale_by, max_depth):
-    """The moves (moves.py) of one tree at the given positions (those it was not fitted on, or a dev set's):
-    per leaf reached, (position, leaf node, factor exp(scale_by * weight * leaf value), one per label for a
-    shared tree)."""
+def walk_moves(positions, rows, tree, missing, max_depth):
+    """The leaves one tree sends the given positions to (those it was not fitted on, or a dev set's), for the
+    moves of moves.py: per leaf reached, (position, leaf node, weight: 1 unless the routing rule split the
+    position between branches)."""
     S = tree.states.shape[1]
-    shared = tree.vector.shape[1] > 0
-    width = tree.vector.shape[1] if shared else 1
     present = _present_marks(tree)
     scratch = WalkScratch(np.empty(max_depth + 1, dtype=np.int64), np.empty((max_depth + 1, S), dtype=np.bool_),
                           np.empty(max_depth + 1), np.empty(tree.kind.shape[0], dtype=np.int64),
@@ -127,7 +125,7 @@ def walk_moves(positions, rows, tree, missing, scale_by, max_depth):
     cap = positions.shape[0] + 16
     position = np.empty(cap, dtype=np.int64)
     leaf = np.empty(cap, dtype=np.int64)
-    factor = np.empty((cap, width), dtype=np.float32)
+    weight = np.empty(cap)
     m = 0
     for i in range(positions.shape[0]):
         t = positions[i]
@@ -138,16 +136,13 @@ def walk_moves(positions, rows, tree, missing, scale_by, max_depth):
             cap = max(m + n, 2 * cap)
             position = with_room(position, cap)
             leaf = with_room(leaf, cap)
-            factor = with_room(factor, cap)
+            weight = with_room(weight, cap)
         for j in range(n):
-            node = scratch.leaf[j]
-            w = scale_by * scratch.share[j]
             position[m] = t
-            leaf[m] = node
-            for c in range(width):
-                factor[m, c] = np.exp(w * (tree.vector[node, c] if shared else tree.value[node]))
+            leaf[m] = scratch.leaf[j]
+            weight[m] = scratch.share[j]
             m += 1
-    return position[:m], leaf[:m], factor[:m]
+    return position[:m], leaf[:m], weight[:m]
 
 
 @njit(cache=True, nogil=True)
