@@ -340,18 +340,9 @@ def _settle_shared(sums, pool, pool_mask, pool_top, item, mask, chain_leaf, vect
             n = n_old
             for g in range(n_old):
                 pieces = 0
-                left = False
-                for w in range(n_words):
-                    rest[w] = pool_mask[o + g, w]
                 for i in range(n_items):
-                    hit = False
-                    for w in range(n_words):
-                        hit = hit or (pool_mask[o + g, w] & item_mask[i, w]) != 0
-                        rest[w] &= ~item_mask[i, w]
-                    pieces += hit
-                for w in range(n_words):
-                    left = left or rest[w] != 0
-                n += max(pieces + (pieces > 0 and left) - 1, 0)
+                    pieces += _meets(pool_mask, o + g, item_mask[i])
+                n += max(pieces + (pieces > 0 and _beyond(pool_mask, o + g, item_mask, n_items)) - 1, 0)
             if n > room[t]:  # move the row's groups to the end of the pool with room to grow
                 new_room = max(n, 2 * room[t])
                 pool = with_room(pool, pool_top + new_room)
@@ -370,10 +361,7 @@ def _settle_shared(sums, pool, pool_mask, pool_top, item, mask, chain_leaf, vect
             for w in range(n_words):
                 rest[w] = pool_mask[o + g, w]
             for i in range(n_items):
-                hit = False
-                for w in range(n_words):
-                    hit = hit or (pool_mask[o + g, w] & item_mask[i, w]) != 0
-                if not hit:
+                if not _meets(pool_mask, o + g, item_mask[i]):
                     continue
                 if first_item < 0:
                     first_item = i
@@ -398,6 +386,27 @@ def _settle_shared(sums, pool, pool_mask, pool_top, item, mask, chain_leaf, vect
             _add_vector(pool, o + g, vectors, item_at[first_item])
         count[t] = n
     return pool, pool_mask, pool_top
+
+
+@njit(cache=True, nogil=True)
+def _meets(pool_mask, slot, states):
+    """Whether the slot's states and ``states`` (64-bit words) share one."""
+    for w in range(pool_mask.shape[1]):
+        if pool_mask[slot, w] & states[w]:
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True)
+def _beyond(pool_mask, slot, item_mask, n_items):
+    """Whether the slot holds a state in none of the first n_items items' masks."""
+    for w in range(pool_mask.shape[1]):
+        left = pool_mask[slot, w]
+        for i in range(n_items):
+            left &= ~item_mask[i, w]
+        if left:
+            return True
+    return False
 
 
 @njit(cache=True, nogil=True)
