@@ -117,15 +117,16 @@ def partition_potentials(rows, forest, index, cells, allowed, block_rows, scaled
     part = np.zeros((n if scaled and not shared else 0, S, K))
     n_sums = n if shared else 0
     n_words = max(1, (S + 63) // 64)
-    sums = GroupSums(np.zeros((n_sums, K)), np.ones(n_sums, dtype=np.int64), ROOM * np.arange(n_sums),
+    # (np.empty: every cell is written before it is read; untouched pages cost nothing)
+    sums = GroupSums(np.empty((n_sums, K)), np.ones(n_sums, dtype=np.int64), ROOM * np.arange(n_sums),
                      np.full(n_sums, ROOM, dtype=np.int64))
-    pool = np.zeros((ROOM * n_sums + 1, K))
-    pool_mask = np.zeros((ROOM * n_sums + 1, n_words), dtype=np.uint64)
+    pool = np.empty((ROOM * n_sums + 1, K))
+    pool_mask = np.empty((ROOM * n_sums + 1, n_words), dtype=np.uint64)
     gid = np.empty(S, dtype=np.int64)
     class_of = _mask_classes(allowed)
     any_start = _any_label(start_states)  # the states a shared tree's items carry
     any_other = _any_label(other_states)
-    values = np.zeros((T if scaled else 0, K), dtype=np.float32)
+    values = np.empty((ROOM * T if scaled else 0, K), dtype=np.float32)  # room for a few groups per row
     start = np.zeros(T + 1, dtype=np.int64)
     group = np.full((T if scaled else 0, S), -1, dtype=np.int32)
     c = np.zeros(T if scaled else 0)
