@@ -60,17 +60,13 @@ def join(parts: List[Potentials]) -> Potentials:
                       np.concatenate([p.c for p in parts]))
 
 
-def n_positions(P: Potentials) -> int:
-    return P.group.shape[0]
-
-
 @njit(**NOGIL)
 def _allowed(y, t, k, clamp):
     return (not clamp) or y[t] < 0 or y[t] == k
 
 
 @njit(**NOGIL)
-def pool_sums(P, t, prev, pool):
+def _pool_sums(P, t, prev, pool):
     """pool[r] = sum of prev[j] over the labels j whose state j + 1 is in group r at t; returns the groups."""
     n = P.start[t + 1] - P.start[t]
     pool[:n] = 0.0
@@ -84,7 +80,7 @@ def pool_sums(P, t, prev, pool):
 @njit(**NOGIL)
 def forward_step(P, t, prev, pool, out):
     """out[k] = sum_j prev[j] E[t, j + 1, k], through the groups: O(S + G K)."""
-    n = pool_sums(P, t, prev, pool)
+    n = _pool_sums(P, t, prev, pool)
     base = P.start[t]
     out[:] = 0.0
     for r in range(n):
