@@ -149,7 +149,9 @@ class TreeCRF:
     "position_mean" (sum(residual) / (lambda + the leaf's positions): a leaf spanning all previous states moves a
     position's score by its gradient I(y = k) - P(y = k), not by that over the number of states).
     ``label_splits``: "best" (a leaf splits on the previous label where that beats its best feature split, as in
-    the paper) or "fallback" (only where no feature split gains; cheaper to tag).
+    the paper) or "fallback" (only where no feature split gains; cheaper to tag). ``shared_trees``: one tree a
+    round for all labels, a value per label in each leaf (for large label sets). ``l1``: an L1 penalty on leaf
+    values (each leaf sum of residuals shrunk by l1 towards 0: shared trees' leaves keep the labels that matter).
 
     Missing inputs: a dict value None marks that key (the variable: all features it can give) missing at that
     position. ``missing`` chooses how they are handled (paper Sec. 6, 7.4): "instance_weighting" (C4.5's
