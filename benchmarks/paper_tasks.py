@@ -255,6 +255,24 @@ def tagging_speed(predict, X) -> float:
     return sum(map(len, X)) / statistics.median(times)
 
 
+def tagging_phases(model, X) -> dict:
+    """Seconds of one pass of the TreeCRF's tagging over X by phase, the median of 3: features (dicts to rows),
+    potentials (the trees, as decoding's grouped potentials) and decoding (marginals and their argmax)."""
+    from spacy_treecrf.engine import booster
+    phases = {"features": [], "potentials": [], "decoding": []}
+    for _ in range(3):
+        t0 = time.perf_counter()
+        indptr, indices, seq_starts, missing_rows = model._rows(X)
+        t1 = time.perf_counter()
+        P = model.ensemble.scaled_potentials(indptr, indices, model.allowed, seq_starts, model.params.threads,
+                                             missing_rows)
+        t2 = time.perf_counter()
+        booster.decode(P, seq_starts, "marginal", model.params.threads)
+        for name, seconds in zip(phases, (t1 - t0, t2 - t1, time.perf_counter() - t2)):
+            phases[name].append(seconds)
+    return {name: statistics.median(times) for name, times in phases.items()}
+
+
 def timed_fits(make_model, train, repeats):
     """(fit seconds of each of ``repeats`` fresh models, the last model) on train = (X, y)."""
     times, model = [], None
@@ -268,12 +286,13 @@ def timed_fits(make_model, train, repeats):
 
 def _fit_treecrf(params, rounds, train, test, threads, repeats):
     """final_treecrf's fits, in a fresh process: (fit seconds, history, test scores, tagging positions/s, peak RSS
-    MB of the process)."""
+    MB of the process, tagging seconds by phase)."""
     times, model = timed_fits(lambda: TreeCRF(n_rounds=rounds, decode="marginal", n_threads=threads, **params),
                               train, repeats)
     rss = peak_rss_mb()  # of the fits (tagging needs less)
     speed = tagging_speed(model.predict, test[0])
-    return times, [h["seconds"] for h in model.history_], treecrf_scores(model, *test), speed, rss
+    return (times, [h["seconds"] for h in model.history_], treecrf_scores(model, *test), speed, rss,
+            tagging_phases(model, test[0]))
 
 
 def in_fresh_process(function, *args):
@@ -289,12 +308,12 @@ def final_treecrf(params, rounds, train, test, args, curve=False):
     ``--repeats`` fits, in a fresh process; training is deterministic, so every fit gives the same model)."""
     Xtr, ytr = train
     Xte, yte = test
-    times, cum, scores, speed, rss = in_fresh_process(_fit_treecrf, params, rounds, train, test, args.threads,
-                                                      args.repeats)
+    times, cum, scores, speed, rss, phases = in_fresh_process(_fit_treecrf, params, rounds, train, test,
+                                                              args.threads, args.repeats)
     per_round = np.diff([0.0] + cum)
     out = dict(params=params, rounds=rounds, seconds=statistics.median(times), seconds_all=times,
                median_round_seconds=float(np.median(per_round)), cumulative_seconds=cum, test=scores,
-               positions_per_second=speed, peak_rss_mb=rss)
+               positions_per_second=speed, peak_rss_mb=rss, tagging_phases=phases)
     if curve:  # Figure 1: test accuracy per round. Separate runs; their own (test-picked) truncation is unused.
         out["test_curve"] = {}
         for method in ("marginal", "viterbi"):
@@ -486,8 +505,9 @@ def print_table(res):
     for f in families + ["crfsuite"]:
         r = res[f]
         round_ms = f", median round {r['median_round_seconds'] * 1000:.0f} ms" if f != "crfsuite" else ""
-        print(f"{f}: tagging {r['positions_per_second']:,.0f} positions/s, peak RSS of the full-train fit "
-              f"{r['peak_rss_mb']:,.0f} MB{round_ms}")
+        phases = "".join(f", {name} {seconds:.3f} s" for name, seconds in r.get("tagging_phases", {}).items())
+        print(f"{f}: tagging {r['positions_per_second']:,.0f} positions/s{' (' + phases[2:] + ')' if phases else ''}"
+              f", peak RSS of the full-train fit {r['peak_rss_mb']:,.0f} MB{round_ms}")
 
 
 # ---- per-round cost flatness ------------------------------------------------------------------------------------
