@@ -259,8 +259,9 @@ def test_prediction_kernels_agree_on_shared_trees(seed):
     everything = np.ones((S, K), dtype=bool)
     words = label_state_words(everything)
     for block in (7, 64):
-        phi, _ = partition_potentials(Rows(indptr, indices), forest, partition_index(forest),
-                                      Cells(np.zeros(T, dtype=np.bool_), words, words), everything, block, False)
+        cells = Cells(np.zeros(T, dtype=np.bool_), words, words, np.zeros(S, np.int64))
+        phi, _ = partition_potentials(Rows(indptr, indices), forest, partition_index(forest), cells, everything,
+                                      block, False)
         assert np.allclose(phi, expected)
     assert np.allclose(ens.potentials(indptr, indices), expected)  # the kernel the ensemble picks
     P = ens.scaled_potentials(indptr, indices, allowed, seq_starts)
@@ -275,8 +276,9 @@ def test_prediction_kernels_agree_on_shared_trees(seed):
     start_words = label_state_words(np.where(np.arange(S)[:, None] == 0, masked, False))
     other_words = label_state_words(np.where(np.arange(S)[:, None] > 0, masked, False))
     for block in (3, 7, 64):
-        _, P = partition_potentials(Rows(indptr, indices), forest, partition_index(forest),
-                                    Cells(is_start, start_words, other_words), masked, block, True)
+        cells = Cells(is_start, start_words, other_words, crf.mask_classes(masked)[1])
+        _, P = partition_potentials(Rows(indptr, indices), forest, partition_index(forest), cells, masked, block,
+                                    True)
         P2 = booster.potentials_to_scaled(expected, masked, seq_starts)
         assert np.allclose(dense(P), dense(P2), rtol=1e-5, atol=1e-7) and np.allclose(P.c, P2.c)
         assert np.array_equal(P.group >= 0, P2.group >= 0)

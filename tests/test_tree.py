@@ -528,7 +528,7 @@ def partition_potentials(ens, labels, indptr, indices, K, S, is_start=None, star
     forest = as_forest(ens, labels)
     cells = Cells(np.zeros(T, dtype=bool) if is_start is None else is_start,
                   every if start_states is None else label_state_words(start_states),
-                  every if other_states is None else label_state_words(other_states))
+                  every if other_states is None else label_state_words(other_states), np.zeros(S, np.int64))
     phi, P = predict_partition.partition_potentials(Rows(indptr, indices), forest, partition_index(forest), cells,
                                                     np.ones((S, K), dtype=bool), block_rows, False)
     assert P.values.shape[0] == 0 and P.c.shape[0] == 0

@@ -245,9 +245,8 @@ class MoveList:
             return P
         sorted_moves = self.sorted(P.group.shape[0])
         parts = in_chunks(seq_starts, threads, lambda a, b, q0, q1: moves.apply_moves(P, a, b, sorted_moves))
-        offsets = np.cumsum([0] + [p[1][-1] for p in parts[:-1]])
-        start = np.concatenate([[0]] + [p[1][1:] + o for p, o in zip(parts, offsets)]).astype(np.int64)
-        return Potentials(np.concatenate([p[0] for p in parts]), start, P.group, P.c)
+        values, start = crf.join_rows([v for v, _ in parts], [st for _, st in parts])
+        return Potentials(values, start, P.group, P.c)
 
 
 class Ensemble:
@@ -359,9 +358,11 @@ class Ensemble:
         if valid is None:
             start_states = other_states = allowed_cells = np.ones((self.n_states, self.n_labels), dtype=bool)
             is_start = np.zeros(T, dtype=np.bool_)
+            mask_class = np.zeros(self.n_states, dtype=np.int64)
         else:  # state 0 at a sequence's first position, the others elsewhere
             allowed, seq_starts = valid
             allowed_cells = np.ascontiguousarray(allowed, dtype=np.bool_)
+            mask_class = crf.mask_classes(allowed_cells)[1]
             is_start = crf.start_mask(seq_starts, T)
             start_states, other_states = np.zeros_like(allowed, dtype=bool), allowed.astype(bool)
             start_states[0], other_states[0] = other_states[0], False
@@ -375,7 +376,7 @@ class Ensemble:
         def chunk(a, b, q0, q1):
             chunk_rows = Rows(indptr[a:b + 1] - indptr[a], indices[indptr[a]:indptr[b]])
             if kernel == "partition":
-                phi, P = partition_potentials(chunk_rows, forest, index, Cells(is_start[a:b], *words),
+                phi, P = partition_potentials(chunk_rows, forest, index, Cells(is_start[a:b], *words, mask_class),
                                               allowed_cells, block, scaled)
                 return P if scaled else phi
             phi = bitmask_potentials(chunk_rows, self.n_labels, self.labels, index)
@@ -537,12 +538,12 @@ class Trainer:
             cond, kept = passes.extra
             return losses.pseudo_residual(starts, y, cond[a:b], kept[a:b], k0, out)
         free = tuple(x[a:b] for x in passes.free[:3])
-        E = crf.part(self.P, a, b)
+        P = crf.part(self.P, a, b)
         if loss == "hamming":
             fa, fb, known = passes.extra
-            return losses.hamming_residual(starts, E, *free, fa[a:b], fb[a:b], known[q0:q1], k0, out)
+            return losses.hamming_residual(starts, P, *free, fa[a:b], fb[a:b], known[q0:q1], k0, out)
         clamped = tuple(x[a:b] for x in passes.clamped[:3])
-        crf.residual_slice(E, starts, y, self.partial[q0:q1], free, clamped, k0, out)
+        crf.residual_slice(P, starts, y, self.partial[q0:q1], free, clamped, k0, out)
         if loss == "rank":
             out *= passes.extra[0][a:b, None, None]
         return out
@@ -820,7 +821,7 @@ class DevCache:
         self.P = crf.initial_potentials(T, allowed, self.seq_starts)
         self.positions = np.arange(T, dtype=np.int64)
         self.missing_rows = missing_rows
-        self.pending = []  # (label, tree) added since the last prediction
+        self.pending = []  # (label, tree, positions) of the trees added since the last prediction
 
     def add_tree(self, k, tree: Tree):
         self.pending.append((k, tree, self.positions))

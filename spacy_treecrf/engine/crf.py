@@ -50,14 +50,19 @@ def part(P: Potentials, a: int, b: int) -> Potentials:
     return Potentials(P.values[P.start[a]:P.start[b]], P.start[a:b + 1] - P.start[a], P.group[a:b], P.c[a:b])
 
 
+def join_rows(values: list, starts: list):
+    """(values, start) of consecutive position ranges' group rows, end to end (each start from 0)."""
+    offsets = np.cumsum([0] + [st[-1] for st in starts[:-1]])
+    start = np.concatenate([starts[0][:1]] + [st[1:] + o for st, o in zip(starts, offsets)]).astype(np.int64)
+    return np.concatenate(values), start
+
+
 def join(parts: List[Potentials]) -> Potentials:
     """Potentials of consecutive position ranges, end to end."""
     if len(parts) == 1:
         return parts[0]
-    offsets = np.cumsum([0] + [p.start[-1] for p in parts[:-1]])
-    start = np.concatenate([parts[0].start[:1]] + [p.start[1:] + o for p, o in zip(parts, offsets)])
-    return Potentials(np.concatenate([p.values for p in parts]), start, np.concatenate([p.group for p in parts]),
-                      np.concatenate([p.c for p in parts]))
+    values, start = join_rows([p.values for p in parts], [p.start for p in parts])
+    return Potentials(values, start, np.concatenate([p.group for p in parts]), np.concatenate([p.c for p in parts]))
 
 
 @njit(**NOGIL)
@@ -464,12 +469,19 @@ def start_mask(seq_starts, T):
     return is_start
 
 
+def mask_classes(allowed):
+    """The distinct rows of a transition mask (as np.unique orders them) and each row's class: states of one
+    class may share a group of potentials, states of two never do."""
+    rows, inverse = np.unique(np.asarray(allowed, dtype=bool), axis=0, return_inverse=True)
+    return rows, np.asarray(inverse, dtype=np.int64).ravel()
+
+
 def initial_potentials(T, allowed, seq_starts) -> Potentials:
     """E for an empty model: 1 where a transition is structurally valid and allowed, else 0; the previous labels
     with the same allowed row share a group (one group without a transition mask)."""
     S, K = allowed.shape
     is_start = start_mask(seq_starts, T)
-    rows, inverse = np.unique(np.asarray(allowed[1:], dtype=bool), axis=0, return_inverse=True)
+    rows, inverse = mask_classes(allowed[1:])
     counts = np.where(is_start, 1, len(rows))
     start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     values = np.empty((int(start[-1]), K), dtype=np.float32)
@@ -478,7 +490,7 @@ def initial_potentials(T, allowed, seq_starts) -> Potentials:
     group[is_start, 0] = 0
     others = start[:-1][~is_start]
     values[(others[:, None] + np.arange(len(rows))).ravel()] = np.tile(rows, (len(others), 1))
-    group[~is_start, 1:] = np.asarray(inverse, dtype=np.int32).ravel()
+    group[~is_start, 1:] = inverse.astype(np.int32)
     return Potentials(values, start, group, np.zeros(T))
 
 

@@ -6,7 +6,7 @@ states, the group splits in two: the states it takes get a copy of the row, move
 row. Groups never merge again, so a position has as many groups as the distinct ways its trees' leaves divide
 the previous states (with the transition mask's classes to start from), at most S.
 
-Moves are applied a position at a time, in the order given for that position (tree order, so float32 products
+Moves are applied a position at a time, in the order they were given for that position (so float32 products
 come out the same whatever the threads), into new value rows: the groups of a position may grow, so the
 values are copied once per application.
 """

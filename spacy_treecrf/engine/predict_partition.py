@@ -30,10 +30,12 @@ class PartitionIndex(NamedTuple):
 
 class Cells(NamedTuple):
     """Which cells (t, s, k) to compute: s in start_states[k] at rows with is_start, s in other_states[k] at the
-    others (per label, states as 64-bit words); the rest are 0."""
+    others (per label, states as 64-bit words); the rest are 0. mask_class[s]: the state's transition-mask class
+    (crf.mask_classes): states of different classes never share a group of potentials."""
     is_start: np.ndarray
     start_states: np.ndarray
     other_states: np.ndarray
+    mask_class: np.ndarray
 
 
 def partition_index(forest) -> PartitionIndex:
@@ -84,7 +86,7 @@ def block_rows(n_labels: int, n_states: int, shared: bool = False) -> int:
     """Rows per call of _partition_block: every tree's nodes are visited once per block; 16384 rows, fewer
     where the block's accumulator (K x (S + 1) x rows floats; shared trees: K x (1 + the groups' room) floats
     per row, about 2 ROOM K) would pass 64 MB (at least 1024)."""
-    per_row = 16 * n_labels if shared else n_labels * (n_states + 1)
+    per_row = 2 * ROOM * n_labels if shared else n_labels * (n_states + 1)
     return int(min(16384, max(1024, 8_000_000 // per_row)))
 
 
@@ -99,7 +101,7 @@ def partition_potentials(rows, forest, index, cells, allowed, block_rows, scaled
     K), made block by block (no T x S x K float64 array); without, P is empty. Shared trees' sums come grouped
     by previous state (GroupSums), so their P is made from the groups, never from S x K cells per row."""
     indptr = rows.indptr
-    is_start, start_states, other_states = cells
+    is_start, start_states, other_states, mask_class = cells
     T = indptr.shape[0] - 1
     S = allowed.shape[0]
     K = start_states.shape[0]
@@ -123,7 +125,6 @@ def partition_potentials(rows, forest, index, cells, allowed, block_rows, scaled
     pool = np.empty((ROOM * n_sums + 1, K))
     pool_mask = np.empty((ROOM * n_sums + 1, n_words), dtype=np.uint64)
     gid = np.empty(S, dtype=np.int64)
-    class_of = _mask_classes(allowed)
     any_start = _any_label(start_states)  # the states a shared tree's items carry
     any_other = _any_label(other_states)
     values = np.empty((ROOM * T if scaled else 0, K), dtype=np.float32)  # room for a few groups per row
@@ -145,9 +146,10 @@ def partition_potentials(rows, forest, index, cells, allowed, block_rows, scaled
                 pool_mask[ROOM * t] = any_start[0] if is_start[r0 + t] else any_other[0]
         pool, pool_mask = _partition_block(acc, GroupSums(sums.base[:m], sums.count[:m], sums.off[:m], sums.room[:m]),
                                            pool, pool_mask, chunk, forest, index,
-                                           Cells(is_start[r0:r1], start_states, other_states), max_depth)
+                                           Cells(is_start[r0:r1], start_states, other_states, mask_class),
+                                           max_depth)
         if shared and scaled:
-            values = _grouped_rows(sums, pool, pool_mask, r0, r1, is_start, allowed, class_of, values, start,
+            values = _grouped_rows(sums, pool, pool_mask, r0, r1, is_start, allowed, mask_class, values, start,
                                    group, c)
             continue
         out = part[:m] if scaled else phi[r0:r1]
@@ -171,25 +173,6 @@ def partition_potentials(rows, forest, index, cells, allowed, block_rows, scaled
 
 
 @njit(cache=True, nogil=True)
-def _mask_classes(allowed):
-    """class_of[s]: the first state whose allowed row equals state s's (states of a class may share a group)."""
-    S, K = allowed.shape
-    class_of = np.empty(S, dtype=np.int64)
-    for s in range(S):
-        class_of[s] = s
-        for u in range(s):
-            same = True
-            for k in range(K):
-                if allowed[s, k] != allowed[u, k]:
-                    same = False
-                    break
-            if same:
-                class_of[s] = class_of[u]
-                break
-    return class_of
-
-
-@njit(cache=True, nogil=True)
 def _state_groups(pool_mask, off, count, gid):
     """gid[s]: the group (0 .. count - 1) whose state mask in pool_mask[off:] holds state s, -1 for none."""
     gid[:] = -1
@@ -202,7 +185,7 @@ def _state_groups(pool_mask, off, count, gid):
 
 
 @njit(cache=True, nogil=True)
-def _grouped_rows(sums, pool, pool_mask, r0, r1, is_start, allowed, class_of, values, start, group, c):
+def _grouped_rows(sums, pool, pool_mask, r0, r1, is_start, allowed, mask_class, values, start, group, c):
     """Rows r0:r1 of a shared forest's Potentials from the block's GroupSums: a state's group is its sums group
     split by its transition-mask class; E = exp(base + group sums - c) on the allowed cells, c the largest
     there. A state in no group (allowed before no label) has none. Returns ``values`` (reallocated when it
@@ -222,7 +205,7 @@ def _grouped_rows(sums, pool, pool_mask, r0, r1, is_start, allowed, class_of, va
             found = -1
             for r in range(n):
                 u = rep[r]
-                if gid[u] == g and class_of[u] == class_of[s]:
+                if gid[u] == g and mask_class[u] == mask_class[s]:
                     found = r
                     break
             if found < 0:
@@ -430,8 +413,8 @@ def _add_vector(pool, slot, vectors, leaf):
 def _partition_block(acc, sums, pool, pool_mask, rows, forest, index, cells, max_depth):
     """acc[k, s, t] += the per-label trees of label k at row t and state s (acc[k, S, t]: the part of every
     state); the shared trees (label -1) go to the GroupSums ``sums``, ``pool`` and ``pool_mask`` instead
-    (returned, as they may grow): their items carry the states of any label and are credited once, when the
-    tree is done (_settle_shared), since a credit costs K adds.
+    (returned, as they may grow): their items carry the states of any label and are credited once per row and
+    tree, when the tree is done (_settle_shared): crediting each move of a row cost more.
 
     An item is a row with the previous states that reach a node together; AT is its current chain (see
     partition_index). Entering a chain credits the item with the value of the leaf the chain ends in, so a
@@ -444,7 +427,7 @@ def _partition_block(acc, sums, pool, pool_mask, rows, forest, index, cells, max
     kind, yes, no = forest.nodes.kind, forest.nodes.yes, forest.nodes.no
     roots, labels = forest.roots, forest.labels
     column_of, column, chain, state_words, chain_value, chain_leaf = index
-    is_start, start_states, other_states = cells
+    is_start, start_states, other_states, _ = cells
     T = indptr.shape[0] - 1
     S = acc.shape[1] - 1
     n_words = state_words.shape[1]
