@@ -16,7 +16,7 @@ from spacy_treecrf.engine import booster, crf
 from spacy_treecrf.engine.predict_partition import Cells, label_state_words, partition_index, partition_potentials
 from spacy_treecrf.engine.predict_walk import walk_potentials
 from spacy_treecrf.engine.project import principal_directions
-from spacy_treecrf.engine.trees import FEATURE, LEAF, Forest, Rows, no_missing
+from spacy_treecrf.engine.trees import FEATURE, LEAF, Rows, no_missing
 
 LEAF_MODES = ("mean", "position_mean", "newton")
 
@@ -258,10 +258,11 @@ def test_prediction_kernels_agree_on_shared_trees(seed):
     assert np.allclose(walked, expected)
     everything = np.ones((S, K), dtype=bool)
     words = label_state_words(everything)
-    for block in (7, 64):
+    for block, dense_share in ((7, 0), (64, None), (64, 1000)):  # leaves kept dense: none, some, all
         cells = Cells(np.zeros(T, dtype=np.bool_), words, words, np.zeros(S, np.int64))
-        phi, _ = partition_potentials(Rows(indptr, indices), forest, partition_index(forest), cells, everything,
-                                      block, False)
+        index = partition_index(forest, dense_share)
+        assert (index.dense_of >= 0).any() == (dense_share != 0)
+        phi, _ = partition_potentials(Rows(indptr, indices), forest, index, cells, everything, block, False)
         assert np.allclose(phi, expected)
     assert np.allclose(ens.potentials(indptr, indices), expected)  # the kernel the ensemble picks
     P = ens.scaled_potentials(indptr, indices, allowed, seq_starts)
