@@ -14,6 +14,7 @@ from .sparse import transpose
 from .trees import FEATURE, LEAF, Rows
 
 DENSE_SHARE = 8  # a shared tree's leaf holding at least 1 / DENSE_SHARE of the labels is also kept dense
+GROUPS = 4  # the groups of previous states per row that shared trees' buffers start with room for (a few)
 
 
 class PartitionIndex(NamedTuple):
@@ -111,9 +112,9 @@ def label_state_words(cells):
 
 def block_rows(n_labels: int, n_states: int, shared: bool = False) -> int:
     """Rows per call of _partition_block: every tree's nodes are visited once per block; 16384 rows, fewer
-    where the block's accumulator (K x (S + 1) x rows floats; shared trees: K x (1 + the groups' room) floats
-    per row, about 2 ROOM K) would pass 64 MB (at least 1024)."""
-    per_row = 2 * ROOM * n_labels if shared else n_labels * (n_states + 1)
+    where the block's accumulator (K x (S + 1) x rows floats; shared trees: K x (1 + the groups) floats per
+    row, of 4 bytes) would pass 64 MB (at least 1024)."""
+    per_row = (1 + GROUPS) * n_labels // 2 if shared else n_labels * (n_states + 1)
     return int(min(16384, max(1024, 8_000_000 // per_row)))
 
 
@@ -147,14 +148,12 @@ def partition_potentials(rows, forest, index, cells, allowed, block_rows, scaled
     n_sums = n if shared else 0
     n_words = max(1, (S + 63) // 64)
     # (np.empty: every cell is written before it is read; untouched pages cost nothing)
-    sums = GroupSums(np.empty((n_sums, K), dtype=np.float32), np.ones(n_sums, dtype=np.int64),
-                     ROOM * np.arange(n_sums), np.full(n_sums, ROOM, dtype=np.int64))
-    pool = np.empty((ROOM * n_sums + 1, K), dtype=np.float32)
-    pool_mask = np.empty((ROOM * n_sums + 1, n_words), dtype=np.uint64)
+    sums = GroupSums(np.empty((n_sums, K), dtype=np.float32), np.empty(n_sums, dtype=np.int64),
+                     np.empty(n_sums, dtype=np.int64))
+    pool = np.empty((GROUPS * n_sums + 1, K), dtype=np.float32)
+    pool_mask = np.empty((GROUPS * n_sums + 1, n_words), dtype=np.uint64)
     gid = np.empty(S, dtype=np.int64)
-    any_start = _any_label(start_states)  # the states a shared tree's items carry
-    any_other = _any_label(other_states)
-    values = np.empty((ROOM * T if scaled else 0, K), dtype=np.float32)  # room for a few groups per row
+    values = np.empty((GROUPS * T if scaled else 0, K), dtype=np.float32)
     start = np.zeros(T + 1, dtype=np.int64)
     group = np.full((T if scaled else 0, S), -1, dtype=np.int32)
     c = np.zeros(T if scaled else 0)
@@ -163,15 +162,8 @@ def partition_potentials(rows, forest, index, cells, allowed, block_rows, scaled
         chunk = Rows(indptr[r0:r1 + 1] - indptr[r0], rows.indices[indptr[r0]:indptr[r1]])
         acc[:] = 0.0
         m = r1 - r0
-        if shared:
-            for t in range(m):  # one group of every state a shared tree's items carry
-                sums.base[t, :] = 0.0
-                sums.count[t] = 1
-                sums.off[t] = ROOM * t
-                sums.room[t] = ROOM
-                pool[ROOM * t] = 0.0
-                pool_mask[ROOM * t] = any_start[0] if is_start[r0 + t] else any_other[0]
-        pool, pool_mask = _partition_block(acc, GroupSums(sums.base[:m], sums.count[:m], sums.off[:m], sums.room[:m]),
+        sums.base[:m] = 0.0
+        pool, pool_mask = _partition_block(acc, GroupSums(sums.base[:m], sums.count[:m], sums.off[:m]),
                                            pool, pool_mask, chunk, forest, index,
                                            Cells(is_start[r0:r1], start_states, other_states, mask_class),
                                            max_depth)
@@ -290,42 +282,37 @@ def _any_label(words):
 
 
 AT, POS, NXT, WHOLE = 0, 1, 2, 3  # the fields of _partition_block's item records
-ROOM = 8  # GroupSums slots a row starts with: rows rarely need more (a few groups), so splits rarely count first
 
 
 class GroupSums(NamedTuple):
     """Shared trees' sums over a block of rows, grouped by previous state: row t's count[t] groups are slots
-    off[t] .. of a pool (room[t] slots there; a row that needs more moves to the pool's end with twice the room);
-    a slot holds its states as 64-bit words (pool_mask) and their sums but base[t] (pool). Sums are float32, as
-    decoding's potentials are: the settle pass streams them once per tree, and half the bytes made it 1.4 times
-    faster on NETtalk phoneme+stress."""
+    off[t] .. off[t] + count[t] - 1 of a pool, each with its states as 64-bit words (pool_mask) and their sums but
+    base[t] (pool). Sums are float32, as decoding's potentials are: the settle pass streams them once per tree,
+    and half the bytes made it 1.4 times faster on NETtalk phoneme+stress."""
     base: np.ndarray
     count: np.ndarray
     off: np.ndarray
-    room: np.ndarray
 
 
-class SettleScratch(NamedTuple):
-    """_settle_shared's per-row arrays: the row's items' chains and state masks, and per-group masks (first: the
-    states of the group's first item, rest: its states in no item so far)."""
-    item_at: np.ndarray
-    item_mask: np.ndarray
-    first: np.ndarray
-    rest: np.ndarray
+class SplitLog(NamedTuple):
+    """The state splits of a block's rows, logged tree by tree (_settle_shared) and replayed row by row once the
+    trees are done (_replay_splits): event e is one tree's split of row row[e], its items ptr[e] .. ptr[e + 1] - 1,
+    each the leaf it ended in (leaf) and its states as 64-bit words (mask). Replaying row by row keeps a row's
+    groups in cache while its splits refine them: applied tree by tree, each split reached a row's groups far
+    from the last one's, and the splits took a third of the tagging time on NETtalk phoneme+stress."""
+    row: np.ndarray
+    ptr: np.ndarray
+    leaf: np.ndarray
+    mask: np.ndarray
 
 
 @njit(cache=True, nogil=True)
-def _settle_shared(sums, pool, pool_mask, pool_top, item, mask, index, vectors, scratch):
+def _settle_shared(base, item, mask, index, vectors, log, n_events):
     """Credit a shared tree once it is done: a row whose item stayed WHOLE (no state split reached it) adds its
-    leaf's vector (sparse: trees.LeafVectors) to base; in a row a state split reached (its items whose leaves
-    have empty vectors count as dropped states), each group splits by the items its states ended in,
-    on state masks (a few words per group and item, not a loop over states): the group's slot takes its first
-    item's states, new slots copy the old sums for the others and for states in no item (dropped at a state
-    split: they get nothing), and each item's states add its leaf's vector. Returns the pool, its masks
-    (reallocated when they grow) and its top."""
-    base, count, off, room = sums
+    leaf's vector (sparse: trees.LeafVectors) to base; a row a state split reached logs its items whose leaves
+    have a vector (an empty vector is no move: its states count as dropped) as an event of the SplitLog. Returns
+    the log (reallocated when it grows) and its number of events."""
     chain_leaf = index.chain_leaf
-    item_at, item_mask, first, rest = scratch
     n_words = mask.shape[1]
     for t in range(base.shape[0]):
         if item[t, WHOLE]:
@@ -333,71 +320,103 @@ def _settle_shared(sums, pool, pool_mask, pool_top, item, mask, index, vectors, 
             if at >= 0:
                 _add_vector(base, t, index.dense_of, index.dense, vectors, chain_leaf[at])
             continue
-        n_items = 0  # the row's items whose leaf adds anything (an empty vector is no move: no split either)
+        first = log.ptr[n_events]
+        n = first
         j = t
         while j >= 0:
             if item[j, AT] >= 0:
                 leaf = chain_leaf[item[j, AT]]
                 if vectors.ptr[leaf + 1] > vectors.ptr[leaf]:
-                    item_at[n_items] = leaf
+                    if n == log.leaf.shape[0]:
+                        log = SplitLog(log.row, log.ptr, with_room(log.leaf, n + 1), with_room(log.mask, n + 1))
+                    log.leaf[n] = leaf
                     for w in range(n_words):
-                        item_mask[n_items, w] = mask[j, w]
-                    n_items += 1
+                        log.mask[n, w] = mask[j, w]
+                    n += 1
             j = item[j, NXT]
-        if n_items == 0:
-            continue
-        n_old = count[t]
-        o = off[t]
-        if n_old * (n_items + 1) > room[t]:  # more slots than the row has may be needed: count them
-            n = n_old
+        if n > first:
+            if n_events + 1 == log.row.shape[0]:
+                log = SplitLog(with_room(log.row, n_events + 2), with_room(log.ptr, n_events + 2), log.leaf,
+                               log.mask)
+            log.row[n_events] = t
+            n_events += 1
+            log.ptr[n_events] = n
+    return log, n_events
+
+
+@njit(cache=True, nogil=True)
+def _replay_splits(sums, pool, pool_mask, log, n_events, index, vectors, cells):
+    """The block's GroupSums from its SplitLog: each row starts with one group of every state a shared tree's
+    items carry (sums 0) and replays its splits in tree order. A split refines each group by the items its
+    states ended in, on state masks (a few words per group and item, not a loop over states): the group's slot
+    keeps its first item's states, new slots copy the old sums for the others' states and for states in no item
+    (dropped at a state split: they get nothing), and each item's states add its leaf's vector. A row's groups
+    are the pool's last slots while it replays, so they grow in place. Returns the pool and its masks
+    (reallocated when they grow)."""
+    base, count, off = sums
+    n_words = pool_mask.shape[1]
+    any_start = _any_label(cells.start_states)
+    any_other = _any_label(cells.other_states)
+    m = base.shape[0]
+    first_event = np.zeros(m + 1, dtype=np.int64)  # events by row, in tree order (a counting sort)
+    for e in range(n_events):
+        first_event[log.row[e] + 1] += 1
+    for t in range(m):
+        first_event[t + 1] += first_event[t]
+    order = np.empty(n_events, dtype=np.int64)
+    fill = first_event[:m].copy()
+    for e in range(n_events):
+        order[fill[log.row[e]]] = e
+        fill[log.row[e]] += 1
+    first = np.empty(n_words, dtype=np.uint64)  # a group's states in its first item, and in no item so far
+    rest = np.empty(n_words, dtype=np.uint64)
+    top = 0
+    for t in range(m):
+        o = top
+        pool = with_room(pool, o + 1)
+        pool_mask = with_room(pool_mask, o + 1)
+        pool[o, :] = 0.0
+        for w in range(n_words):
+            pool_mask[o, w] = any_start[0, w] if cells.is_start[t] else any_other[0, w]
+        n = 1
+        for q in range(first_event[t], first_event[t + 1]):
+            e = order[q]
+            i0, i1 = log.ptr[e], log.ptr[e + 1]
+            pool = with_room(pool, o + n * (i1 - i0 + 1))
+            pool_mask = with_room(pool_mask, o + n * (i1 - i0 + 1))
+            n_old = n
             for g in range(n_old):
-                pieces = 0
-                for i in range(n_items):
-                    pieces += _meets(pool_mask, o + g, item_mask[i])
-                n += max(pieces + (pieces > 0 and _beyond(pool_mask, o + g, item_mask, n_items)) - 1, 0)
-            if n > room[t]:  # move the row's groups to the end of the pool with room to grow
-                new_room = max(n, 2 * room[t])
-                pool = with_room(pool, pool_top + new_room)
-                pool_mask = with_room(pool_mask, pool_top + new_room)
-                for g in range(n_old):
-                    for k in range(pool.shape[1]):
-                        pool[pool_top + g, k] = pool[o + g, k]
+                first_item = -1
+                for w in range(n_words):
+                    rest[w] = pool_mask[o + g, w]
+                for i in range(i0, i1):
+                    if not _meets(pool_mask, o + g, log.mask[i]):
+                        continue
+                    if first_item < 0:
+                        first_item = i
+                        for w in range(n_words):
+                            first[w] = pool_mask[o + g, w] & log.mask[i, w]
+                    else:
+                        _new_slot(pool, pool_mask, o + g, o + n, log.mask[i])
+                        _add_vector(pool, o + n, index.dense_of, index.dense, vectors, log.leaf[i])
+                        n += 1
                     for w in range(n_words):
-                        pool_mask[pool_top + g, w] = pool_mask[o + g, w]
-                off[t] = o = pool_top
-                room[t] = new_room
-                pool_top += new_room
-        n = n_old
-        for g in range(n_old):
-            first_item = -1
-            for w in range(n_words):
-                rest[w] = pool_mask[o + g, w]
-            for i in range(n_items):
-                if not _meets(pool_mask, o + g, item_mask[i]):
-                    continue
+                        rest[w] &= ~log.mask[i, w]
                 if first_item < 0:
-                    first_item = i
-                    for w in range(n_words):
-                        first[w] = pool_mask[o + g, w] & item_mask[i, w]
-                else:
-                    _new_slot(pool, pool_mask, o + g, o + n, item_mask[i])
-                    _add_vector(pool, o + n, index.dense_of, index.dense, vectors, item_at[i])
+                    continue  # every state of the group dropped: it keeps its sums
+                left = False
+                for w in range(n_words):
+                    left = left or rest[w] != 0
+                if left:
+                    _new_slot(pool, pool_mask, o + g, o + n, rest)
                     n += 1
                 for w in range(n_words):
-                    rest[w] &= ~item_mask[i, w]
-            if first_item < 0:
-                continue  # every state of the group dropped: it keeps its sums
-            left = False
-            for w in range(n_words):
-                left = left or rest[w] != 0
-            if left:
-                _new_slot(pool, pool_mask, o + g, o + n, rest)
-                n += 1
-            for w in range(n_words):
-                pool_mask[o + g, w] = first[w]
-            _add_vector(pool, o + g, index.dense_of, index.dense, vectors, item_at[first_item])
+                    pool_mask[o + g, w] = first[w]
+                _add_vector(pool, o + g, index.dense_of, index.dense, vectors, log.leaf[first_item])
+        off[t] = o
         count[t] = n
-    return pool, pool_mask, pool_top
+        top = o + n
+    return pool, pool_mask
 
 
 @njit(cache=True, nogil=True)
@@ -405,18 +424,6 @@ def _meets(pool_mask, slot, states):
     """Whether the slot's states and ``states`` (64-bit words) share one."""
     for w in range(pool_mask.shape[1]):
         if pool_mask[slot, w] & states[w]:
-            return True
-    return False
-
-
-@njit(cache=True, nogil=True)
-def _beyond(pool_mask, slot, item_mask, n_items):
-    """Whether the slot holds a state in none of the first n_items items' masks."""
-    for w in range(pool_mask.shape[1]):
-        left = pool_mask[slot, w]
-        for i in range(n_items):
-            left &= ~item_mask[i, w]
-        if left:
             return True
     return False
 
@@ -502,11 +509,10 @@ def _partition_block(acc, sums, pool, pool_mask, rows, forest, index, cells, max
     base = np.zeros(acc.shape[0])  # per label: the trees' root chain values, credited to every row at the end
     any_start = _any_label(start_states)
     any_other = _any_label(other_states)
-    settle = SettleScratch(np.empty(S, dtype=np.int64), np.empty((S, n_words), dtype=np.uint64),
-                           np.empty(n_words, dtype=np.uint64), np.empty(n_words, dtype=np.uint64))
-    pool_top = 0
-    for t in range(sums.off.shape[0]):  # (no rows for a per-label forest)
-        pool_top = max(pool_top, sums.off[t] + sums.room[t])
+    n_log = T // 4 + 16 if sums.off.shape[0] else 0  # (no rows for a per-label forest)
+    log = SplitLog(np.empty(n_log, dtype=np.int32), np.zeros(n_log, dtype=np.int64), np.empty(n_log, dtype=np.int64),
+                   np.empty((n_log, n_words), dtype=np.uint64))
+    n_events = 0
     for i in range(roots.shape[0] - 1):
         root = roots[i]
         k = labels[i]
@@ -650,10 +656,11 @@ def _partition_block(acc, sums, pool, pool_mask, rows, forest, index, cells, max
             top += 1
             st_node[top], st_lo[top], st_hi[top], st_live[top] = a, end, y, y - end
         if k < 0:
-            pool, pool_mask, pool_top = _settle_shared(sums, pool, pool_mask, pool_top, item, mask, index,
-                                                       forest.vectors, settle)
+            log, n_events = _settle_shared(sums.base, item, mask, index, forest.vectors, log, n_events)
     for k in range(acc.shape[0]):
         for t in range(T):
             acc[k, S, t] += base[k]
+    if sums.off.shape[0]:
+        pool, pool_mask = _replay_splits(sums, pool, pool_mask, log, n_events, index, forest.vectors, cells)
     return pool, pool_mask
 
