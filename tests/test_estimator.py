@@ -125,6 +125,29 @@ def test_full_colsample_is_the_default_model():
     assert TreeCRF(colsample=1.0, **kw).fit(X, y).to_bytes() == TreeCRF(**kw).fit(X, y).to_bytes()
 
 
+def test_feature_rows_fast_path_gives_the_general_paths_rows():
+    """Prediction looks dicts of known string pairs up pair by pair; any other position, and any position before
+    its pairs were seen, takes the general path: the rows are the same either way."""
+    from spacy_treecrf.estimator import FeatureIndex
+
+    train = [[{"w": "a", "p": "x"}, {"w": "b", "cap": True}, {"w=1": "c", "w": "1=c"}, {1: "d", "1": "d"}]]
+    test = [[{"w": "a", "p": "x"}, {"w": "b", "p": "y"}, {"w=1": "c", "w": "1=c"}, {1: "d", "1": "d"},
+             {"w": "b", "cap": True}, {"w": "a", "cap": False}, {"w": "a", "p": None}, {"w": ["a"], "p": "x"},
+             ["w=a", "p=x"], {}]]
+    index = FeatureIndex()
+    index.rows(train, grow=True)
+    general = FeatureIndex(index.names, index.variables, index.feature_var)  # no pairs seen yet
+    first = general.rows(test, grow=False)
+    assert ("w", "a") in general.pairs and ("w=1", "c") not in general.pairs and (1, "d") not in general.pairs
+    again = general.rows(test, grow=False)
+    for a, b in zip(first[:3], again[:3]):
+        assert np.array_equal(a, b)
+    assert np.array_equal(first[3].indptr, again[3].indptr) and np.array_equal(first[3].indices, again[3].indices)
+    names = [[index.names[j] for j in again[1][again[0][t]:again[0][t + 1]]] for t in range(len(test[0]))]
+    assert names[:4] == [["w=a", "p=x"], ["w=b"], ["w=1=c"], ["1=d"]]  # one name from two pairs: one column
+    assert names[7] == ["p=x"] and names[8] == ["w=a", "p=x"] and names[9] == []
+
+
 @pytest.mark.parametrize("leaf_values", ["mean", "newton", "position_mean"])
 def test_subsampling_and_trimming_keep_cached_potentials_exact(leaf_values):
     """Positions a tree was not fitted on still get its values, so the cache equals a fresh evaluation."""
