@@ -166,6 +166,28 @@ def test_projected_residuals_are_the_residuals_along_the_directions(seed):
     assert np.allclose(joined @ W, D @ W)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_large_projections_are_float32_and_grow_the_same_trees(seed, monkeypatch):
+    """Projected residuals beyond PROJECTED_BYTES are kept as float32: the same splits and nearly the same
+    leaves as float64."""
+    small, *_ = random_shared_forest(seed)
+    grown = {}
+    real = booster.Trainer._projected_residuals
+
+    def spy(self, passes, positions):
+        projected = real(self, passes, positions)
+        grown[projected.dtype] = True
+        return projected
+    monkeypatch.setattr(booster.Trainer, "_projected_residuals", spy)
+    monkeypatch.setattr(booster, "PROJECTED_BYTES", 0)
+    large, *_ = random_shared_forest(seed)
+    assert list(grown) == [np.float32]
+    a, b = small.forest(), large.forest()
+    for name in ("kind", "feature", "yes", "no", "states"):
+        assert np.array_equal(getattr(a.nodes, name), getattr(b.nodes, name)), name
+    assert np.allclose(dense_vectors(a), dense_vectors(b), rtol=1e-4, atol=1e-6)
+
+
 @pytest.mark.parametrize("shared", [False, True])
 def test_l1_soft_thresholds_leaf_sums_and_makes_leaf_vectors_sparse(shared):
     """The same trees with and without an L1 penalty: each leaf's residual sum G is shrunk by l1 towards 0 (to

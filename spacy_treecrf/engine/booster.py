@@ -47,6 +47,9 @@ TYPE_WORDS = {int: "an integer", float: "a finite number", str: "a string", bool
 # A shared tree's splits are chosen on the residuals projected on this many directions (project.py): the
 # histograms, per-state sums and the projected residuals (T x S x d) grow with it.
 SHARED_DIRECTIONS = 16
+# Projected residuals that would take more than this as float64 are kept as float32 (a split's gain needs no more
+# precision; UD EWT XPOS: 0.67 GB instead of 1.3 GB); smaller ones stay float64.
+PROJECTED_BYTES = 256 * 2 ** 20
 RESIDUAL_BLOCK_BYTES = 32 * 2 ** 20  # residuals of every label a thread makes at once for a chunk (shared trees)
 LINE_SEARCH_STEPS = 6  # golden-section steps of the rank loss's line search (step known to 0.618**7 of its range)
 
@@ -629,7 +632,7 @@ class Trainer:
 
     def _projected_residuals(self, passes, positions) -> np.ndarray:
         """T x S x d: the residuals of all labels along the top principal directions of the per-position
-        residual sums r[t, k] = sum_s D[t, s, k] over ``positions``."""
+        residual sums r[t, k] = sum_s D[t, s, k] over ``positions`` (float32 beyond PROJECTED_BYTES)."""
         T, (S, K) = len(self.y), self.allowed.shape
         by_position = np.empty((T, K))
 
@@ -637,7 +640,8 @@ class Trainer:
             by_position[a:a + len(D)] = D.sum(axis=1)
         self._over_residuals(passes, sum_states)
         W = principal_directions(by_position[positions], SHARED_DIRECTIONS)
-        projected = np.empty((T, S, W.shape[1]))
+        big = T * S * W.shape[1] * 8 > PROJECTED_BYTES
+        projected = np.empty((T, S, W.shape[1]), dtype=np.float32 if big else np.float64)
 
         def project(a, D):
             np.matmul(D, W, out=projected[a:a + len(D)])
