@@ -118,8 +118,6 @@ class Errors(metaclass=_WithCodes):
     E165 = 'predict_nbest: n must be an integer in [1, {maximum}], got {n!r}'
     E166 = ('Ensemble: a tree for label {label} with {width} leaf values per leaf does not belong in an ensemble '
             'with shared={shared} (shared trees: label -1 and a value per label; per-label trees: none)')
-    E167 = ('shared_trees=True does not route missing values yet: give rows without missing values, or choose '
-            "missing='impute' or 'indicator', or shared_trees=False")
     E169 = ('ensemble: leaf vectors must be finite, on leaves only, with labels ascending within a leaf and below '
             '{n_labels} (version 3 files: of shape (nodes, {n_labels})); shared trees have label -1')
     E170 = 'The model file says shared_trees={setting} but its ensemble holds {kind} trees'

@@ -203,11 +203,13 @@ def toy(n, rate, seed):
     return X, y
 
 
-@pytest.mark.parametrize("strategy", missing.STRATEGIES)
-def test_every_strategy_learns_with_missing_words_and_survives_serialization(strategy):
+@pytest.mark.parametrize("strategy, shared", [(s, False) for s in missing.STRATEGIES] + [
+    (s, True) for s in missing.ENGINE_STRATEGIES])
+def test_every_strategy_learns_with_missing_words_and_survives_serialization(strategy, shared):
     X, y = toy(150, 0.2, 0)
     Xt, yt = toy(100, 0.2, 1)
-    model = TreeCRF(n_rounds=8, max_leaves=8, missing=strategy, n_threads=1, decode="marginal").fit(X, y)
+    model = TreeCRF(n_rounds=8, max_leaves=8, missing=strategy, n_threads=1, decode="marginal",
+                    shared_trees=shared).fit(X, y)
     assert model.score(Xt, yt) > 0.8
     again = TreeCRF().from_bytes(model.to_bytes())
     assert again.params.missing == strategy
@@ -224,17 +226,20 @@ def test_without_missing_values_every_strategy_predicts_alike():
         assert other == preds[0]
 
 
-@pytest.mark.parametrize("strategy, loss", [("instance_weighting", "crf"), ("surrogate", "crf"),
-                                            ("instance_weighting", "rank")])
-def test_cached_training_potentials_equal_a_fresh_evaluation(strategy, loss):
-    """Also under the rank loss, whose line search moves the cache several times a round."""
+@pytest.mark.parametrize("strategy, loss, shared", [
+    ("instance_weighting", "crf", False), ("surrogate", "crf", False), ("instance_weighting", "rank", False),
+    ("instance_weighting", "crf", True), ("surrogate", "crf", True), ("instance_weighting", "rank", True)])
+def test_cached_training_potentials_equal_a_fresh_evaluation(strategy, loss, shared):
+    """Also under the rank loss, whose line search moves the cache several times a round, and with shared
+    trees, whose leaf vectors come from the walks' cells."""
     X, y = toy(80, 0.3, 2)
     model = TreeCRF(n_rounds=0, missing=strategy).fit(X, y)
     indptr, indices, starts, mr = model._rows(X)
     assert mr.any
     trainer = B.Trainer(indptr, indices, len(model.features.names), model._label_ids(y), starts, model.allowed,
-                        B.BoostParams(max_leaves=6, n_threads=1, missing=strategy, loss=loss), missing_rows=mr)
-    ens = B.Ensemble(4, 3, missing.N_SURROGATES if strategy == "surrogate" else 0)
+                        B.BoostParams(max_leaves=6, n_threads=1, missing=strategy, loss=loss, shared_trees=shared),
+                        missing_rows=mr)
+    ens = B.Ensemble(4, 3, missing.N_SURROGATES if strategy == "surrogate" else 0, shared=shared)
     for _ in range(3):
         trainer.fit_round(ens)
     P = B.potentials_to_scaled(ens.potentials(indptr, indices, 1, mr), model.allowed, starts)

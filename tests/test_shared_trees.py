@@ -13,6 +13,7 @@ from brute import dense, has_path, random_allowed, random_seq_starts
 from conftest import component_config, dense_vectors, make_nlp, ner_examples, train
 from spacy_treecrf import TreeCRF
 from spacy_treecrf.engine import booster, crf
+from spacy_treecrf.engine.missing import MissingRows
 from spacy_treecrf.engine.predict_partition import Cells, label_state_words, partition_index, partition_potentials
 from spacy_treecrf.engine.predict_walk import walk_potentials
 from spacy_treecrf.engine.project import principal_directions
@@ -240,6 +241,40 @@ def test_one_label_shared_tree_is_the_per_label_tree(seed):
     assert np.array_equal(per_label.labels, np.zeros(3)) and np.array_equal(shared.labels, -np.ones(3))
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_one_label_shared_tree_routes_missing_values_as_the_per_label_tree(seed):
+    """The routing rule in a shared tree: with one label, the per-label tree, leaf values included (a shared
+    tree's come from the walks' weighted cells, a per-label tree's from the grower's weighted sums)."""
+    X, indptr, indices, y, seq_starts, allowed, P = tiny_problem(seed, K=1, partial=seed % 2 == 0, p_forbid=0.0)
+    rng = np.random.default_rng(seed)
+    T, F = X.shape
+    fvar = (np.arange(F) // 2).astype(np.int32)
+    gone = rng.random((T, int(fvar.max()) + 1)) < 0.3
+    X = X & ~gone[:, fvar]
+    indptr = np.concatenate([[0], np.cumsum(X.sum(axis=1))]).astype(np.int64)
+    indices = np.nonzero(X)[1].astype(np.int32)
+    gone_ptr = np.concatenate([[0], np.cumsum(gone.sum(axis=1))]).astype(np.int64)
+    mr = MissingRows(gone_ptr, np.nonzero(gone)[1].astype(np.int32), fvar, gone.shape[1])
+    trees = {}
+    for shared in (False, True):
+        tr = booster.Trainer(indptr, indices, F, y, seq_starts, allowed, booster.BoostParams(
+            n_threads=1, shared_trees=shared, max_leaves=6, shrinkage=1.0, min_samples_leaf=0.0),
+            initial=crf.Potentials(*(a.copy() for a in P)), missing_rows=mr)
+        ens = booster.Ensemble(2, 1, shared=shared)
+        for _ in range(3):
+            tr.fit_round(ens)
+        trees[shared] = (ens.forest(), dense(tr.P))
+    (per_label, P_label), (shared, P_shared) = trees[False], trees[True]
+    for name in ("kind", "feature", "yes", "no", "states"):
+        assert np.array_equal(getattr(per_label.nodes, name), getattr(shared.nodes, name)), name
+    leaves = per_label.nodes.kind == LEAF
+    vector = np.zeros((len(leaves), 1))
+    found = dense_vectors(shared)
+    vector[:, :found.shape[1]] = found
+    assert np.allclose(vector[leaves, 0], per_label.nodes.value[leaves], rtol=1e-9, atol=1e-12)
+    assert np.allclose(P_label, P_shared, rtol=1e-5)
+
+
 def random_shared_forest(seed, K=3, F=6, n_trees=4):
     """Shared trees fitted on a random problem (so with feature and state splits), and its rows."""
     rng = np.random.default_rng(seed)
@@ -362,11 +397,7 @@ def test_shared_trees_with_partial_labels_masks_and_early_stopping():
     assert [p[0][0] for p in paths] == model.predict(Xd[:3])
 
 
-def test_shared_trees_refuse_missing_value_routing_and_mixed_ensembles():
-    X, y = toy_data(20)
-    X[0][0] = {"w": None}
-    with pytest.raises(ValueError, match="shared_trees=True does not route missing values"):
-        TreeCRF(n_rounds=2, shared_trees=True).fit(X, y)
+def test_shared_trees_refuse_mixed_ensembles():
     ens = booster.Ensemble(3, 2, shared=True)
     tree = booster.empty_tree(3, 0)
     with pytest.raises(ValueError, match="does not belong in an ensemble with shared=True"):

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import crf, losses, missing, moves
 from .crf import Potentials
-from .grow import grow_tree, influential_positions
+from .grow import Segments, grow_tree, influential_positions
 from .leaves import (CELL_MEAN, NEWTON, POSITION_MEAN, LeafSums, add_leaf_sums, leaf_values as leaf_value_kernel,
                      values_of)
 from .missing import MissingRows
@@ -568,18 +568,17 @@ class Trainer:
         leaf_values = self.params.leaf_values
         if (leaf_values != "mean" or self.params.l1 > 0) and with_missing:
             raise ValueError(Errors.E014.format(leaf_values=leaf_values, l1=self.params.l1))
-        if self.params.shared_trees and with_missing:
-            raise ValueError(Errors.E167)
         positions = self._round_positions()
         skipped = np.setdiff1d(self.all_positions, positions, assume_unique=True) if len(positions) < len(
             self.y) else None
         settings = GrowSettings(self.params.max_leaves, float(self.params.shrinkage),
                                 float(self.params.min_samples_leaf), float(self.params.min_gain),
                                 self.params.label_splits == "fallback", n_surrogates)
+        routing = mr.index() if with_missing else None
         if self.params.shared_trees:
-            fitted = [self._fit_shared(passes, positions, skipped, settings)]
+            fitted = [self._fit_shared(passes, positions, skipped, settings, routing)]
         else:
-            fitted = self._fit_per_label(passes, positions, skipped, settings, mr.index() if with_missing else None)
+            fitted = self._fit_per_label(passes, positions, skipped, settings, routing)
         step = self._step(fitted, passes)
         for k, tree, _, _ in fitted:
             tree = scaled_tree(tree, step)
@@ -614,21 +613,37 @@ class Trainer:
 
         return self._over_labels(fit_label)
 
-    def _fit_shared(self, passes, positions, skipped, settings):
+    def _fit_shared(self, passes, positions, skipped, settings, routing):
         """One tree for all labels (GBDT-MO; XGBoost's multi_output_tree): its splits are chosen on the residuals
         projected on their SHARED_DIRECTIONS top principal directions (project.py), its leaves get every label's
         value from that label's own residuals (leaf_values over the leaf's cells). The residuals of all labels
-        are made a chunk of positions at a time (_over_residuals), never as one T x S x K array.
-        Returns (-1, tree, segments, positions it was not fitted on)."""
+        are made a chunk of positions at a time (_over_residuals), never as one T x S x K array. ``routing``:
+        the MissingIndex of the routing rule (None: rows without missing values); the leaves' cells are then
+        those the tree's walks reach, with the walks' weights (_walked_segments).
+        Returns (-1, tree, segments, positions it was not fitted on), as _fit_per_label's trees."""
         projected = self._projected_residuals(passes, positions)
         pos = self._trimmed(projected, positions)
         ok = self._tree_features()
         target = Target(projected, self.is_start, np.ascontiguousarray(self.allowed.any(axis=1)))
         tree, segments = grow_tree(self.rows, self.column_index, target, pos, settings,
-                                   ok if ok is not None else self.all_features, no_missing())
+                                   ok if ok is not None else self.all_features,
+                                   no_missing() if routing is None else routing)
+        del projected, target
+        if routing is not None:
+            segments = self._walked_segments(tree, pos, routing)
         vector = self._leaf_vectors(passes, tree, segments, settings.lam)
         tree = tree._replace(value=np.zeros(len(tree.kind)), vector=vector)
+        if routing is not None:
+            return -1, tree, None, self.all_positions
         return -1, tree, segments, self._rest(pos, positions, skipped)
+
+    def _walked_segments(self, tree: Tree, positions, routing) -> Segments:
+        """The Segments of a tree grown with the routing rule, from its walks at ``positions``: a position sits
+        in every leaf it reaches, with the part of its weight that got there (share)."""
+        position, leaf, weight = walk_moves(positions, self.rows, tree, routing, tree_depth(tree.yes, tree.no))
+        order = np.lexsort((position, leaf))
+        length = np.bincount(leaf, minlength=len(tree.kind)).astype(np.int64)
+        return Segments(position[order], np.cumsum(length) - length, length, weight[order])
 
     def _projected_residuals(self, passes, positions) -> np.ndarray:
         """T x S x d: the residuals of all labels along the top principal directions of the per-position

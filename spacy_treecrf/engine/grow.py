@@ -49,10 +49,13 @@ class Nodes(NamedTuple):
 
 class Segments(NamedTuple):
     """Where a grown tree's nodes sit in its slots: node n's positions are pos[start[n]:start[n] + length[n]],
-    ascending. The booster moves its cached potentials over the leaves' segments without evaluating the tree."""
+    ascending. The booster moves its cached potentials over the leaves' segments without evaluating the tree.
+    share: each entry's weight (empty: 1 for all; the booster's segments of walks that followed the routing rule
+    give a position the part of its weight that reached the node)."""
     pos: np.ndarray
     start: np.ndarray
     length: np.ndarray
+    share: np.ndarray
 
 
 class Grown(NamedTuple):
@@ -394,5 +397,5 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
                 grown.value[:n_nodes].copy(), grown.count[:n_nodes].copy(), states[:n_nodes].copy(),
                 grown.surr_feature[:n_nodes].copy(), grown.surr_same[:n_nodes].copy(), grown.vector[:n_nodes].copy())
     if routed:
-        return Grown(tree, Segments(pbuf[:0].copy(), pstart[:0].copy(), plen[:0].copy()))
-    return Grown(tree, Segments(pbuf[:used].copy(), pstart[:n_nodes].copy(), plen[:n_nodes].copy()))
+        return Grown(tree, Segments(pbuf[:0].copy(), pstart[:0].copy(), plen[:0].copy(), np.empty(0)))
+    return Grown(tree, Segments(pbuf[:used].copy(), pstart[:n_nodes].copy(), plen[:n_nodes].copy(), np.empty(0)))

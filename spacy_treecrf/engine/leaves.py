@@ -54,12 +54,14 @@ def values_of(sums: LeafSums, lam: float, l1: float = 0.0) -> np.ndarray:
 def add_leaf_sums(D, a, is_start, allowed, tree, segments, mode, sums):
     """Add leaf_values' G and h of the positions a .. a + len(D) - 1 (D: their residuals, len(D) x S x G) into
     sums: a chunk of positions at a time, so that the residuals of every label need not exist at once. Each
-    leaf's segment is ascending: its part in the chunk is found by bisection."""
+    leaf's segment is ascending: its part in the chunk is found by bisection. A position counts with its
+    segment's share (Segments) where it has one."""
     kind = tree.kind
     S = D.shape[1]
     G = D.shape[2]
     b = a + D.shape[0]
     m = np.empty(G)  # the leaf's states that may precede each label, at the position being read
+    shared = segments.share.shape[0] > 0
     for node in range(kind.shape[0]):
         if kind[node] != LEAF:
             continue
@@ -79,6 +81,7 @@ def add_leaf_sums(D, a, is_start, allowed, tree, segments, mode, sums):
             t = segments.pos[i]
             if t >= b:
                 break
+            w = segments.share[i] if shared else 1.0
             first, last = (0, 1) if is_start[t] else (1, S)
             m[:] = 0.0
             for s in range(first, last):
@@ -87,12 +90,12 @@ def add_leaf_sums(D, a, is_start, allowed, tree, segments, mode, sums):
                 for j in range(G):
                     if allowed[s, j]:
                         d = D[t - a, s, j]
-                        g[j] += d
-                        m[j] += 1.0
+                        g[j] += w * d
+                        m[j] += w
                         if mode == NEWTON:
-                            h[j] += abs(d) * (1.0 - abs(d))
+                            h[j] += w * abs(d) * (1.0 - abs(d))
             for j in range(G):
                 if mode == CELL_MEAN:
                     h[j] += m[j]
                 elif mode == POSITION_MEAN and m[j] > 0.0:
-                    h[j] += 1.0
+                    h[j] += w
