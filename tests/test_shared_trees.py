@@ -13,11 +13,13 @@ from brute import dense, has_path, random_allowed, random_seq_starts
 from conftest import component_config, dense_vectors, make_nlp, ner_examples, train
 from spacy_treecrf import TreeCRF
 from spacy_treecrf.engine import booster, crf
+from spacy_treecrf.engine.histogram import Valid, add_low_rank
 from spacy_treecrf.engine.missing import MissingRows
 from spacy_treecrf.engine.predict_partition import Cells, label_state_words, partition_index, partition_potentials
 from spacy_treecrf.engine.predict_walk import walk_potentials
 from spacy_treecrf.engine.project import principal_directions
-from spacy_treecrf.engine.trees import FEATURE, LEAF, Rows, no_missing
+from spacy_treecrf.engine.grow import grow_tree
+from spacy_treecrf.engine.trees import FEATURE, LEAF, GrowSettings, Rows, Target, no_missing
 
 LEAF_MODES = ("mean", "position_mean", "newton")
 
@@ -97,7 +99,7 @@ def test_shared_round_against_brute_force(seed, leaf_values):
     for i in range(W.shape[1]):
         assert np.isclose(W[:, i] @ cov @ W[:, i], np.linalg.eigvalsh(cov)[::-1][i], rtol=1e-8, atol=1e-10)
     fitted = tr._fit_shared(passes, tr.all_positions, None, booster.GrowSettings(
-        tr.params.max_leaves, lam, 0.0, 0.0, False, 0))
+        tr.params.max_leaves, lam, 0.0, 0.0, False, 0), None)
     k, tree, segments, rest = fitted
     assert k == -1 and rest is None
     # every leaf's value for label k over the cells of label k that reach it, by hand
@@ -167,21 +169,50 @@ def test_projected_residuals_are_the_residuals_along_the_directions(seed):
     assert np.allclose(joined @ W, D @ W)
 
 
+@pytest.mark.parametrize("loss", ["crf", "rank"])
+@pytest.mark.parametrize("seed", range(10))
+def test_low_rank_residuals_are_the_projected_residuals(seed, loss):
+    """What the grower reads of a LowRank, cell by cell, is D[t, s, :] @ W (partial labels, transition masks,
+    the rank loss's weights)."""
+    problem = tiny_problem(seed)
+    tr = trainer(problem, shared_trees=True, loss=loss)
+    passes = tr.gradient_pass()
+    D = all_residuals(tr, passes)
+    W = principal_directions(D.sum(axis=1), booster.SHARED_DIRECTIONS)
+    low = tr._low_rank(passes, W)
+    T, S = D.shape[:2]
+    every = Valid(1.0, np.arange(1, S), S - 1)
+    for t in range(T):
+        cells = np.zeros((S, W.shape[1]))
+        add_low_rank(low, t, tr.is_start[t], every, 1.0, cells, -1)
+        assert np.allclose(cells, D[t] @ W, atol=1e-10), t
+    # the grower's scans read it as they read the array: the same tree
+    allowed_any = tr.allowed.any(axis=1)
+    settings = GrowSettings(6, 1.0, 0.0, 0.0, False, 0)
+    positions = np.arange(T, dtype=np.int64)
+    trees = [grow_tree(tr.rows, tr.column_index, target, positions, settings, tr.all_features, no_missing()).tree
+             for target in (Target(D @ W, tr.is_start, allowed_any),
+                            Target(np.zeros((T, S, 0)), tr.is_start, allowed_any, low))]
+    for name in ("kind", "feature", "yes", "no", "states"):
+        assert np.array_equal(getattr(trees[0], name), getattr(trees[1], name)), name
+    assert np.allclose(trees[0].count, trees[1].count)
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_large_projections_are_float32_and_grow_the_same_trees(seed, monkeypatch):
-    """Projected residuals beyond PROJECTED_BYTES are kept as float32: the same splits and nearly the same
-    leaves as float64."""
-    small, *_ = random_shared_forest(seed)
+    """Projected residuals as an array (losses without a LowRank) beyond PROJECTED_BYTES are kept as float32: the
+    same splits and nearly the same leaves as float64."""
+    small, *_ = random_shared_forest(seed, loss="hamming")
     grown = {}
-    real = booster.Trainer._projected_residuals
+    real = booster.Trainer._shared_target
 
     def spy(self, passes, positions):
-        projected = real(self, passes, positions)
-        grown[projected.dtype] = True
-        return projected
-    monkeypatch.setattr(booster.Trainer, "_projected_residuals", spy)
+        target = real(self, passes, positions)
+        grown[target.D.dtype] = True
+        return target
+    monkeypatch.setattr(booster.Trainer, "_shared_target", spy)
     monkeypatch.setattr(booster, "PROJECTED_BYTES", 0)
-    large, *_ = random_shared_forest(seed)
+    large, *_ = random_shared_forest(seed, loss="hamming")
     assert list(grown) == [np.float32]
     a, b = small.forest(), large.forest()
     for name in ("kind", "feature", "yes", "no", "states"):
@@ -275,7 +306,7 @@ def test_one_label_shared_tree_routes_missing_values_as_the_per_label_tree(seed)
     assert np.allclose(P_label, P_shared, rtol=1e-5)
 
 
-def random_shared_forest(seed, K=3, F=6, n_trees=4):
+def random_shared_forest(seed, K=3, F=6, n_trees=4, loss="crf"):
     """Shared trees fitted on a random problem (so with feature and state splits), and its rows."""
     rng = np.random.default_rng(seed)
     T = 60
@@ -288,7 +319,7 @@ def random_shared_forest(seed, K=3, F=6, n_trees=4):
     allowed = np.ones((K + 1, K), dtype=bool)
     tr = booster.Trainer(indptr, indices, F, y, seq_starts, allowed, booster.BoostParams(
         n_threads=1, shared_trees=True, max_leaves=8, shrinkage=0.5, leaf_values="position_mean",
-        l1=0.5 * (seed % 2)))  # sparse leaf vectors for odd seeds
+        l1=0.5 * (seed % 2), loss=loss))  # sparse leaf vectors for odd seeds
     ens = booster.Ensemble(K + 1, K, shared=True)
     for _ in range(n_trees):
         tr.fit_round(ens)

@@ -13,7 +13,7 @@ from spacy_treecrf.engine.predict_bitmask import bitmask_index, bitmask_potentia
 from spacy_treecrf.engine import predict_partition
 from spacy_treecrf.engine.predict_partition import Cells, label_state_words, partition_index
 from spacy_treecrf.engine.sparse import csc_index
-from spacy_treecrf.engine.trees import FEATURE, LEAF, STATE, Forest, Rows, sparse_vectors
+from spacy_treecrf.engine.trees import FEATURE, LEAF, STATE, Forest, Rows, Target, sparse_vectors
 
 
 # ---------------------------------------------------------------- helpers
@@ -677,8 +677,9 @@ def test_influential_positions_keep_those_with_a_large_residual():
     D = rng.normal(scale=0.05, size=(40, 4, 2))  # T x S x d
     D[7] = 0.0
     positions = np.sort(rng.choice(40, 25, replace=False)).astype(np.int64)
+    target = Target(D, np.zeros(40, dtype=np.bool_), np.ones(4, dtype=np.bool_))
     for trim in (0.01, 0.05, 0.1):
         expected = positions[np.abs(D[positions]).max(axis=(1, 2)) >= trim]
-        assert np.array_equal(influential_positions(D, positions, trim), expected)
+        assert np.array_equal(influential_positions(target, positions, trim), expected)
     # nothing reaches the threshold: every position stays (a tree needs positions to fit)
-    assert np.array_equal(influential_positions(D, positions, 10.0), positions)
+    assert np.array_equal(influential_positions(target, positions, 10.0), positions)

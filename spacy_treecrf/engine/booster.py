@@ -24,9 +24,9 @@ from .missing import MissingRows
 from .predict_bitmask import bitmask_index, bitmask_potentials
 from .predict_partition import Cells, block_rows, label_state_words, partition_index, partition_potentials
 from .predict_walk import walk_moves, walk_potentials
-from .project import principal_directions
+from .project import low_rank_rows, principal_directions
 from .sparse import csc_index
-from .trees import (LEAF, Forest, GrowSettings, LeafVectors, Rows, Target, Tree, TREE_FIELDS, concat_trees,
+from .trees import (LEAF, Forest, GrowSettings, LeafVectors, LowRank, Rows, Target, Tree, TREE_FIELDS, concat_trees,
                     concat_vectors, empty_tree, is_shared, no_missing, scaled_tree, sparse_vectors, tree_depth)
 from ..errors import Errors
 
@@ -599,10 +599,11 @@ class Trainer:
 
         def fit_label(k):
             D = self.residuals(passes, k, np.empty((len(self.y), self.allowed.shape[0], 1)))
-            pos = self._trimmed(D, positions)
+            target = Target(D, self.is_start, np.ascontiguousarray(self.allowed[:, k]))
+            pos = self._trimmed(target, positions)
             ok = feature_masks[k] if feature_masks[k] is not None else self.all_features
-            tree, segments = grow_tree(self.rows, self.column_index, Target(D, self.is_start, np.ascontiguousarray(
-                self.allowed[:, k])), pos, settings, ok, no_missing() if routing is None else routing)
+            tree, segments = grow_tree(self.rows, self.column_index, target, pos, settings, ok,
+                                       no_missing() if routing is None else routing)
             if routing is not None:
                 return k, tree, None, self.all_positions
             if leaf_values != "mean" or self.params.l1 > 0:
@@ -621,14 +622,13 @@ class Trainer:
         the MissingIndex of the routing rule (None: rows without missing values); the leaves' cells are then
         those the tree's walks reach, with the walks' weights (_walked_segments).
         Returns (-1, tree, segments, positions it was not fitted on), as _fit_per_label's trees."""
-        projected = self._projected_residuals(passes, positions)
-        pos = self._trimmed(projected, positions)
+        target = self._shared_target(passes, positions)
+        pos = self._trimmed(target, positions)
         ok = self._tree_features()
-        target = Target(projected, self.is_start, np.ascontiguousarray(self.allowed.any(axis=1)))
         tree, segments = grow_tree(self.rows, self.column_index, target, pos, settings,
                                    ok if ok is not None else self.all_features,
                                    no_missing() if routing is None else routing)
-        del projected, target
+        del target
         if routing is not None:
             segments = self._walked_segments(tree, pos, routing)
         vector = self._leaf_vectors(passes, tree, segments, settings.lam)
@@ -645,23 +645,52 @@ class Trainer:
         length = np.bincount(leaf, minlength=len(tree.kind)).astype(np.int64)
         return Segments(position[order], np.cumsum(length) - length, length, weight[order])
 
-    def _projected_residuals(self, passes, positions) -> np.ndarray:
-        """T x S x d: the residuals of all labels along the top principal directions of the per-position
-        residual sums r[t, k] = sum_s D[t, s, k] over ``positions`` (float32 beyond PROJECTED_BYTES)."""
-        T, (S, K) = len(self.y), self.allowed.shape
-        by_position = np.empty((T, K))
-
-        def sum_states(a, D):
-            by_position[a:a + len(D)] = D.sum(axis=1)
-        self._over_residuals(passes, sum_states)
-        W = principal_directions(by_position[positions], SHARED_DIRECTIONS)
+    def _shared_target(self, passes, positions) -> Target:
+        """A shared tree's Target: the residuals of all labels along the top principal directions of the
+        per-position residual sums r[t, k] = sum_s D[t, s, k] over ``positions``; for the CRF and rank losses as a
+        LowRank (project.py), for the others as a T x S x d array (float32 beyond PROJECTED_BYTES)."""
+        T, S = len(self.y), self.allowed.shape[0]
+        W = principal_directions(self._position_sums(passes)[positions], SHARED_DIRECTIONS)
+        allowed_any = np.ascontiguousarray(self.allowed.any(axis=1))
+        if self.params.loss in ("crf", "rank"):
+            return Target(np.zeros((T, S, 0)), self.is_start, allowed_any, self._low_rank(passes, W))
         big = T * S * W.shape[1] * 8 > PROJECTED_BYTES
         projected = np.empty((T, S, W.shape[1]), dtype=np.float32 if big else np.float64)
 
         def project(a, D):
             np.matmul(D, W, out=projected[a:a + len(D)])
         self._over_residuals(passes, project)
-        return projected
+        return Target(projected, self.is_start, allowed_any)
+
+    def _position_sums(self, passes) -> np.ndarray:
+        """T x K: every label's residuals summed over the previous states at each position."""
+        by_position = np.empty((len(self.y), self.allowed.shape[1]))
+
+        def sum_states(a, D):
+            by_position[a:a + len(D)] = D.sum(axis=1)
+        self._over_residuals(passes, sum_states)
+        return by_position
+
+    def _low_rank(self, passes, W: np.ndarray) -> LowRank:
+        """The LowRank of the CRF or rank loss's residuals projected on W (K x d): a d-vector per row of the
+        cached potentials (and one more per row in partially labelled sequences), in threads over chunks of
+        sequences."""
+        T = len(self.y)
+        weight = passes.extra[0] if self.params.loss == "rank" else np.ones(T)
+        rows = self.P.values.shape[0]
+        free = np.empty((rows, W.shape[1]))
+        clamped = np.empty((rows if self.partial.any() else 0, W.shape[1]))
+
+        def chunk(a, b, q0, q1):
+            lo, hi = self.P.start[a], self.P.start[b]
+            low_rank_rows(crf.part(self.P, a, b), self.seq_starts[q0:q1 + 1] - a, self.y[a:b], self.partial[q0:q1],
+                          tuple(x[a:b] for x in passes.free[:3]), tuple(x[a:b] for x in passes.clamped[:3]), W,
+                          weight[a:b], free[lo:hi], clamped[lo:hi] if len(clamped) else clamped)
+        in_chunks(self.seq_starts, self.params.threads, chunk)
+        coef = np.repeat(self.partial, np.diff(self.seq_starts)).astype(np.float64)
+        gold = np.where((coef == 0.0) & ~self.is_start, weight, 0.0)
+        return LowRank(self.P.start, self.P.group, free, clamped, passes.free[0], passes.clamped[0], coef, self.y,
+                       gold, W)
 
     def _leaf_vectors(self, passes, tree: Tree, segments, lam: float) -> np.ndarray:
         """nodes x K: every label's leaf_values over the cells of each leaf of a shared tree."""
@@ -684,9 +713,9 @@ class Trainer:
         self._over_residuals(passes, label_sums)
         return values_of(total, lam, self.params.l1)
 
-    def _trimmed(self, D, positions):
+    def _trimmed(self, target: Target, positions):
         """Influence trimming (trim > 0): the positions with some residual of magnitude >= trim."""
-        return influential_positions(D, positions, self.params.trim) if self.params.trim > 0 else positions
+        return influential_positions(target, positions, self.params.trim) if self.params.trim > 0 else positions
 
     def _rest(self, pos, positions, skipped):
         """The positions a tree fitted on ``pos`` was not fitted on (None: none), out of this round's."""

@@ -22,8 +22,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .histogram import (Hist, Pass, Slots, StateSums, clear, compact, scan, scan_state_split, scan_weighted,
-                        subtract, valid_states)
+from .histogram import (Hist, Pass, Slots, StateSums, Valid, add_low_rank, clear, compact, scan, scan_state_split,
+                        scan_weighted, subtract, valid_states, width)
 from .intrinsics import with_room
 from .partition import partition, partition_routed
 from .split import (Candidates, Compact, SurrogateScratch, best_feature, best_feature_known, best_state,
@@ -178,17 +178,27 @@ def _best_leaf(nodes, n_nodes, min_gain):
 
 
 @njit(cache=True, nogil=True)
-def influential_positions(D, positions, trim):
-    """Influence trimming: the positions with some residual (D: T x S x d) of magnitude >= ``trim`` (all of them
-    if none has), without the T x S temporaries a numpy expression would make for every label of a round."""
+def influential_positions(target, positions, trim):
+    """Influence trimming: the positions with some residual (the Target's, D or its LowRank) of magnitude >=
+    ``trim`` (all of them if none has), without the T x S temporaries a numpy expression would make for every
+    label of a round."""
+    D = target.D
+    S = D.shape[1]
+    d = width(target)
+    low_rank = target.low.W.shape[0] > 0
+    cells = np.empty((S if low_rank else 0, d))
+    every = Valid(1.0, np.arange(1, S), S - 1)
     keep = np.empty(positions.shape[0], dtype=positions.dtype)
     n = 0
     for i in range(positions.shape[0]):
         t = positions[i]
         big = False
-        for s in range(D.shape[1]):
-            for q in range(D.shape[2]):
-                if abs(D[t, s, q]) >= trim:
+        if low_rank:
+            cells[:] = 0.0
+            add_low_rank(target.low, t, target.is_start[t], every, 1.0, cells, -1)
+        for s in range(S):
+            for q in range(d):
+                if abs(cells[s, q] if low_rank else D[t, s, q]) >= trim:
                     big = True
         if big:
             keep[n] = t
@@ -208,7 +218,7 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
     values, the Segments of its nodes."""
     T = target.D.shape[0]
     S = target.D.shape[1]
-    d = target.D.shape[2]
+    d = width(target)
     n_features = index.ptr.shape[0] - 1
     if T >= 2 ** 31:
         raise ValueError(TOO_MANY_POSITIONS)

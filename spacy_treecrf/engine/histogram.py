@@ -106,6 +106,57 @@ def row_sum(D2, d, t, start, valid, out, row):
 
 
 @njit(cache=True, nogil=True)
+def width(target):
+    """d, the values per residual cell: Target.D's, or its LowRank's."""
+    return target.low.W.shape[1] if target.low.W.shape[0] else target.D.shape[2]
+
+
+@njit(cache=True, nogil=True)
+def add_low_rank(low, t, start, valid, w, out, row):
+    """w D[t, s] (d values, from a LowRank) over the valid states, in ascending state order: summed into out[row]
+    (row >= 0: r_t, when out[row] is 0) or into out[s] per state (row < 0: the per-state sums)."""
+    first, group, free, clamped, alpha, calpha, coef, y, gold, W = low
+    d = free.shape[1]
+    if start:
+        if valid.w_start > 0.0:
+            r = first[t] + group[t, 0]
+            at = row if row >= 0 else 0
+            for q in range(d):
+                out[at, q] += w * free[r, q]
+        return
+    gold_state = y[t - 1] + 1 if gold[t] != 0.0 else -1
+    cw = w * coef[t]
+    for j in range(valid.m):
+        s = valid.mid[j]
+        at = row if row >= 0 else s
+        g = group[t, s]
+        if g >= 0:
+            r = first[t] + g
+            a = -w * alpha[t - 1, s - 1]
+            for q in range(d):
+                out[at, q] += a * free[r, q]
+            if cw != 0.0:
+                c = cw * calpha[t - 1, s - 1]
+                for q in range(d):
+                    out[at, q] += c * clamped[r, q]
+        if s == gold_state:
+            gw = w * gold[t]
+            for q in range(d):
+                out[at, q] += gw * W[y[t], q]
+
+
+@njit(cache=True, nogil=True)
+def residual_sum(D2, low, d, t, start, valid, out, row):
+    """r_t into out[row]: row_sum of D, or of its LowRank where it has one."""
+    if low.W.shape[0] == 0:
+        row_sum(D2, d, t, start, valid, out, row)
+        return
+    for i in range(d):
+        out[row, i] = 0.0
+    add_low_rank(low, t, start, valid, 1.0, out, row)
+
+
+@njit(cache=True, nogil=True)
 def add_to(acc, src, row):
     """acc += src[row] (d values)."""
     for i in range(acc.shape[0]):
@@ -122,8 +173,10 @@ def scan(slots, lo, hi, what, target, valid, sums, hist, rows, g):
     pbuf = slots.pos
     rbuf = slots.val
     D = target.D
-    d = D.shape[2]
+    d = width(target)
     D2 = flat(D)
+    low = target.low
+    low_rank = low.W.shape[0] > 0
     is_start = target.is_start
     w_start = valid.w_start
     mid = valid.mid
@@ -137,26 +190,28 @@ def scan(slots, lo, hi, what, target, valid, sums, hist, rows, g):
     n_start = 0.0
     n_mid = 0.0
     nt = 0
-    read_d = what.set_r or what.states
+    read_d = (what.set_r or what.states) and not low_rank
     g0 = 0.0  # G when d = 1
     for i in range(lo, hi):
         prefetch_rows(pbuf, i, hi, D, read_d, rows)
         t = pbuf[i]
         st = is_start[t]
         if what.set_r:
-            row_sum(D2, d, t, st, valid, rbuf, i)
+            residual_sum(D2, low, d, t, st, valid, rbuf, i)
+        if what.states and low_rank:
+            add_low_rank(low, t, st, valid, 1.0, rs, -1)
         if d == 1:
             g0 += rbuf[i, 0]
         else:
             add_to(g, rbuf, i)
         if st:
             n_start += 1.0
-            if what.states and w_start > 0.0:
+            if what.states and w_start > 0.0 and not low_rank:
                 for q in range(d):
                     rs[0, q] += D2[t, q]
         else:
             n_mid += 1.0
-            if what.states:
+            if what.states and not low_rank:
                 if d == 1:
                     for j in range(m):
                         rs[mid[j], 0] += D2[t, mid[j]]
@@ -232,7 +287,8 @@ def scan_state_split(slots, lo, hi, out, target, va, vb, with_hist, hist, rows, 
     rbuf = slots.val
     D = target.D
     D2 = flat(D)
-    d = D.shape[2]
+    d = width(target)
+    low = target.low
     is_start = target.is_start
     ga[:] = 0.0
     gb[:] = 0.0
@@ -242,13 +298,13 @@ def scan_state_split(slots, lo, hi, out, target, va, vb, with_hist, hist, rows, 
     nt = 0
     wa_mid = float(va.m)
     for i in range(lo, hi):
-        prefetch_rows(pbuf, i, hi, D, True, rows)
+        prefetch_rows(pbuf, i, hi, D, low.W.shape[0] == 0, rows)
         t = pbuf[i]
         st = is_start[t]
         j = out + i - lo
         pbuf[j] = t
-        row_sum(D2, d, t, st, vb, rbuf, j)
-        row_sum(D2, d, t, st, va, rbuf, i)
+        residual_sum(D2, low, d, t, st, vb, rbuf, j)
+        residual_sum(D2, low, d, t, st, va, rbuf, i)
         if d == 1:
             ga0 += rbuf[i, 0]
             gb0 += rbuf[j, 0]
@@ -275,8 +331,10 @@ def scan_weighted(slots, lo, hi, target, valid, sums, with_hist, hists, rows, mi
     with_hist, the weighted feature histogram (hists[0]) and missing-variable histogram (hists[1], over the rows
     of ``missing``). Returns (N, touched features, touched variables)."""
     D = target.D
-    d = D.shape[2]
+    d = width(target)
     D2 = flat(D)
+    low = target.low
+    low_rank = low.W.shape[0] > 0
     sums.r[:] = 0.0
     sums.n[:] = 0.0
     g[:] = 0.0
@@ -287,22 +345,26 @@ def scan_weighted(slots, lo, hi, target, valid, sums, with_hist, hists, rows, mi
         t = slots.pos[i]
         w = slots.val[i, 0]
         st = target.is_start[t]
-        row_sum(D2, d, t, st, valid, rt, 0)
+        residual_sum(D2, low, d, t, st, valid, rt, 0)
         for q in range(d):
             rt[0, q] *= w
         add_to(g, rt, 0)
         nt_w = w * (valid.w_start if st else float(valid.m))
         total_n += nt_w
+        if low_rank:
+            add_low_rank(low, t, st, valid, w, sums.r, -1)
         if st:
             if valid.w_start > 0.0:
-                for q in range(d):
-                    sums.r[0, q] += w * D2[t, q]
+                if not low_rank:
+                    for q in range(d):
+                        sums.r[0, q] += w * D2[t, q]
                 sums.n[0] += w
         else:
             for j in range(valid.m):
                 s = valid.mid[j]
-                for q in range(d):
-                    sums.r[s, q] += w * D2[t, s * d + q]
+                if not low_rank:
+                    for q in range(d):
+                        sums.r[s, q] += w * D2[t, s * d + q]
                 sums.n[s] += w
         if with_hist:
             touched[0] = add_row(hists[0], touched[0], rows, t, rt, 0, nt_w)

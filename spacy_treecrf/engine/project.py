@@ -6,8 +6,14 @@ D[t, s, :] (K values) are projected on the d directions in which the positions' 
 principal directions of r[t, k] = sum_s D[t, s, k]. With d = K the projection is a rotation and the gain is
 exactly the sum over labels; with d < K it keeps the part of the residuals a split can separate best. The leaf
 values come from each label's own residuals afterwards (leaves.leaf_values).
+
+For the CRF loss (and the rank loss, a weight per position) the projection need not be a T x S x d array:
+a cell's residual is target - alpha[t - 1, s] E_t(g(s), k) beta[t, k] / scale[t], so projecting costs one
+d-vector per group of previous states that share a row of potentials (low_rank_rows; trees.LowRank says how
+the grower reads it).
 """
 import numpy as np
+from numba import njit
 
 
 def principal_directions(R: np.ndarray, d: int) -> np.ndarray:
@@ -25,3 +31,56 @@ def principal_directions(R: np.ndarray, d: int) -> np.ndarray:
         if W[np.argmax(np.abs(W[:, i])), i] < 0:
             W[:, i] = -W[:, i]
     return W
+
+
+@njit(cache=True, nogil=True)
+def low_rank_rows(P, seq_starts, y, partial, free, clamped, W, weight, low_free, low_clamped):
+    """trees.LowRank's rows (one per group row of P, d values each) of the CRF loss's functional gradient
+    projected on W (K x d), from the free and clamped forward_backward results (alpha, beta, scale) as
+    crf.residual_slice reads them, each position's times weight[t]. At a sequence start the row of state 0 is
+    the cell's whole projected residual; elsewhere a row is sum_k E[row, k] beta[t, k] / scale[t] W[k] (free)
+    and the same with the clamped pass where the sequence is partially labelled (clamped, else untouched): the
+    grower scales them by the cells' forward values."""
+    alpha, beta, scale = free[0], free[1], free[2]
+    calpha, cbeta, cscale = clamped[0], clamped[1], clamped[2]
+    values, start, group = P.values, P.start, P.group
+    K, d = W.shape
+    fr = np.empty(K)
+    cl = np.empty(K)
+    for q in range(seq_starts.shape[0] - 1):
+        a = seq_starts[q]
+        for t in range(a, seq_starts[q + 1]):
+            w = weight[t]
+            low_free[start[t]:start[t + 1]] = 0.0
+            if partial[q]:
+                low_clamped[start[t]:start[t + 1]] = 0.0
+            if t == a:
+                if group[t, 0] < 0:
+                    continue
+                r = start[t] + group[t, 0]
+                for k in range(K):
+                    target = 0.0
+                    if partial[q]:
+                        if y[t] < 0 or y[t] == k:
+                            target = calpha[t, k] * cbeta[t, k]
+                    elif y[t] == k:
+                        target = 1.0
+                    v = w * (target - alpha[t, k] * beta[t, k])
+                    for i in range(d):
+                        low_free[r, i] += v * W[k, i]
+                continue
+            for k in range(K):
+                fr[k] = w * beta[t, k] / scale[t]
+                cl[k] = w * cbeta[t, k] / cscale[t] if partial[q] and (y[t] < 0 or y[t] == k) else 0.0
+            for r in range(start[t], start[t + 1]):
+                for k in range(K):
+                    e = np.float64(values[r, k])
+                    if e == 0.0:
+                        continue
+                    f = e * fr[k]
+                    for i in range(d):
+                        low_free[r, i] += f * W[k, i]
+                    if partial[q]:
+                        c = e * cl[k]
+                        for i in range(d):
+                            low_clamped[r, i] += c * W[k, i]
