@@ -55,7 +55,7 @@ class Segments(NamedTuple):
     pos: np.ndarray
     start: np.ndarray
     length: np.ndarray
-    share: np.ndarray
+    share: np.ndarray = np.empty(0)
 
 
 class Grown(NamedTuple):
