@@ -262,14 +262,19 @@ def test_one_label_shared_tree_is_the_per_label_tree(seed):
             tr.fit_round(ens)
         trees[shared] = ens.forest()
     per_label, shared = trees[False], trees[True]
-    for name in ("kind", "feature", "yes", "no", "states", "count"):
+    assert_same_one_label_forests(per_label, shared, ("kind", "feature", "yes", "no", "states", "count"))
+    assert np.array_equal(per_label.labels, np.zeros(3)) and np.array_equal(shared.labels, -np.ones(3))
+
+
+def assert_same_one_label_forests(per_label, shared, fields):
+    """One label's per-label and shared forests: the same nodes (``fields``), the same leaf values."""
+    for name in fields:
         assert np.array_equal(getattr(per_label.nodes, name), getattr(shared.nodes, name)), name
     leaves = per_label.nodes.kind == LEAF
     vector = np.zeros((len(leaves), 1))
     found = dense_vectors(shared)
     vector[:, :found.shape[1]] = found
     assert np.allclose(vector[leaves, 0], per_label.nodes.value[leaves], rtol=1e-9, atol=1e-12)
-    assert np.array_equal(per_label.labels, np.zeros(3)) and np.array_equal(shared.labels, -np.ones(3))
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -296,13 +301,7 @@ def test_one_label_shared_tree_routes_missing_values_as_the_per_label_tree(seed)
             tr.fit_round(ens)
         trees[shared] = (ens.forest(), dense(tr.P))
     (per_label, P_label), (shared, P_shared) = trees[False], trees[True]
-    for name in ("kind", "feature", "yes", "no", "states"):
-        assert np.array_equal(getattr(per_label.nodes, name), getattr(shared.nodes, name)), name
-    leaves = per_label.nodes.kind == LEAF
-    vector = np.zeros((len(leaves), 1))
-    found = dense_vectors(shared)
-    vector[:, :found.shape[1]] = found
-    assert np.allclose(vector[leaves, 0], per_label.nodes.value[leaves], rtol=1e-9, atol=1e-12)
+    assert_same_one_label_forests(per_label, shared, ("kind", "feature", "yes", "no", "states"))
     assert np.allclose(P_label, P_shared, rtol=1e-5)
 
 

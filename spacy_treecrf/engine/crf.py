@@ -190,6 +190,15 @@ def gold_log_score(P, seq_starts, y):
 
 
 @njit(**NOGIL)
+def start_target(partial: bool, label: int, k: int, clamped_marginal: float) -> float:
+    """The target of label k at a sequence's first position, whose label is ``label`` (-1: unknown): 1 or 0, or
+    in a partially labelled sequence the clamped pass's marginal there (0 where the label is another one)."""
+    if partial:
+        return clamped_marginal if label < 0 or label == k else 0.0
+    return 1.0 if label == k else 0.0
+
+
+@njit(**NOGIL)
 def residual_slice(P, seq_starts, y, partial, free, clamped, k0, out):
     """Functional gradient for the labels k0 .. k0 + G - 1 (out: T x S x G): out[t, s, g] = target_t(s, k) -
     xi_t(s, k) for k = k0 + g (Prop. 1 of the paper), from the free and clamped forward_backward results
@@ -215,13 +224,8 @@ def residual_slice(P, seq_starts, y, partial, free, clamped, k0, out):
             if t == a:
                 for g in range(G):
                     k = k0 + g
-                    target = 0.0
-                    if partial[q]:
-                        if y[t] < 0 or y[t] == k:
-                            target = calpha[t, k] * cbeta[t, k]
-                    elif y[t] == k:
-                        target = 1.0
-                    out[t, 0, g] = target - alpha[t, k] * beta[t, k]
+                    out[t, 0, g] = start_target(partial[q], y[t], k, calpha[t, k] * cbeta[t, k]) - (
+                        alpha[t, k] * beta[t, k])
                 continue
             for g in range(G):
                 k = k0 + g

@@ -15,6 +15,8 @@ the grower reads it).
 import numpy as np
 from numba import njit
 
+from .crf import start_target
+
 
 def principal_directions(R: np.ndarray, d: int) -> np.ndarray:
     """W (K x d): the d orthonormal directions maximising the variance of R @ W over R's rows (the top
@@ -59,13 +61,7 @@ def low_rank_rows(P, seq_starts, y, partial, free, clamped, W, weight, low_free,
                     continue
                 r = start[t] + group[t, 0]
                 for k in range(K):
-                    target = 0.0
-                    if partial[q]:
-                        if y[t] < 0 or y[t] == k:
-                            target = calpha[t, k] * cbeta[t, k]
-                    elif y[t] == k:
-                        target = 1.0
-                    v = w * (target - alpha[t, k] * beta[t, k])
+                    v = w * (start_target(partial[q], y[t], k, calpha[t, k] * cbeta[t, k]) - alpha[t, k] * beta[t, k])
                     for i in range(d):
                         low_free[r, i] += v * W[k, i]
                 continue
