@@ -45,10 +45,10 @@ MAX_LEAVES = 100_000
 MAX_THREADS = 256
 TYPE_WORDS = {int: "an integer", float: "a finite number", str: "a string", bool: "true or false"}
 # A shared tree's splits are chosen on the residuals projected on this many directions (project.py): the
-# histograms, per-state sums and the projected residuals (T x S x d) grow with it.
+# histograms, per-state sums and the projected residuals (a LowRank's rows, or a T x S x d array) grow with it.
 SHARED_DIRECTIONS = 16
-# Projected residuals that would take more than this as float64 are kept as float32 (a split's gain needs no more
-# precision; UD EWT XPOS: 0.67 GB instead of 1.3 GB); smaller ones stay float64.
+# Projected residuals as a T x S x d array (losses without a LowRank: hamming, pseudo_likelihood) that would take
+# more than this as float64 are kept as float32 (a split's gain needs no more precision); smaller ones stay float64.
 PROJECTED_BYTES = 256 * 2 ** 20
 RESIDUAL_BLOCK_BYTES = 32 * 2 ** 20  # residuals of every label a thread makes at once for a chunk (shared trees)
 LINE_SEARCH_STEPS = 6  # golden-section steps of the rank loss's line search (step known to 0.618**7 of its range)
