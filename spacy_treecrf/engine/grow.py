@@ -22,8 +22,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .histogram import (Hist, Pass, Slots, StateSums, Valid, add_low_rank, clear, compact, scan, scan_state_split,
-                        scan_weighted, subtract, valid_states, width)
+from .histogram import (Hist, Pass, Slots, StateSums, Valid, add_low_rank, clear, compact, is_low_rank, scan,
+                        scan_state_split, scan_weighted, subtract, valid_states, width)
 from .intrinsics import with_room
 from .partition import partition, partition_routed
 from .split import (Candidates, Compact, SurrogateScratch, best_feature, best_feature_known, best_state,
@@ -185,7 +185,7 @@ def influential_positions(target, positions, trim):
     D = target.D
     S = D.shape[1]
     d = width(target)
-    low_rank = target.low.W.shape[0] > 0
+    low_rank = is_low_rank(target.low)
     cells = np.empty((S if low_rank else 0, d))
     every = Valid(1.0, np.arange(1, S), S - 1)
     keep = np.empty(positions.shape[0], dtype=positions.dtype)

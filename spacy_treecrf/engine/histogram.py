@@ -106,9 +106,15 @@ def row_sum(D2, d, t, start, valid, out, row):
 
 
 @njit(cache=True, nogil=True)
+def is_low_rank(low):
+    """Whether a Target's residuals come as this LowRank (trees.NO_LOW_RANK has no directions: they are D)."""
+    return low.W.shape[0] > 0
+
+
+@njit(cache=True, nogil=True)
 def width(target):
     """d, the values per residual cell: Target.D's, or its LowRank's."""
-    return target.low.W.shape[1] if target.low.W.shape[0] else target.D.shape[2]
+    return target.low.W.shape[1] if is_low_rank(target.low) else target.D.shape[2]
 
 
 @njit(cache=True, nogil=True)
@@ -148,7 +154,7 @@ def add_low_rank(low, t, start, valid, w, out, row):
 @njit(cache=True, nogil=True)
 def residual_sum(D2, low, d, t, start, valid, out, row):
     """r_t into out[row]: row_sum of D, or of its LowRank where it has one."""
-    if low.W.shape[0] == 0:
+    if not is_low_rank(low):
         row_sum(D2, d, t, start, valid, out, row)
         return
     for i in range(d):
@@ -176,7 +182,7 @@ def scan(slots, lo, hi, what, target, valid, sums, hist, rows, g):
     d = width(target)
     D2 = flat(D)
     low = target.low
-    low_rank = low.W.shape[0] > 0
+    low_rank = is_low_rank(low)
     is_start = target.is_start
     w_start = valid.w_start
     mid = valid.mid
@@ -298,7 +304,7 @@ def scan_state_split(slots, lo, hi, out, target, va, vb, with_hist, hist, rows, 
     nt = 0
     wa_mid = float(va.m)
     for i in range(lo, hi):
-        prefetch_rows(pbuf, i, hi, D, low.W.shape[0] == 0, rows)
+        prefetch_rows(pbuf, i, hi, D, not is_low_rank(low), rows)
         t = pbuf[i]
         st = is_start[t]
         j = out + i - lo
@@ -334,7 +340,7 @@ def scan_weighted(slots, lo, hi, target, valid, sums, with_hist, hists, rows, mi
     d = width(target)
     D2 = flat(D)
     low = target.low
-    low_rank = low.W.shape[0] > 0
+    low_rank = is_low_rank(low)
     sums.r[:] = 0.0
     sums.n[:] = 0.0
     g[:] = 0.0
