@@ -42,9 +42,9 @@ def start_mask(seq_starts, T):
 
 
 def grow(indptr, indices, n_features, D, is_start, allowed_k, positions=None, max_leaves=4, lam=0.0, min_leaf=1.0,
-         min_gain=0.0, feature_ok=None, states_last=False, missing=None, n_surrogates=0):
+         min_gain=0.0, feature_ok=None, states_last=False, missing=None, n_surrogates=0, kept_bytes=None):
     """grow_tree on plain arrays; D: T x S (one label's residuals) or T x S x d; ``missing``: a MissingRows (None:
-    no routing). Returns a dict of the Tree's fields and its segments (pbuf, pstart, plen)."""
+    no routing); kept_bytes: GrowSettings.kept_bytes (None: its default). Returns a dict of the Tree's fields and its segments (pbuf, pstart, plen)."""
     T = len(D)
     D = np.asarray(D, dtype=np.float64)
     D = D.reshape(D.shape + (1,)) if D.ndim == 2 else D
@@ -54,6 +54,7 @@ def grow(indptr, indices, n_features, D, is_start, allowed_k, positions=None, ma
                     np.asarray(allowed_k, dtype=np.bool_))
     settings = GrowSettings(int(max_leaves), float(lam), float(min_leaf), float(min_gain), bool(states_last),
                             int(n_surrogates))
+    settings = settings if kept_bytes is None else settings._replace(kept_bytes=int(kept_bytes))
     tree, segments = grow_tree(Rows(indptr, indices), csc_index(indptr, indices, n_features), target, positions,
                                settings, ok, no_missing() if missing is None else missing.index())
     return dict(zip(TREE_KEYS, tuple(tree) + tuple(segments)))

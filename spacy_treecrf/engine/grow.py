@@ -66,11 +66,13 @@ class Grown(NamedTuple):
 
 
 class LeafHists(NamedTuple):
-    """The compact histograms of the leaves that may still be split, per node (length 0: none kept; g: m x d)."""
+    """The compact histograms of the leaves that may still be split, per node (length 0: none kept; g: m x d),
+    and the bytes they hold (held[0]; at most GrowSettings.kept_bytes once a new one has been kept)."""
     ids: list
     g: list
     n: list
     length: np.ndarray
+    held: np.ndarray
 
 
 @njit(cache=True, nogil=True)
@@ -103,18 +105,59 @@ def _node_sums(nodes, node):
 
 
 @njit(cache=True, nogil=True)
+def _hist_bytes(ids, g):
+    return ids.shape[0] * 4 + g.size * 8 + ids.shape[0] * 8
+
+
+@njit(cache=True, nogil=True)
+def _drop(kept, node):
+    """Take a leaf's kept histogram off the books (its arrays may live on in the caller)."""
+    kept.held[0] -= _hist_bytes(kept.ids[node], kept.g[node])
+    kept.ids[node] = np.empty(0, dtype=np.int32)
+    kept.g[node] = np.empty((0, kept.g[node].shape[1]))
+    kept.n[node] = np.empty(0)
+    kept.length[node] = 0
+
+
+@njit(cache=True, nogil=True)
+def _keep(kept, node, hist, h, gain, budget):
+    """Keep a leaf's Compact histogram (first h entries) until it is split, in arrays of its own size when
+    it sits in much larger ones (a parent's, which subtract wrote over); then, while the kept histograms hold
+    more than ``budget`` bytes, drop the one of the leaf with the lowest candidate gain (gain: per node)."""
+    if 2 * h < hist.ids.shape[0]:
+        hist = Compact(hist.ids[:h].copy(), hist.g[:h].copy(), hist.n[:h].copy())
+    kept.ids[node] = hist.ids
+    kept.g[node] = hist.g
+    kept.n[node] = hist.n
+    kept.length[node] = h
+    kept.held[0] += _hist_bytes(hist.ids, hist.g)
+    while kept.held[0] > budget:
+        low = -1
+        for v in range(kept.length.shape[0]):
+            if kept.ids[v].shape[0] > 0 and (low < 0 or gain[v] < gain[low]):
+                low = v
+        if low < 0:
+            break
+        _drop(kept, low)
+
+
+@njit(cache=True, nogil=True)
 def _candidate(nodes, node, hist, h, kept, settings, feature_ok, gains, left):
     """A new leaf's best split (the feature split on near-ties) from its Compact histogram (first h entries); a
-    leaf that may ever be split keeps that histogram in ``kept`` until it is."""
+    leaf that may ever be split keeps that histogram in ``kept`` until it is (within settings.kept_bytes)."""
     g = nodes.gsum[node]
     n = nodes.tree.count[node]
     fg, ff = best_feature(hist, h, g, n, settings, feature_ok, gains)
     sg = best_state(_node_sums(nodes, node), nodes.tree.states[node], g, n, settings, left)
     if record_candidate(nodes.cand, node, fg, ff, sg, left, settings):
-        kept.ids[node] = hist.ids
-        kept.g[node] = hist.g
-        kept.n[node] = hist.n
-        kept.length[node] = h
+        _keep(kept, node, hist, h, nodes.cand.gain, settings.kept_bytes)
+
+
+@njit(cache=True, nogil=True)
+def _fresh_candidate(nodes, node, hist, nt, kept, settings, feature_ok, scratch):
+    """A new leaf's candidate from the histogram just scanned for it (hist, nt touched). scratch: (gains, left)."""
+    fresh = Compact(*compact(hist, nt, feature_ok))
+    _candidate(nodes, node, fresh, fresh.ids.shape[0], kept, settings, feature_ok, scratch[0], scratch[1])
 
 
 @njit(cache=True, nogil=True)
@@ -125,13 +168,23 @@ def _children_candidates(nodes, pair, hist, nt, parent, kept, settings, feature_
     scanned, other, do_scanned, do_other = pair
     gains, left = scratch
     if do_scanned:
-        fresh = Compact(np.empty(nt, dtype=np.int32), np.empty((nt, nodes.gsum.shape[1])), np.empty(nt))
-        h = compact(hist, nt, fresh.ids, fresh.g, fresh.n)
-        _candidate(nodes, scanned, fresh, h, kept, settings, feature_ok, gains, left)
+        _fresh_candidate(nodes, scanned, hist, nt, kept, settings, feature_ok, scratch)
     if do_other:
         p_hist, p_len = parent
         h = subtract(p_hist.ids, p_hist.g, p_hist.n, p_len, hist.dense)
         _candidate(nodes, other, p_hist, h, kept, settings, feature_ok, gains, left)
+    clear(hist, nt)
+
+
+@njit(cache=True, nogil=True)
+def _rescanned(nodes, node, where, target, valid, hist, rows, kept, settings, feature_ok, scratch):
+    """A new leaf's candidate from a scan of its own, where its parent gave its histogram up (kept_bytes) and
+    the leaf cannot be its parent minus its sibling. where: (slots, g scratch of d values); its r_t are set."""
+    slots, g = where
+    lo = nodes.pstart[node]
+    _, nt = scan(slots, lo, lo + nodes.plen[node], Pass(False, False, True), target, valid, _node_sums(nodes, node),
+                 hist, rows, g)
+    _fresh_candidate(nodes, node, hist, nt, kept, settings, feature_ok, scratch)
     clear(hist, nt)
 
 
@@ -148,9 +201,8 @@ def _routed_candidate(nodes, node, slots, target, with_hist, hists, rows, missin
                                missing, g)
     _set_leaf(nodes, node, g, n, settings.lam)
     if with_hist and n >= 2.0 * settings.min_leaf and n > 0.0:
-        hist = Compact(np.empty(nt, dtype=np.int32), np.empty((nt, g.shape[0])), np.empty(nt))
-        h = compact(hists[0], nt, hist.ids, hist.g, hist.n)
-        fg, ff, share = best_feature_known(hist, h, g, n, missing.fvar, hists[1].dense, settings, feature_ok,
+        hist = Compact(*compact(hists[0], nt, feature_ok))
+        fg, ff, share = best_feature_known(hist, hist.ids.shape[0], g, n, missing.fvar, hists[1].dense, settings, feature_ok,
                                            gains)
         sg = best_state(sums, nodes.tree.states[node], g, n, settings, left)
         record_candidate(nodes.cand, node, fg, ff, sg, left, settings)
@@ -234,7 +286,7 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
     rs, ns = nodes.sums
     kept = LeafHists([np.empty(0, dtype=np.int32) for _ in range(max_nodes)],
                      [np.empty((0, d)) for _ in range(max_nodes)], [np.empty(0) for _ in range(max_nodes)],
-                     np.zeros(max_nodes, dtype=np.int64))
+                     np.zeros(max_nodes, dtype=np.int64), np.zeros(1, dtype=np.int64))
 
     n_pos = positions.shape[0]
     # positions as int32 (T < 2**31, checked above): less to move while growing, and half the memory in the
@@ -289,10 +341,9 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
                      hist, rows, ga)
         _set_leaf(nodes, 0, ga, n, lam)
         if splittable:
-            root = Compact(np.empty(nt, dtype=np.int32), np.empty((nt, d)), np.empty(nt))
-            h = compact(hist, nt, root.ids, root.g, root.n)
+            root = Compact(*compact(hist, nt, feature_ok))
             clear(hist, nt)
-            _candidate(nodes, 0, root, h, kept, settings, feature_ok, gains, left)
+            _candidate(nodes, 0, root, root.ids.shape[0], kept, settings, feature_ok, gains, left)
 
     while n_leaves < max_leaves:
         # expand the leaf with the largest gain (the lowest node id among near-ties)
@@ -311,10 +362,8 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
         hi = lo + plen[best]
         valid = valid_states(states[best], target.allowed_k, mid)
         parent = (Compact(kept.ids[best], kept.g[best], kept.n[best]), kept.length[best])
-        kept.ids[best] = np.empty(0, dtype=np.int32)
-        kept.g[best] = np.empty((0, d))
-        kept.n[best] = np.empty(0)
-        kept.length[best] = 0
+        rescan = parent[1] == 0  # no histogram kept (kept_bytes): both children are scanned
+        _drop(kept, best)
         if routed:
             pbuf = with_room(pbuf, used + hi - lo)
             vbuf = with_room(vbuf, used + hi - lo)
@@ -363,8 +412,11 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
                         for q in range(d):
                             rs[large, s, q] = rs[best, s, q] - rs[small, s, q]
                         ns[large, s] = ns[best, s] - ns[small, s]
-                _children_candidates(nodes, (small, large, split_small, split_large), hist, nt, parent, kept,
-                                     settings, feature_ok, (gains, left))
+                _children_candidates(nodes, (small, large, split_small, split_large and not rescan), hist, nt,
+                                     parent, kept, settings, feature_ok, (gains, left))
+                if rescan and split_large:
+                    _rescanned(nodes, large, (slots, ga), target, valid, hist, rows, kept, settings, feature_ok,
+                               (gains, left))
                 continue
         else:
             for s in range(S):
@@ -397,8 +449,12 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
                 _set_leaf(nodes, b, gb, wb, lam)
                 if last:
                     break
-                _children_candidates(nodes, (a, b, wa >= 2.0 * min_leaf and wa > 0.0, wb >= 2.0 * min_leaf and
-                                             wb > 0.0), hist, nt, parent, kept, settings, feature_ok, (gains, left))
+                split_b = wb >= 2.0 * min_leaf and wb > 0.0
+                _children_candidates(nodes, (a, b, wa >= 2.0 * min_leaf and wa > 0.0, split_b and not rescan), hist,
+                                     nt, parent, kept, settings, feature_ok, (gains, left))
+                if rescan and split_b:
+                    _rescanned(nodes, b, (slots, ga), target, vb, hist, rows, kept, settings, feature_ok,
+                               (gains, left))
                 continue
         for child in (a, b):  # routing: the new nodes' sums and candidates from scans of their own
             _routed_candidate(nodes, child, slots, target, not last, (hist, var_hist), rows, missing, settings,

@@ -379,17 +379,27 @@ def scan_weighted(slots, lo, hi, target, valid, sums, with_hist, hists, rows, mi
 
 
 @njit(cache=True, nogil=True)
-def compact(hist, n_touched, ids, hg, hn):
-    """Copy the touched features with a positive count into (ids, hg (m x d), hn); returns how many. When many
-    are touched, dense is read in feature order (faster, and the ids come out ascending)."""
+def compact(hist, n_touched, feature_ok):
+    """The touched features that have a positive count and that the tree may split on (feature_ok): (ids, g (m x
+    d), n), sized to fit. A leaf keeps this until it is split, so features the tree may not use are left out:
+    with column subsampling they would be half of what the leaves hold. When many are touched, dense is read in
+    feature order (faster, and the ids come out ascending)."""
     dense = hist.dense
-    d = hg.shape[1]
-    m = 0
+    d = dense.shape[1] - 1
     in_order = 8 * n_touched > dense.shape[0]
+    m = 0
+    for i in range(dense.shape[0] if in_order else n_touched):
+        f = i if in_order else hist.touched[i]
+        if dense[f, d] > 0.0 and feature_ok[f]:
+            m += 1
+    ids = np.empty(m, dtype=np.int32)
+    hg = np.empty((m, d))
+    hn = np.empty(m)
+    m = 0
     for i in range(dense.shape[0] if in_order else n_touched):
         f = i if in_order else hist.touched[i]
         nf = dense[f, d]
-        if nf > 0.0:
+        if nf > 0.0 and feature_ok[f]:
             ids[m] = f
             if d == 1:
                 hg[m, 0] = dense[f, 0]
@@ -398,7 +408,7 @@ def compact(hist, n_touched, ids, hg, hn):
                     hg[m, q] = dense[f, q]
             hn[m] = nf
             m += 1
-    return m
+    return ids, hg, hn
 
 
 @njit(cache=True, nogil=True)
