@@ -304,7 +304,8 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
     mark = np.zeros(T, dtype=np.bool_)
     dense = np.empty((n_features, d + 1))  # G (d values), N; N < 0: untouched
     dense[:, d] = -1.0
-    hist = Hist(dense, np.empty(n_features, dtype=np.int32))
+    hist = Hist(dense, np.empty(n_features, dtype=np.int32),
+                (np.empty(n_features, dtype=np.int32), np.empty((n_features, d)), np.empty(n_features)))
     gains = np.empty((3, n_features))  # best_feature's scratch
     mid = np.empty(S, dtype=np.int64)
     mid_b = np.empty(S, dtype=np.int64)
@@ -313,7 +314,8 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
     n_vars = missing.n_vars if routed else 0
     var_dense = np.empty((n_vars, d + 1))
     var_dense[:, d] = -1.0
-    var_hist = Hist(var_dense, np.empty(n_vars, dtype=np.int32))
+    var_hist = Hist(var_dense, np.empty(n_vars, dtype=np.int32),
+                    (np.empty(0, dtype=np.int32), np.empty((0, d)), np.empty(0)))
     with_surrogates = routed and settings.n_surrogates > 0
     fall = Slots(np.empty(n_pos + 1 if with_surrogates else 0, dtype=np.int32),
                  np.empty((n_pos + 1 if with_surrogates else 0, d)))

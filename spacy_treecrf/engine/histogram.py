@@ -35,9 +35,11 @@ class Valid(NamedTuple):
 
 class Hist(NamedTuple):
     """A histogram being filled: dense[f] = (sum of r_t (d values), sum of n_t) over the positions holding f; the
-    f with dense[f, d] >= 0 are listed in touched."""
+    f with dense[f, d] >= 0 are listed in touched; room: (ids, g, n) with a row per feature, where compact
+    gathers the complete histogram (empty where it is never compacted)."""
     dense: np.ndarray
     touched: np.ndarray
+    room: tuple
 
 
 class StateSums(NamedTuple):
@@ -380,21 +382,15 @@ def scan_weighted(slots, lo, hi, target, valid, sums, with_hist, hists, rows, mi
 
 @njit(cache=True, nogil=True)
 def compact(hist, n_touched, feature_ok):
-    """The touched features that have a positive count and that the tree may split on (feature_ok): (ids, g (m x
-    d), n), sized to fit. A leaf keeps this until it is split, so features the tree may not use are left out:
-    with column subsampling they would be half of what the leaves hold. When many are touched, dense is read in
-    feature order (faster, and the ids come out ascending)."""
+    """The touched features that have a positive count and that the tree may split on (feature_ok): (ids, g
+    (m x d), n), sized to fit. A leaf keeps this until it is split, so features the tree may not use are left
+    out: with column subsampling they would be half of what the leaves hold. They are gathered in hist.room
+    (no allocation in proportion to what was touched) and copied out. When many
+    are touched, dense is read in feature order (faster, and the ids come out ascending)."""
     dense = hist.dense
     d = dense.shape[1] - 1
+    ids, hg, hn = hist.room
     in_order = 8 * n_touched > dense.shape[0]
-    m = 0
-    for i in range(dense.shape[0] if in_order else n_touched):
-        f = i if in_order else hist.touched[i]
-        if dense[f, d] > 0.0 and feature_ok[f]:
-            m += 1
-    ids = np.empty(m, dtype=np.int32)
-    hg = np.empty((m, d))
-    hn = np.empty(m)
     m = 0
     for i in range(dense.shape[0] if in_order else n_touched):
         f = i if in_order else hist.touched[i]
@@ -408,7 +404,7 @@ def compact(hist, n_touched, feature_ok):
                     hg[m, q] = dense[f, q]
             hn[m] = nf
             m += 1
-    return ids, hg, hn
+    return ids[:m].copy(), hg[:m].copy(), hn[:m].copy()
 
 
 @njit(cache=True, nogil=True)
