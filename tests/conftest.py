@@ -44,7 +44,8 @@ def start_mask(seq_starts, T):
 def grow(indptr, indices, n_features, D, is_start, allowed_k, positions=None, max_leaves=4, lam=0.0, min_leaf=1.0,
          min_gain=0.0, feature_ok=None, states_last=False, missing=None, n_surrogates=0, kept_bytes=None):
     """grow_tree on plain arrays; D: T x S (one label's residuals) or T x S x d; ``missing``: a MissingRows (None:
-    no routing); kept_bytes: GrowSettings.kept_bytes (None: its default). Returns a dict of the Tree's fields and its segments (pbuf, pstart, plen)."""
+    no routing); kept_bytes: GrowSettings.kept_bytes (None: its default). Returns a dict of the Tree's fields and
+    its segments (pbuf, pstart, plen)."""
     T = len(D)
     D = np.asarray(D, dtype=np.float64)
     D = D.reshape(D.shape + (1,)) if D.ndim == 2 else D

@@ -10,7 +10,9 @@ moving r_t along and summing both children's G and N on the way; only the child 
 for its feature histogram and per-state sums, the other's are the parent's minus those. A state split copies the
 segment for its second child and computes both children's r_t and the first child's feature histogram in one
 pass (the second's is the parent's minus it); their per-state sums are the parent's. A leaf that may still be
-split keeps its histogram in compact form (the features it touches, G, N) until it is split.
+split keeps its histogram in compact form (the features it touches that the tree may split on, G, N) until it
+is split, within a budget (GrowSettings.kept_bytes): past it, the leaves least likely to be split next give
+theirs up, and a leaf without one has both children scanned.
 
 Where values are missing (a MissingIndex with a routing rule), the slots carry weights instead and a split
 routes its positions by missing.route, so one missing position may go to both children: a child is then no
@@ -106,6 +108,7 @@ def _node_sums(nodes, node):
 
 @njit(cache=True, nogil=True)
 def _hist_bytes(ids, g):
+    """The bytes of a Compact histogram's arrays (ids int32, g and n float64)."""
     return ids.shape[0] * 4 + g.size * 8 + ids.shape[0] * 8
 
 
@@ -202,8 +205,8 @@ def _routed_candidate(nodes, node, slots, target, with_hist, hists, rows, missin
     _set_leaf(nodes, node, g, n, settings.lam)
     if with_hist and n >= 2.0 * settings.min_leaf and n > 0.0:
         hist = Compact(*compact(hists[0], nt, feature_ok))
-        fg, ff, share = best_feature_known(hist, hist.ids.shape[0], g, n, missing.fvar, hists[1].dense, settings, feature_ok,
-                                           gains)
+        fg, ff, share = best_feature_known(hist, hist.ids.shape[0], g, n, missing.fvar, hists[1].dense, settings,
+                                           feature_ok, gains)
         sg = best_state(sums, nodes.tree.states[node], g, n, settings, left)
         record_candidate(nodes.cand, node, fg, ff, sg, left, settings)
         nodes.cand.share[node] = share

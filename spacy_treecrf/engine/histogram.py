@@ -385,8 +385,8 @@ def compact(hist, n_touched, feature_ok):
     """The touched features that have a positive count and that the tree may split on (feature_ok): (ids, g
     (m x d), n), sized to fit. A leaf keeps this until it is split, so features the tree may not use are left
     out: with column subsampling they would be half of what the leaves hold. They are gathered in hist.room
-    (no allocation in proportion to what was touched) and copied out. When many
-    are touched, dense is read in feature order (faster, and the ids come out ascending)."""
+    (no allocation in proportion to what was touched) and copied out. When many are touched, dense is read in
+    feature order (faster, and the ids come out ascending)."""
     dense = hist.dense
     d = dense.shape[1] - 1
     ids, hg, hn = hist.room
