@@ -4,11 +4,12 @@ trees, through the component as `spacy train` drives it (full-batch rounds on th
     TREECRF_DATA_DIR=../shared/data python benchmarks/shared_trees_memory.py --rounds 60 [--every 10]
 
 configs/pos.cfg with target tag and the shared-tree settings (max_leaves 1000, label_splits fallback, l1 0.1;
---set key=value overrides any [components.treecrf.booster] setting). Every --every rounds it prints the groups
-of previous labels per position in the training cache, the process's resident memory now and at its peak, the
-dev accuracy and the dev words/s (spaCy's evaluate), then the peak resident memory seen inside each phase of a
-round (a thread samples it every 5 ms): where the memory of a round goes. Data: UD English EWT under
-TREECRF_DATA_DIR (ud_english_ewt/en_ewt-ud-{train,dev}.conllu), converted in memory.
+--set key=value overrides any [components.treecrf.booster] setting; --directions the shared trees' projection).
+Every --every rounds it prints the groups of previous labels per position in the training cache, the process's
+resident memory now and at its peak, the dev accuracy and the dev words/s (spaCy's evaluate), then the peak
+resident memory seen inside each phase of a round (a thread samples it every 5 ms) and, for the last round, on
+entry to and exit from each phase: where the memory of a round goes; last, the size of the model's arrays.
+Data: UD English EWT under TREECRF_DATA_DIR (ud_english_ewt/en_ewt-ud-{train,dev}.conllu), converted in memory.
 """
 import argparse
 import os
@@ -40,10 +41,12 @@ def examples(nlp, path: Path) -> list:
             for doc in docs]
 
 
-def watch_phases(booster) -> dict:
-    """Wrap the round's phases so that a sampling thread attributes the resident memory to the one running."""
+def watch_phases(booster) -> tuple:
+    """Wrap the round's phases so that a sampling thread attributes the resident memory to the one running.
+    Returns (peaks: the highest seen per phase over all rounds, ends: per phase its last (entry, exit))."""
     phase = ["other"]
     peaks = {}
+    ends = {}
 
     def sample():
         while True:
@@ -57,12 +60,28 @@ def watch_phases(booster) -> dict:
 
         def inner(*args, _real=real, _name=name.strip("_"), **kwargs):
             old, phase[0] = phase[0], _name
+            entry = current_rss_mb()
             try:
                 return _real(*args, **kwargs)
             finally:
                 phase[0] = old
+                ends[_name] = (entry, current_rss_mb())
         setattr(obj, name, inner)
-    return peaks
+    return peaks, ends
+
+
+def model_size(ensemble) -> str:
+    """The trees' arrays: nodes, leaf-vector entries and what each part takes."""
+    forest = ensemble.forest()
+    parts = {**{f"nodes.{k}": v.nbytes for k, v in forest.nodes._asdict().items()},
+             **{f"vectors.{k}": v.nbytes for k, v in forest.vectors._asdict().items()}}
+    total = sum(parts.values())
+    leaves = int((forest.nodes.kind == 0).sum())
+    top = sorted(parts.items(), key=lambda kv: -kv[1])[:4]
+    return (f"model: {ensemble.n_trees} trees, {len(forest.nodes.kind):,} nodes, {len(forest.vectors.value):,} "
+            f"leaf-vector entries ({len(forest.vectors.value) / max(leaves, 1):.1f} per leaf), {total / 1e6:.1f} MB "
+            f"({total / 1e6 / max(ensemble.n_trees, 1):.2f} MB a tree): "
+            + ", ".join(f"{k} {v / total:.0%}" for k, v in top))
 
 
 def main():
@@ -70,6 +89,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=60)
     parser.add_argument("--every", type=int, default=10)
     parser.add_argument("--set", nargs="*", default=[], help="booster settings, key=value (JSON values)")
+    parser.add_argument("--directions", type=int, default=0,
+                        help="the directions a shared tree's splits are chosen on (0: booster.SHARED_DIRECTIONS)")
     args = parser.parse_args()
     import json
 
@@ -78,6 +99,8 @@ def main():
     import spacy_treecrf.pipe  # noqa: F401  (the factory of this checkout's package)
 
     from spacy_treecrf.engine import booster
+    if args.directions:
+        booster.SHARED_DIRECTIONS = args.directions
 
     data = Path(os.environ["TREECRF_DATA_DIR"]) / "ud_english_ewt"
     settings = dict(SHARED, **{k: json.loads(v) for k, v in (s.split("=", 1) for s in args.set)})
@@ -92,7 +115,7 @@ def main():
     pipe = nlp.get_pipe("treecrf")
     print(f"settings {settings}; {len(train)} training docs, {sum(len(e) for e in train)} words; "
           f"after initialize: {current_rss_mb():.0f} MB (peak {peak_rss_mb():.0f} MB)", flush=True)
-    peaks = watch_phases(booster)
+    peaks, ends = watch_phases(booster)
     t0 = time.perf_counter()
     for r in range(1, args.rounds + 1):
         nlp.update(train)
@@ -106,6 +129,9 @@ def main():
             t0 = time.perf_counter() - seconds  # the evaluations are not the rounds' time
     print("peak resident MB by phase: " + ", ".join(f"{k} {v:.0f}" for k, v in sorted(peaks.items(),
                                                                                         key=lambda kv: -kv[1])))
+    print("last round, resident MB on entry -> exit: " + ", ".join(f"{k} {a:.0f} -> {b:.0f}"
+                                                                   for k, (a, b) in ends.items()))
+    print(model_size(pipe.ensemble))
 
 
 if __name__ == "__main__":
