@@ -121,6 +121,7 @@ class Errors(metaclass=_WithCodes):
     E169 = ('ensemble: leaf vectors must be finite, on leaves only, with labels ascending within a leaf and below '
             '{n_labels} (version 3 files: of shape (nodes, {n_labels})); shared trees have label -1')
     E170 = 'The model file says shared_trees={setting} but its ensemble holds {kind} trees'
+    E171 = "treecrf: 'round_every' must be one of {choices} (a round per pass over the corpus or per batch), got {value!r}"
     E152 = 'TreeCRF model bytes: class {label!r} is not a string or an integer, or two classes are equal'
     E060 = 'TreeCRF model bytes: invalid settings: {err}'
     E061 = ('Sequence {q}, position {t}: a position must be a dict or an iterable of feature names, not the string '

@@ -1,10 +1,14 @@
 """The `treecrf` spaCy component: a TreeCRF behind spaCy's TrainablePipe API.
 
-Training in spaCy's loop: `update()` runs the loss's gradient pass over the batch (forward-backward for the CRF
-loss, whose value is the negative log-likelihood) and keeps it; `finish_update()` fits one boosting round (one tree
-per label) on everything kept since the last call. A batch as large as the corpus gives the paper's full-gradient
-rounds and reuses the cached potentials from round to round; smaller batches give stochastic boosting (each new
-batch's potentials are evaluated from the ensemble once).
+Training in spaCy's loop, with ``round_every = "corpus"`` (the default): `update()` gathers spaCy's batches until
+it holds as many examples as the training corpus `initialize()` saw, then runs the loss's gradient pass over all
+of them (forward-backward for the CRF loss, whose value is the negative log-likelihood); the next
+`finish_update()` fits one boosting round on it. So one round is one pass over the corpus, the paper's
+full-gradient round, whatever spaCy's batch size: spaCy's epoch counter counts rounds, and the potentials of
+the same examples are cached from round to round (a batch of a few hundred words would otherwise make a round of
+its own, from potentials evaluated afresh, and the model would grow by a round per step). With
+``round_every = "batch"`` every update() / finish_update() pair is a round on that batch: stochastic boosting,
+and the same thing for a batch as large as the corpus.
 """
 import copy
 import dataclasses
@@ -37,6 +41,7 @@ from .errors import Errors, Warnings
 
 TARGETS = ("ner", "spans", "tag", "pos", "token_attr")
 BIO_TARGETS = ("ner", "spans")
+ROUND_EVERY = ("corpus", "batch")
 MARGINALS_EXT = "treecrf_marginals"
 MAX_MODEL_BYTES = 2 ** 32  # a model file larger than this is refused before it is read
 INPUT_ATTRS = [ORTH, TAG, POS, LEMMA, DEP, ENT_IOB, ENT_TYPE]  # what the featurizer may read from a predicted doc
@@ -97,13 +102,14 @@ DEFAULT_CONFIG = {
     "constrain_bio": True,
     "store_scores": True,
     "overwrite": True,
+    "round_every": "corpus",
     "scorer": {"@scorers": "spacy_treecrf.scorer.v1"},
 }
 
 
 def make_treecrf(nlp: Language, name: str, model: Model, features, booster: BoostParams, target: str,
                  spans_key: str, token_attr: str, decode: str, constrain_bio: bool, store_scores: bool,
-                 overwrite: bool, scorer: Optional[Callable], **moved) -> "TreeCRFComponent":
+                 overwrite: bool, round_every: str, scorer: Optional[Callable], **moved) -> "TreeCRFComponent":
     """A sequence labeller trained by gradient tree boosting. Score weights default to NER's; set
     [training.score_weights] for other targets (the configs/ files do). ``moved``: boosting settings written
     directly under [components.treecrf], as configs and saved pipelines from before the [booster] block have
@@ -113,7 +119,7 @@ def make_treecrf(nlp: Language, name: str, model: Model, features, booster: Boos
         booster = with_moved_settings(booster, moved, name)
     return TreeCRFComponent(nlp.vocab, model, name, features=features, target=target, spans_key=spans_key,
                             token_attr=token_attr, params=booster, decode=decode, constrain_bio=constrain_bio,
-                            store_scores=store_scores, overwrite=overwrite, scorer=scorer)
+                            store_scores=store_scores, overwrite=overwrite, round_every=round_every, scorer=scorer)
 
 
 # the factory's parameters: its own, then every boosting setting in its old place (default None: not given)
@@ -149,7 +155,7 @@ class TreeCRFComponent(TrainablePipe):
     def __init__(self, vocab: Vocab, model: Model, name: str = "treecrf", *, features, target: str = "ner",
                  spans_key: str = "chunks", token_attr: str = "", params: Optional[BoostParams] = None,
                  decode: str = "viterbi", constrain_bio: bool = True, store_scores: bool = True,
-                 overwrite: bool = True, scorer: Optional[Callable] = treecrf_score):
+                 overwrite: bool = True, round_every: str = "corpus", scorer: Optional[Callable] = treecrf_score):
         if target not in TARGETS:
             raise ValueError(Errors.E001.format(target=target, targets=TARGETS))
         if target == "spans" and not spans_key:
@@ -158,6 +164,8 @@ class TreeCRFComponent(TrainablePipe):
             raise ValueError(Errors.E003)
         if decode not in DECODERS:
             raise ValueError(Errors.E004.format(decoders=DECODERS, decode=decode))
+        if round_every not in ROUND_EVERY:
+            raise ValueError(Errors.E171.format(choices=ROUND_EVERY, value=round_every))
         self.vocab = vocab
         self.model = model
         self.name = name
@@ -166,7 +174,7 @@ class TreeCRFComponent(TrainablePipe):
         self.scorer = scorer
         self.cfg = {"target": target, "spans_key": spans_key, "token_attr": token_attr, "decode": decode,
                     "constrain_bio": constrain_bio, "store_scores": store_scores, "overwrite": overwrite,
-                    "labels": [], "rounds": 0}
+                    "round_every": round_every, "labels": [], "rounds": 0, "corpus_size": 0}
         if target == "token_attr" and not Token.has_extension(token_attr):
             Token.set_extension(token_attr, default=None)
         self.ensemble: Optional[Ensemble] = None
@@ -255,6 +263,7 @@ class TreeCRFComponent(TrainablePipe):
         check_labels(self.target, labels, self.name)
         self.cfg["labels"] = list(labels)
         self.cfg["rounds"] = 0
+        self.cfg["corpus_size"] = len(examples)
         if lexicons:
             self.featurizer.lexicons = {**self.featurizer.lexicons, **lexicons}
         docs = [eg.predicted for eg in examples]
@@ -316,15 +325,21 @@ class TreeCRFComponent(TrainablePipe):
 
     def update(self, examples: Iterable[Example], *, drop: float = 0.0, sgd=None,
                losses: Optional[Dict[str, float]] = None) -> Dict[str, float]:
-        """The gradient pass over the examples kept since the last finish_update (for loss="crf" the loss is the
-        NLL)."""
+        """Keep the examples; once a round's worth is kept (round_every "corpus": as many examples as the training
+        corpus initialize() saw; "batch": this batch) run the gradient pass over all of them for the next
+        finish_update() (for loss="crf" the loss is the NLL; it is reported by the update that completes a round).
+        A batch with a gold label the transition constraints forbid is refused here and nothing of it is kept."""
         if losses is None:
             losses = {}
         losses.setdefault(self.name, 0.0)
         examples = list(examples)
         validate_examples(examples, "TreeCRFComponent.update")
         self._check_initialized()
-        pending = self._pending + examples  # kept only once their gradient pass ran: a refused batch leaves nothing
+        pending = self._pending + examples
+        if self.cfg["round_every"] == "corpus" and len(pending) < self.cfg["corpus_size"]:
+            self._checked_labels(examples)
+            self._pending = pending
+            return losses
         trainer = self._trainer_for(pending)
         self._passes = trainer.gradient_pass()
         self._pending = pending
@@ -332,8 +347,8 @@ class TreeCRFComponent(TrainablePipe):
         return losses
 
     def finish_update(self, sgd=None) -> None:
-        """One boosting round on everything update() kept."""
-        if not self._pending or self._trainer is None:
+        """One boosting round on what update() kept, once it has run the round's gradient pass."""
+        if self._passes is None:
             return
         self._trainer.fit_round(self.ensemble, passes=self._passes)
         self.cfg["rounds"] += 1
@@ -379,19 +394,9 @@ class TreeCRFComponent(TrainablePipe):
         if key == self._trainer_key:
             return self._trainer
         examples = [examples[i] for _, i in keyed]
-        index = {label: k for k, label in enumerate(self.cfg["labels"])}
-        gold = [self._gold(eg) for eg in examples]
-        y = np.array([index.get(label, -1) if label is not None else -1 for labels in gold for label in labels],
-                     dtype=np.int32)
+        gold, y = self._checked_labels(examples)
         indptr, indices, seq_starts, missing_rows = self._rows([eg.predicted for eg in examples],
                                                                self._own_labels(examples, gold))
-        bad = first_forbidden(y, seq_starts, self.allowed)
-        if bad is not None:
-            q, i, prev, k = bad
-            labels = self.cfg["labels"]
-            doc = examples[q].predicted
-            raise ValueError(Errors.E157.format(doc=doc.text[:60], label=labels[k], i=i, token=doc[i].text, prev=(
-                "the start of the doc" if prev < 0 else repr(labels[prev])), name=self.name))
         initial = None
         if self.ensemble.n_trees:
             initial = self.ensemble.scaled_potentials(indptr, indices, self.allowed, seq_starts, self.params.threads,
@@ -400,6 +405,23 @@ class TreeCRFComponent(TrainablePipe):
                                       initial=initial, missing_rows=missing_rows)
         self._trainer_key = key
         return self._trainer
+
+    def _checked_labels(self, examples: List[Example]) -> Tuple[List[List[Optional[str]]], np.ndarray]:
+        """The gold labels of the examples (per example, on the predicted tokens) and their label ids, one array
+        (-1: unknown); a label that follows one the transition constraints forbid is an error naming the doc."""
+        index = {label: k for k, label in enumerate(self.cfg["labels"])}
+        gold = [self._gold(eg) for eg in examples]
+        y = np.array([index.get(label, -1) if label is not None else -1 for labels in gold for label in labels],
+                     dtype=np.int32)
+        seq_starts = np.cumsum([0] + [len(labels) for labels in gold], dtype=np.int64)
+        bad = first_forbidden(y, seq_starts, self.allowed)
+        if bad is not None:
+            q, i, prev, k = bad
+            labels = self.cfg["labels"]
+            doc = examples[q].predicted
+            raise ValueError(Errors.E157.format(doc=doc.text[:60], label=labels[k], i=i, token=doc[i].text, prev=(
+                "the start of the doc" if prev < 0 else repr(labels[prev])), name=self.name))
+        return gold, y
 
     def get_loss(self, examples, scores):
         raise NotImplementedError(Errors.E103)
@@ -553,7 +575,7 @@ class TreeCRFComponent(TrainablePipe):
         self.featurizer, self.ensemble, self.params = featurizer, ensemble, params
         self.allowed = self._transition_mask(labels)
         self.impute = impute
-        self.cfg.update(labels=list(labels), rounds=rounds)
+        self.cfg.update(labels=list(labels), rounds=rounds, corpus_size=cfg.get("corpus_size", 0))
         self._trainer = self._trainer_key = None
         return self
 
@@ -599,12 +621,17 @@ def check_labels(target: str, labels: Sequence[str], name: str) -> None:
 def _check_loaded_cfg(cfg: dict) -> None:
     """The settings a model file carries, checked as the constructor checks them."""
     kinds = {"spans_key": str, "token_attr": str, "decode": str, "constrain_bio": bool, "store_scores": bool,
-             "overwrite": bool, "rounds": int}
+             "overwrite": bool, "round_every": str, "rounds": int, "corpus_size": int}
     for key, typ in kinds.items():
         if key in cfg and (not isinstance(cfg[key], typ) or (typ is int and isinstance(cfg[key], bool))):
             raise ValueError(Errors.E110.format(key=key, type_name=typ.__name__, cfg=cfg[key]))
     if "decode" in cfg and cfg["decode"] not in DECODERS:
         raise ValueError(Errors.E104.format(decoders=DECODERS, cfg=cfg['decode']))
+    if "round_every" in cfg and cfg["round_every"] not in ROUND_EVERY:
+        raise ValueError(Errors.E171.format(choices=ROUND_EVERY, value=cfg["round_every"]))
+    for key in ("rounds", "corpus_size"):
+        if key in cfg and cfg[key] < 0:
+            raise ValueError(Errors.E110.format(key=key, type_name="non-negative int", cfg=cfg[key]))
     if cfg["target"] == "spans" and not cfg.get("spans_key", "x"):
         raise ValueError(Errors.E002)
     if cfg["target"] == "token_attr" and not cfg.get("token_attr", "x"):

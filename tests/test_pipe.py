@@ -8,7 +8,7 @@ import spacy
 from spacy.tokens import Doc, Span, Token
 from spacy.training import Example
 
-from conftest import component_config, ner_examples
+from conftest import NER_DATA, component_config, make_nlp, ner_examples, train
 import spacy_treecrf.pipe  # noqa: F401
 
 def trained_ner(rounds=12, **config):
@@ -218,7 +218,7 @@ def test_corrupt_or_foreign_model_bytes_are_clear_errors():
 
 def test_full_batch_rounds_reuse_the_cached_potentials_although_spacy_copies_examples():
     nlp = spacy.blank("en")
-    crf = nlp.add_pipe("treecrf", config=component_config({"max_leaves": 8}))
+    crf = nlp.add_pipe("treecrf", config=component_config({"max_leaves": 8, "round_every": "batch"}))
     examples = ner_examples(nlp)
     nlp.initialize(lambda: examples)
     nlp.update(examples)
@@ -228,6 +228,74 @@ def test_full_batch_rounds_reuse_the_cached_potentials_although_spacy_copies_exa
     changed = examples[:-1]
     nlp.update(changed)
     assert crf._trainer is not trainer
+
+
+def trees_of(crf) -> dict:
+    return {key: value.tolist() for key, value in crf.ensemble.arrays().items() if hasattr(value, "tolist")}
+
+
+def test_round_every_corpus_gathers_small_batches_into_one_full_gradient_round_per_pass():
+    """spaCy's loop with batches of one or two docs in a new order every pass: one round per pass over the corpus,
+    the same trees as full-batch rounds; the loss comes with the update that completes a pass."""
+    full, full_crf = make_nlp()
+    train(full, ner_examples(full), rounds=3)
+    nlp, crf = make_nlp()
+    examples = ner_examples(nlp)
+    nlp.initialize(lambda: examples)
+    assert crf.cfg["corpus_size"] == len(examples)
+    rng = np.random.default_rng(0)
+    for epoch in range(3):
+        order = rng.permutation(len(examples))
+        batches = [[examples[i] for i in order[:2]], [examples[order[2]]], [examples[i] for i in order[3:]]]
+        for b, batch in enumerate(batches):
+            losses = nlp.update(batch, losses={})
+            last = b == len(batches) - 1
+            assert (losses["treecrf"] > 0) == last
+            assert crf.cfg["rounds"] == epoch + last
+    assert trees_of(crf) == trees_of(full_crf)
+    texts = [text for text, _ in NER_DATA]
+    assert [d.ents for d in nlp.pipe(texts)].__repr__() == [d.ents for d in full.pipe(texts)].__repr__()
+
+
+def test_round_every_batch_fits_a_round_on_each_batch():
+    nlp, crf = make_nlp(round_every="batch")
+    examples = ner_examples(nlp)
+    nlp.initialize(lambda: examples)
+    for batch in (examples[:2], examples[2:3], examples[3:]):
+        assert nlp.update(batch, losses={})["treecrf"] > 0
+    assert crf.cfg["rounds"] == 3
+
+
+def chunk_example(nlp, words, chunks):
+    ref = Doc(nlp.vocab, words=words)
+    ref.spans["chunks"] = [Span(ref, start, end, label) for start, end, label in chunks]
+    return Example(Doc(nlp.vocab, words=words), ref)
+
+
+def test_a_refused_batch_in_the_middle_of_a_pass_keeps_nothing_of_it():
+    """A batch whose gold spans overlap is refused when it arrives, naming the doc, not when the pass ends; the
+    pass goes on with what was kept before it."""
+    nlp, crf = make_nlp(target="spans", spans_key="chunks")
+    words = ["the", "big", "dog", "runs"]
+    examples = [chunk_example(nlp, words, [(0, 3, "NP"), (3, 4, "VP")]), chunk_example(nlp, words[:3], [(0, 3, "NP")]),
+                chunk_example(nlp, words[3:], [(0, 1, "VP")])]
+    nlp.initialize(lambda: examples)
+    nlp.update(examples[:1])
+    with pytest.raises(ValueError, match="E007.*overlapping"):
+        nlp.update([chunk_example(nlp, ["a", "b", "c"], [(0, 2, "NP"), (1, 3, "VP")])])
+    assert len(crf._pending) == 1 and crf.cfg["rounds"] == 0
+    nlp.update(examples[1:])
+    assert crf.cfg["rounds"] == 1
+
+
+def test_round_every_is_checked_and_loaded_models_keep_their_corpus_size():
+    with pytest.raises(ValueError, match="E171.*round_every"):
+        make_nlp(round_every="epoch")
+    nlp, crf = make_nlp()
+    train(nlp, ner_examples(nlp), rounds=1)
+    other, loaded = make_nlp()
+    loaded.from_bytes(crf.to_bytes())
+    assert loaded.cfg["corpus_size"] == len(NER_DATA) and loaded.cfg["rounds"] == 1
 
 
 @pytest.mark.parametrize("computed", [False, True])

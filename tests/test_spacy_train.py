@@ -1,5 +1,6 @@
 """`spacy train` with a treecrf: an interrupted run leaves loadable model-best and model-last."""
 
+import numpy as np
 import pytest
 import spacy
 from spacy.tokens import DocBin
@@ -107,3 +108,37 @@ def test_interrupted_spacy_train_leaves_loadable_model_best_and_model_last(tmp_p
         assert_valid_bio(raw_labels(crf, [doc])[0][0])
         assert loaded.evaluate(ner_examples(loaded, NER_DATA[:3]))["ents_f"] > 0.5
     assert rounds["model-last"] == 5 and rounds["model-best"] in (1, 3, 5)
+
+
+def test_init_config_and_spacy_train_with_spacys_batches_fit_a_full_gradient_round_per_pass(tmp_path):
+    """`spacy init config --pipeline treecrf` as it comes (spaCy's word-count batcher, a step per batch), batches
+    of a few words: the model-last is the model of as many full-batch rounds as spaCy made passes, not a round per
+    step."""
+    from spacy.cli.init_config import init_config
+    from spacy.cli.train import train as spacy_train
+    from spacy.util import load_model_from_config
+
+    nlp = spacy.blank("en")
+    for name, data in (("train", NER_DATA), ("dev", NER_DATA[:3])):
+        DocBin(docs=[eg.reference for eg in ner_examples(nlp, data)]).to_disk(tmp_path / f"{name}.spacy")
+    config = init_config(lang="en", pipeline=["treecrf"], optimize="efficiency", gpu=False)
+    config.to_disk(tmp_path / "config.cfg")
+    booster = {"components.treecrf.booster.max_leaves": 4, "components.treecrf.booster.n_threads": 1}
+    steps = 14
+    overrides = {"paths.train": str(tmp_path / "train.spacy"), "paths.dev": str(tmp_path / "dev.spacy"),
+                 "training.max_steps": steps, "training.eval_frequency": 5, "training.batcher.size.start": 8,
+                 "training.batcher.size.stop": 8, **booster}
+    spacy_train(tmp_path / "config.cfg", tmp_path / "out", overrides=overrides)
+    crf = spacy.load(tmp_path / "out" / "model-last").get_pipe("treecrf")
+    rounds = crf.cfg["rounds"]
+    assert 2 <= rounds <= steps // 3  # 34 words in batches of about 8: at least 3 steps a pass
+
+    reference = load_model_from_config(spacy.util.load_config(tmp_path / "config.cfg", overrides=booster),
+                                       auto_fill=True)
+    examples = ner_examples(reference)
+    reference.initialize(lambda: examples)
+    for _ in range(rounds):
+        reference.update(examples)
+    ref_arrays = reference.get_pipe("treecrf").ensemble.arrays()
+    for key, value in crf.ensemble.arrays().items():
+        np.testing.assert_array_equal(value, ref_arrays[key], err_msg=key)
