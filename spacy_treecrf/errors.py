@@ -21,6 +21,11 @@ class Warnings(metaclass=_WithCodes):
     W003 = ("numba can cache the compiled kernels neither next to spacy_treecrf nor in the user's cache directory: "
             "they are cached in {path} for this process (set NUMBA_CACHE_DIR to keep them across processes).")
 
+    W004 = ("Component '{name}': a boosting round is one pass over the training corpus ({docs} docs, {words} words), "
+            "which [training.batcher] cuts into {steps} steps, but [training] {key} is {value} steps, so training "
+            "stops before the rounds can go on: set it higher (e.g. --training.{key} {more}), use larger batches, "
+            "or set [components.{name}] round_every = \"batch\" for a round per batch.")
+
 
 class Errors(metaclass=_WithCodes):
     # the treecrf component (pipe.py)

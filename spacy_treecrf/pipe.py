@@ -264,6 +264,8 @@ class TreeCRFComponent(TrainablePipe):
         self.cfg["labels"] = list(labels)
         self.cfg["rounds"] = 0
         self.cfg["corpus_size"] = len(examples)
+        if nlp is not None and self.cfg["round_every"] == "corpus":
+            self._check_pass_length(nlp, examples)
         if lexicons:
             self.featurizer.lexicons = {**self.featurizer.lexicons, **lexicons}
         docs = [eg.predicted for eg in examples]
@@ -279,6 +281,25 @@ class TreeCRFComponent(TrainablePipe):
                                  shared=self.params.shared_trees)
         self._trainer = self._trainer_key = self._passes = None
         self._pending = []
+
+    def _check_pass_length(self, nlp: Language, examples: List[Example]) -> None:
+        """Warn when spaCy's loop, as nlp's [training] block configures it, would stop before the first round or
+        between rounds: a round takes a pass over the corpus, as many steps as [training.batcher] makes of it
+        (counted here on the first pass, whose batches are the smallest a size schedule makes)."""
+        training = nlp.config.get("training", {})
+        limits = {key: training.get(key) for key in ("patience", "max_steps")}
+        limits = {key: value for key, value in limits.items() if isinstance(value, int) and value > 0}
+        if not limits or not isinstance(training.get("batcher"), dict):
+            return
+        try:
+            batcher = registry.resolve({"batcher": training["batcher"]})["batcher"]
+            steps = sum(1 for _ in batcher(examples))
+        except (ValueError, TypeError, KeyError):  # an unresolved reference or a batcher of other input: no estimate
+            return
+        for key, value in limits.items():
+            if steps >= value:
+                warnings.warn(Warnings.W004.format(name=self.name, docs=len(examples), words=sum(
+                    len(eg.predicted) for eg in examples), steps=steps, key=key, value=value, more=2 * steps + 1))
 
     def _transition_mask(self, labels: Sequence[str]) -> np.ndarray:
         """Which label may follow which: BIO's rules for BIO targets with constrain_bio, else anything."""

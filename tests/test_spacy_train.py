@@ -142,3 +142,26 @@ def test_init_config_and_spacy_train_with_spacys_batches_fit_a_full_gradient_rou
     ref_arrays = reference.get_pipe("treecrf").ensemble.arrays()
     for key, value in crf.ensemble.arrays().items():
         np.testing.assert_array_equal(value, ref_arrays[key], err_msg=key)
+
+
+@pytest.mark.parametrize("limits,warned", [({"patience": 4}, "patience"), ({"max_steps": 5, "patience": 0}, "max_steps"),
+                                           ({"patience": 6, "max_steps": 6}, None)])
+def test_a_training_block_that_stops_before_a_pass_over_the_corpus_is_done_is_warned_about(limits, warned):
+    """Five docs in batches of one are five steps a round: a patience or max_steps of at most five would stop
+    spaCy's loop before the rounds go on."""
+    import warnings
+
+    from spacy.util import load_model_from_config
+
+    overrides = {**{f"training.{key}": value for key, value in limits.items()}, "training.batcher.size": 1,
+                 "training.before_update": None}
+    config = spacy.util.load_config_from_str(TRAIN_CONFIG, overrides=overrides)
+    nlp = load_model_from_config(config, auto_fill=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        nlp.initialize(lambda: ner_examples(nlp))
+    messages = [str(w.message) for w in caught if "W004" in str(w.message)]
+    if warned is None:
+        assert messages == []
+    else:
+        assert len(messages) == 1 and f"{warned} is {limits[warned]} steps" in messages[0] and "5 steps" in messages[0]
