@@ -127,6 +127,10 @@ class Errors(metaclass=_WithCodes):
             '{n_labels} (version 3 files: of shape (nodes, {n_labels})); shared trees have label -1')
     E170 = 'The model file says shared_trees={setting} but its ensemble holds {kind} trees'
     E171 = "treecrf: 'round_every' must be one of {choices} (a round per pass over the corpus or per batch), got {value!r}"
+    E172 = "TreeCRF: 'early_stopping' must be one of {choices}, got {value!r}"
+    E173 = "TreeCRF: 'validation_fraction' must be a number in (0, 1), got {value!r}"
+    E174 = ('fit: early_stopping=True holds out validation sequences from the training data, which needs at least 2 '
+            'sequences; y has {n} (pass X_dev / y_dev, or set early_stopping=False)')
     E152 = 'TreeCRF model bytes: class {label!r} is not a string or an integer, or two classes are equal'
     E060 = 'TreeCRF model bytes: invalid settings: {err}'
     E061 = ('Sequence {q}, position {t}: a position must be a dict or an iterable of feature names, not the string '

@@ -18,6 +18,9 @@ from .errors import Errors
 Position = Union[Dict[str, object], Iterable[str]]
 BOOST_SETTINGS = {f.name: f.default for f in dataclasses.fields(BoostParams)}
 MAX_NBEST = 1000  # k-best Viterbi keeps n partial paths per position and label
+EARLY_STOPPING = ("auto", True, False)
+AUTO_MIN_POSITIONS = 10_000  # early_stopping="auto" holds out sequences above this many training positions
+DEFAULT_PATIENCE = 10  # rounds without a better validation score before fit stops, when patience is None
 
 
 class FeatureIndex:
@@ -160,9 +163,13 @@ class FeatureIndex:
 class TreeCRF:
     """Linear-chain CRF whose potentials are sums of regression trees (Dietterich, Hao & Ashenfelter, JMLR 2008).
 
+    ``n_rounds`` is the most rounds ``fit`` runs: with validation data it keeps the round with the best validation
+    token accuracy and stops after ``patience`` rounds without a better one (None: 10). The validation data is
+    ``fit``'s X_dev / y_dev if given; otherwise, with ``early_stopping`` True, or "auto" and more than 10,000
+    training positions (scikit-learn's HistGradientBoosting convention), a ``validation_fraction`` of the training
+    sequences drawn with ``random_state`` is held out (and not trained on); with neither, every round is kept.
     ``shrinkage`` is the paper's lambda (a leaf's value is sum(residual) / (lambda + N)); ``learning_rate``
-    multiplies every tree (1.0 as in the paper). With dev data ``fit`` keeps the round with the best dev token
-    accuracy and stops after ``patience`` rounds without improvement. ``loss``: what the trees boost, "crf" (the
+    multiplies every tree (1.0 as in the paper). ``loss``: what the trees boost, "crf" (the
     paper's log-likelihood), "pseudo_likelihood", "hamming" or "rank" (losses.py; README "Choosing a loss").
     ``subsample``: share of positions each round's trees are fitted on; ``colsample``: share of feature columns
     each tree may split on (a fresh draw per tree). ``leaf_values``: "mean" (the paper's), "newton"
@@ -181,7 +188,8 @@ class TreeCRF:
     """
 
     def __init__(self, n_rounds: int = 100, decode: str = "viterbi", allowed_transitions=None,
-                 patience: Optional[int] = None, verbose: bool = False, **settings):
+                 patience: Optional[int] = None, early_stopping: Union[str, bool] = "auto",
+                 validation_fraction: float = 0.1, verbose: bool = False, **settings):
         """``settings``: the boosting settings (BoostParams' fields, the same as a treecrf component's [booster]
         block). Every argument is stored as given (scikit-learn's convention: ``clone`` and ``set_params``
         rebuild an estimator from ``get_params``) and checked here and at ``set_params``."""
@@ -192,6 +200,8 @@ class TreeCRF:
         self.decode = decode
         self.allowed_transitions = allowed_transitions
         self.patience = patience
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
         self.verbose = verbose
         for name, default in BOOST_SETTINGS.items():
             setattr(self, name, settings.get(name, default))
@@ -211,6 +221,13 @@ class TreeCRF:
         if self.patience is not None and (isinstance(self.patience, bool) or not isinstance(
                 self.patience, (int, np.integer)) or self.patience < 1):
             raise ValueError(Errors.E052.format(patience=self.patience))
+        if not any(self.early_stopping is choice or (isinstance(choice, str) and self.early_stopping == choice)
+                   for choice in EARLY_STOPPING):
+            raise ValueError(Errors.E172.format(choices=EARLY_STOPPING, value=self.early_stopping))
+        fraction = self.validation_fraction
+        if (isinstance(fraction, (bool, np.bool_)) or not isinstance(fraction, (int, float, np.integer, np.floating))
+                or not 0 < fraction < 1):
+            raise ValueError(Errors.E173.format(value=fraction))
         _ = self.params  # the boosting settings are checked by BoostParams
 
     @property
@@ -252,9 +269,10 @@ class TreeCRF:
 
     # ---- training -------------------------------------------------------------------------------------------
     def fit(self, X, y, X_dev=None, y_dev=None):
-        """Fit on sequences X with labels y (None: unknown); with X_dev / y_dev, keep the round with the best dev
-        token accuracy (a dev label never seen in training counts as an error). The data is checked before the
-        estimator changes: a refused call leaves a fitted model as it was."""
+        """Fit on sequences X with labels y (None: unknown); with validation data (X_dev / y_dev, or sequences held
+        out of X as early_stopping says), keep the round with the best validation token accuracy (a label never
+        seen in training counts as an error) and stop after patience rounds without a better one. The data is
+        checked before the estimator changes: a refused call leaves a fitted model as it was."""
         check_sequences(X, y, "X", "y")
         if (X_dev is None) != (y_dev is None):
             raise ValueError(Errors.E151)
@@ -263,6 +281,8 @@ class TreeCRF:
         classes = label_set(y)
         if not classes:
             raise ValueError(Errors.E055)
+        if X_dev is None and self._holds_out(y):
+            X, y, X_dev, y_dev = self._held_out(X, y)
         before = dict(vars(self))
         try:
             return self._fit(classes, X, y, X_dev, y_dev)
@@ -270,6 +290,24 @@ class TreeCRF:
             vars(self).clear()
             vars(self).update(before)  # a refused fit leaves the estimator as it was
             raise
+
+    def _holds_out(self, y) -> bool:
+        """Whether fit, given no dev data, holds out validation sequences (see the class docstring)."""
+        if self.early_stopping == "auto":
+            return len(y) >= 2 and sum(len(ys) for ys in y) > AUTO_MIN_POSITIONS
+        if self.early_stopping and len(y) < 2:
+            raise ValueError(Errors.E174.format(n=len(y)))
+        return bool(self.early_stopping)
+
+    def _held_out(self, X, y) -> tuple:
+        """(X, y) without the validation sequences, then the validation sequences: a validation_fraction of them
+        (at least one, and one fewer than all), drawn with random_state, in their original order."""
+        n = len(y)
+        n_val = min(n - 1, max(1, int(round(self.validation_fraction * n))))
+        held = np.zeros(n, dtype=bool)
+        held[np.random.default_rng(self.random_state).choice(n, n_val, replace=False)] = True
+        part = [[seq for seq, h in zip(data, held) if h == flag] for flag in (False, True) for data in (X, y)]
+        return tuple(part)
 
     def _fit(self, classes, X, y, X_dev, y_dev) -> "TreeCRF":
         self.classes_ = classes
@@ -308,7 +346,7 @@ class TreeCRF:
             self.history_.append(entry)
             if self.verbose:
                 print(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in entry.items()))
-            if dev is not None and self.patience and r - best_round >= self.patience:
+            if dev is not None and r - best_round >= (self.patience or DEFAULT_PATIENCE):
                 break
         self.best_round_ = best_round if dev is not None else len(self.history_)
         del trainer, dev  # their caches (T x S x K each) go before the trees are joined into one array
@@ -395,7 +433,8 @@ class TreeCRF:
         self._check_fitted()
         return serialize.dumps("TreeCRF", {
             "params": vars(self.params), "n_rounds": self.n_rounds, "decode": self.decode,
-            "patience": self.patience, "classes": self.classes_, "features": self.features.names,
+            "patience": self.patience, "early_stopping": self.early_stopping,
+            "validation_fraction": self.validation_fraction, "classes": self.classes_, "features": self.features.names,
             "allowed": self.allowed, "ensemble": self.ensemble.arrays(), "best_round": self.best_round_,
             "variables": self.features.variables,
             "feature_var": np.array(self.features.feature_var, dtype=np.int32),
@@ -419,8 +458,9 @@ class TreeCRF:
         settings = {k: v for k, v in serialize.field(msg, "params", dict).items() if k in BOOST_SETTINGS}
         try:  # the file's settings, checked as TreeCRF(...) checks them
             loaded = TreeCRF(n_rounds=serialize.field(msg, "n_rounds", int), decode=serialize.field(msg, "decode", str),
-                             patience=msg.get("patience"), allowed_transitions=self.allowed_transitions,
-                             verbose=self.verbose, **settings)
+                             patience=msg.get("patience"), early_stopping=msg.get("early_stopping", "auto"),
+                             validation_fraction=msg.get("validation_fraction", 0.1),
+                             allowed_transitions=self.allowed_transitions, verbose=self.verbose, **settings)
         except (TypeError, ValueError) as err:
             raise ValueError(Errors.E060.format(err=err)) from None
         params = loaded.params

@@ -91,6 +91,66 @@ def test_dev_data_keeps_the_best_round_and_records_history():
     assert model.score(Xd, yd) == pytest.approx(max(accs))
 
 
+def test_patience_none_stops_ten_rounds_after_the_best_validation_round():
+    X, y = toy_data()
+    Xd, yd = toy_data(30, seed=2)
+    model = TreeCRF(n_rounds=60, max_leaves=8, shrinkage=1.0).fit(X, y, Xd, yd)
+    assert len(model.history_) == model.best_round_ + 10 < 60
+
+
+def test_early_stopping_holds_out_a_fraction_of_the_sequences_and_trains_on_the_rest():
+    """early_stopping=True without dev data: the same model as fitting the other sequences with the held-out ones
+    as dev data; the hold-out is validation_fraction of the sequences, drawn with random_state."""
+    X, y = toy_data(60)
+    for i, seq in enumerate(X):
+        for position in seq:
+            position["seq"] = i  # so that which sequences a model was trained on shows in its features
+    settings = {"n_rounds": 30, "max_leaves": 8, "patience": 2, "random_state": 3, "validation_fraction": 0.2}
+    model = TreeCRF(early_stopping=True, **settings).fit(X, y)
+    Xa, ya, Xv, yv = TreeCRF(**settings)._held_out(X, y)
+    assert len(Xv) == 12 and len(Xa) == 48
+    assert sorted(p["seq"] for p in (seq[0] for seq in Xa + Xv)) == list(range(60))
+    explicit = TreeCRF(early_stopping=False, **settings).fit(Xa, ya, Xv, yv)
+    assert model.history_ and all("dev_accuracy" in h for h in model.history_)
+    assert [h["dev_accuracy"] for h in model.history_] == [h["dev_accuracy"] for h in explicit.history_]
+    assert model.best_round_ == explicit.best_round_ and model.features.names == explicit.features.names
+    for key, value in model.ensemble.arrays().items():
+        np.testing.assert_array_equal(value, explicit.ensemble.arrays()[key], err_msg=key)
+    assert not any(name == f"seq={p['seq']}" for seq in Xv for p in seq for name in model.features.names)
+
+
+def test_early_stopping_auto_holds_out_only_above_ten_thousand_positions():
+    X, y = toy_data(60)
+    small = TreeCRF(n_rounds=3, max_leaves=4).fit(X, y)
+    assert len(small.history_) == 3 and "dev_accuracy" not in small.history_[0]
+    rng = np.random.default_rng(0)
+    words = rng.choice(["a", "b"], size=(101, 100))
+    big_X = [[{"w": w} for w in row] for row in words]
+    big_y = [[w.upper() for w in row] for row in words]
+    big = TreeCRF(n_rounds=3, max_leaves=4).fit(big_X, big_y)
+    assert "dev_accuracy" in big.history_[0]
+    assert TreeCRF(n_rounds=3, max_leaves=4, early_stopping=False).fit(big_X, big_y).history_[0].keys() == \
+        small.history_[0].keys()
+
+
+@pytest.mark.parametrize("settings,code", [({"early_stopping": "yes"}, "E172"), ({"early_stopping": 1}, "E172"),
+                                           ({"validation_fraction": 0.0}, "E173"),
+                                           ({"validation_fraction": 1.0}, "E173"),
+                                           ({"validation_fraction": True}, "E173")])
+def test_early_stopping_settings_are_checked(settings, code):
+    with pytest.raises(ValueError, match=code):
+        TreeCRF(**settings)
+
+
+def test_early_stopping_on_a_single_sequence_is_a_clear_error_and_round_trips():
+    with pytest.raises(ValueError, match="E174.*2 sequences"):
+        TreeCRF(early_stopping=True).fit([[{"w": "a"}]], [["A"]])
+    X, y = toy_data()
+    model = TreeCRF(n_rounds=2, max_leaves=4, early_stopping=True, validation_fraction=0.25).fit(X, y)
+    loaded = TreeCRF().from_bytes(model.to_bytes())
+    assert (loaded.early_stopping, loaded.validation_fraction) == (True, 0.25)
+
+
 def test_round_trip_bytes_gives_identical_predictions_and_bytes():
     X, y = toy_data()
     model = TreeCRF(n_rounds=4, max_leaves=8, decode="marginal").fit(X, y)
