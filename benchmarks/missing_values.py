@@ -121,7 +121,7 @@ def fit_predict(method, X, y, tests, args, rounds):
     t0 = time.perf_counter()
     if method in TREECRF:
         model = TreeCRF(n_rounds=rounds, max_leaves=100, shrinkage=args.shrinkage, decode="marginal",
-                        missing=method, n_threads=args.threads).fit(X, y)
+                        missing=method, n_threads=args.threads, early_stopping=False).fit(X, y)
         seconds = time.perf_counter() - t0
         return [model.score(Xt, yt) for Xt, yt in tests], seconds
     import sklearn_crfsuite

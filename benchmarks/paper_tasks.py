@@ -287,7 +287,8 @@ def timed_fits(make_model, train, repeats):
 def _fit_treecrf(params, rounds, train, test, threads, repeats):
     """final_treecrf's fits, in a fresh process: (fit seconds, history, test scores, tagging positions/s, peak RSS
     MB of the process, tagging seconds by phase)."""
-    times, model = timed_fits(lambda: TreeCRF(n_rounds=rounds, decode="marginal", n_threads=threads, **params),
+    times, model = timed_fits(lambda: TreeCRF(n_rounds=rounds, decode="marginal", n_threads=threads,
+                                              early_stopping=False, **params),
                               train, repeats)
     rss = peak_rss_mb()  # of the fits (tagging needs less)
     speed = tagging_speed(model.predict, test[0])
@@ -317,7 +318,8 @@ def final_treecrf(params, rounds, train, test, args, curve=False):
     if curve:  # Figure 1: test accuracy per round. Separate runs; their own (test-picked) truncation is unused.
         out["test_curve"] = {}
         for method in ("marginal", "viterbi"):
-            m = TreeCRF(n_rounds=max(rounds, args.curve_rounds), decode=method, n_threads=args.threads, **params)
+            n = max(rounds, args.curve_rounds)
+            m = TreeCRF(n_rounds=n, patience=n, decode=method, n_threads=args.threads, **params)
             m.fit(Xtr, ytr, Xte, yte)
             out["test_curve"][method] = [h["dev_accuracy"] for h in m.history_]
     return out
@@ -515,7 +517,8 @@ def flatness(root, args):
     train, _ = load_nettalk(root)
     X = [window_features(x, 6) for x, _ in train]
     y = [list(l) for _, l in train]
-    model = TreeCRF(n_rounds=200, max_leaves=100, shrinkage=args.flatness_shrinkage, n_threads=args.threads)
+    model = TreeCRF(n_rounds=200, max_leaves=100, shrinkage=args.flatness_shrinkage, n_threads=args.threads,
+                    early_stopping=False)
     model.fit(X, y)
     cum = np.array([h["seconds"] for h in model.history_])
     per = np.diff(np.concatenate([[0.0], cum]))
