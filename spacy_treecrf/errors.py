@@ -26,6 +26,10 @@ class Warnings(metaclass=_WithCodes):
             "stops before the rounds can go on: set it higher (e.g. --training.{key} {more}), use larger batches, "
             "or set [components.{name}] round_every = \"batch\" for a round per batch.")
 
+    W005 = ("Component '{name}': [training.score_weights] weighs only {weighted}, which no component scores "
+            "(target {target!r} gives {keys}), so spaCy would keep the untrained model of step 0 as model-best: "
+            "set e.g. --training.score_weights.{key} 1.0 {unset}.")
+
 
 class Errors(metaclass=_WithCodes):
     # the treecrf component (pipe.py)

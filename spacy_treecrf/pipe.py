@@ -264,8 +264,10 @@ class TreeCRFComponent(TrainablePipe):
         self.cfg["labels"] = list(labels)
         self.cfg["rounds"] = 0
         self.cfg["corpus_size"] = len(examples)
-        if nlp is not None and self.cfg["round_every"] == "corpus":
-            self._check_pass_length(nlp, examples)
+        if nlp is not None:
+            self._check_score_weights(nlp)
+            if self.cfg["round_every"] == "corpus":
+                self._check_pass_length(nlp, examples)
         if lexicons:
             self.featurizer.lexicons = {**self.featurizer.lexicons, **lexicons}
         docs = [eg.predicted for eg in examples]
@@ -281,6 +283,32 @@ class TreeCRFComponent(TrainablePipe):
                                  shared=self.params.shared_trees)
         self._trainer = self._trainer_key = self._passes = None
         self._pending = []
+
+    def score_keys(self) -> List[str]:
+        """The scores this component's scorer gives, by target (the keys [training.score_weights] can weigh)."""
+        target = self.target
+        if target in BIO_TARGETS:
+            prefix = "ents" if target == "ner" else f"spans_{self.cfg['spans_key']}"
+            return [f"{prefix}_{m}" for m in ("f", "p", "r")]
+        return [f"{self.cfg['token_attr'] if target == 'token_attr' else target}_acc"]
+
+    def _check_score_weights(self, nlp: Language) -> None:
+        """Warn when [training.score_weights] weighs only scores that no component of nlp gives, as after `spacy
+        init config` (whose weights are the factory's NER ones) and a change of target: spaCy would keep the
+        untrained model of step 0 as model-best and stop when patience runs out."""
+        weights = nlp.config.get("training", {}).get("score_weights") or {}
+        weighted = {key for key, value in weights.items() if value}
+        given = set(self.score_keys())
+        for name in nlp.pipe_names:
+            pipe = nlp.get_pipe(name)
+            if pipe is not self:
+                given |= set(pipe.score_keys() if isinstance(pipe, TreeCRFComponent)
+                             else nlp.get_pipe_meta(name).default_score_weights)
+        if weighted and not weighted & given:
+            first = self.score_keys()[0]
+            warnings.warn(Warnings.W005.format(name=self.name, weighted=sorted(weighted), target=self.target,
+                                               keys=self.score_keys(), key=first, unset=" ".join(
+                                                   f"--training.score_weights.{key} null" for key in sorted(weighted))))
 
     def _check_pass_length(self, nlp: Language, examples: List[Example]) -> None:
         """Warn when spaCy's loop, as nlp's [training] block configures it, would stop before the first round or

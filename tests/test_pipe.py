@@ -440,3 +440,28 @@ def test_a_saved_pipeline_that_reads_a_token_extension_tags_text_in_a_new_proces
                          timeout=300)
     assert out.returncode == 0, out.stderr[-1500:]
     assert "Alice" in out.stdout
+
+
+def test_score_weights_that_no_component_gives_are_warned_about_at_initialize():
+    """After `spacy init config` the weights are the factory's NER ones; with target pos nothing would weigh the
+    tagger's pos_acc. With pos_acc weighted, or an NER component beside it, there is nothing to say."""
+    import warnings
+
+    def init_warnings(nlp, examples):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            nlp.initialize(lambda: examples)
+        return [str(w.message) for w in caught if "W005" in str(w.message)]
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("treecrf", config=component_config({"target": "pos", "max_leaves": 4}))
+    examples = [Example.from_dict(Doc(nlp.vocab, words=["a", "dog"]), {"pos": ["DET", "NOUN"]})]
+    messages = init_warnings(nlp, examples)
+    assert len(messages) == 1 and "pos_acc" in messages[0] and "--training.score_weights.ents_f null" in messages[0]
+    nlp.config["training"]["score_weights"] = {"ents_f": None, "pos_acc": 1.0}
+    assert init_warnings(nlp, examples) == []
+    both = spacy.blank("en")
+    both.add_pipe("treecrf", name="tagger", config=component_config({"target": "pos", "max_leaves": 4}))
+    both.add_pipe("treecrf", name="ner", config=component_config({"max_leaves": 4}))
+    tagged = [Example.from_dict(Doc(both.vocab, words=["a", "dog"]), {"pos": ["DET", "NOUN"], "entities": ["O", "U-X"]})]
+    assert init_warnings(both, tagged) == []
