@@ -67,6 +67,19 @@ def run(command: list, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(command, check=True, text=True, **kwargs)
 
 
+def streamed(command: list) -> str:
+    """Run command, printing its output as it comes; returns the output."""
+    print("$", " ".join(command), flush=True)
+    lines = []
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as proc:
+        for line in proc.stdout:
+            print(line, end="", flush=True)
+            lines.append(line)
+    if proc.returncode:
+        raise SystemExit(f"{command[2:4]} failed with exit code {proc.returncode}")
+    return "".join(lines)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--task", choices=sorted(TASKS), default="ner")
@@ -87,12 +100,11 @@ def main():
     run(python + ["init", "config", str(config), "--pipeline", "treecrf", "--force"], stdout=subprocess.DEVNULL)
     out = args.work / "out"
     t0 = time.perf_counter()
-    log = run(python + ["train", str(config), "--paths.train", str(converted[0]), "--paths.dev", str(converted[1]),
-                        "--output", str(out)] + task_overrides + [part for item in args.set for part in override(item)],
-              stdout=subprocess.PIPE).stdout
+    log = streamed(python + ["train", str(config), "--paths.train", str(converted[0]), "--paths.dev",
+                             str(converted[1]), "--output", str(out)] + task_overrides
+                   + [part for item in args.set for part in override(item)])
     train_seconds = time.perf_counter() - t0
     train_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(log)
     evals = log_scores(log, key)
     best = max(evals, key=lambda e: (e[2], -e[1]))
     metrics = args.work / "test_metrics.json"

@@ -505,24 +505,6 @@ class WindowFeaturizer:
 
     # ---- atomic tests
 
-    def _intern(self, names: Iterable[str]) -> np.ndarray:
-        """Names -> sorted unique atom ids. Before the freeze new names get new ids; after it they are dropped."""
-        ids = []
-        table = self._atom_ids
-        if self._frozen:
-            for name in names:
-                i = table.get(name)
-                if i is not None:
-                    ids.append(i)
-        else:
-            for name in names:
-                i = table.get(name)
-                if i is None:
-                    i = table[name] = len(self._atom_names)
-                    self._atom_names.append(name)
-                ids.append(i)
-        return np.unique(np.asarray(ids, dtype=np.int32))
-
     def _intern_one(self, name: str) -> int:
         i = self._atom_ids.get(name)
         if i is None:
@@ -534,33 +516,67 @@ class WindowFeaturizer:
 
     def lexeme_tests(self, text: str, vocab: Vocab) -> List[str]:
         """Names of the lexeme-level tests of a token with this text."""
-        if self.missing_text is not None and text == self.missing_text:
-            return []
-        lex = vocab[text]
-        names = []
-        if self.word:
-            names.append("w=" + text)
-        if self.lower:
-            names.append("lw=" + (lex.lower_ or text.lower()))
-        if self.regexes:
-            names.extend("re=" + name for name in regex_tests(text))
-        for k in range(1, min(self.prefix, len(text)) + 1):
-            names.append(f"p{k}={text[:k]}")
-        for k in range(1, min(self.suffix, len(text)) + 1):
-            names.append(f"s{k}={text[-k:]}")
-        if self.shape and lex.shape_:
-            names.append("sh=" + lex.shape_)
-        if self.flags:
-            names.extend("f=" + flag for flag in FLAGS if getattr(lex, flag))
-        if self._single_lex:
-            key = (lex.lower_ or text.lower()) if self.lexicon_lowercase else text
-            names.extend("lex=" + name for name, entries in self._single_lex if key in entries)
-        if self.label_dictionary:
-            names.extend("ld=" + label for label in sorted(self._label_counts.get(text, ())))
-        return names
+        return self._lexeme_names([text], vocab)[1]
 
-    def _compute_lexeme(self, orth: int, vocab: Vocab) -> np.ndarray:
-        return self._intern(self.lexeme_tests(vocab.strings[orth], vocab))
+    def _lexeme_names(self, texts: List[str], vocab: Vocab) -> Tuple[List[int], List[str]]:
+        """The lexeme-level tests of each of ``texts`` as (which text, test name) pairs. The tests are made family
+        by family over all texts at once (a few comprehensions, not a dozen calls per text); ordered stably by
+        text, the pairs list each text's tests in the order of the families here."""
+        if self.missing_text is not None:
+            texts = [None if text == self.missing_text else text for text in texts]
+        kept = [q for q, text in enumerate(texts) if text is not None]
+        lexes = {q: vocab[texts[q]] for q in kept}
+        which: List[int] = []
+        names: List[str] = []
+
+        def add(pairs) -> None:
+            for q, name in pairs:
+                which.append(q)
+                names.append(name)
+        if self.word:
+            add((q, "w=" + texts[q]) for q in kept)
+        if self.lower:
+            add((q, "lw=" + (lexes[q].lower_ or texts[q].lower())) for q in kept)
+        if self.regexes:
+            add((q, "re=" + name) for q in kept for name in regex_tests(texts[q]))
+        for k in range(1, self.prefix + 1):
+            add((q, f"p{k}={texts[q][:k]}") for q in kept if len(texts[q]) >= k)
+        for k in range(1, self.suffix + 1):
+            add((q, f"s{k}={texts[q][-k:]}") for q in kept if len(texts[q]) >= k)
+        if self.shape:
+            add((q, "sh=" + lexes[q].shape_) for q in kept if lexes[q].shape_)
+        if self.flags:
+            add((q, "f=" + flag) for q in kept for flag in FLAGS if getattr(lexes[q], flag))
+        if self._single_lex:
+            keys = {q: (lexes[q].lower_ or texts[q].lower()) if self.lexicon_lowercase else texts[q] for q in kept}
+            add((q, "lex=" + name) for q in kept for name, entries in self._single_lex if keys[q] in entries)
+        if self.label_dictionary:
+            add((q, "ld=" + label) for q in kept for label in sorted(self._label_counts.get(texts[q], ())))
+        order = sorted(range(len(which)), key=which.__getitem__)  # stable: per text, in family order
+        return [which[i] for i in order], [names[i] for i in order]
+
+    def _compute_lexemes(self, orths: List[int], vocab: Vocab) -> List[np.ndarray]:
+        """The sorted unique atom ids of each lexeme in ``orths`` (new names get new ids before the freeze, in the
+        order the lexemes and their tests come)."""
+        which, names = self._lexeme_names([vocab.strings[orth] for orth in orths], vocab)
+        table = self._atom_ids
+        if self._frozen:
+            ids = np.fromiter((table.get(name, -1) for name in names), np.int64, count=len(names))
+        else:
+            ids = np.empty(len(names), np.int64)
+            for i, name in enumerate(names):
+                atom = table.get(name)
+                if atom is None:
+                    atom = table[name] = len(self._atom_names)
+                    self._atom_names.append(name)
+                ids[i] = atom
+        which = np.asarray(which, np.int64)
+        keep = ids >= 0
+        keys = np.unique(which[keep] * (len(self._atom_names) + 1) + ids[keep])  # sorted by lexeme, then atom
+        lexeme, atom = np.divmod(keys, len(self._atom_names) + 1)
+        bounds = np.searchsorted(lexeme, np.arange(len(orths) + 1))
+        atom = atom.astype(np.int32)
+        return [atom[bounds[q]:bounds[q + 1]] for q in range(len(orths))]
 
     def _matcher(self, vocab: Vocab):
         key = id(vocab)
@@ -650,12 +666,11 @@ class WindowFeaturizer:
         uniq, tok_lex = np.unique(table.column(ORTH), return_inverse=True)
         tok_lex = tok_lex.reshape(-1).astype(np.int64)
         cache = self._lexeme_cache
-        arrays = []
-        for orth in uniq.tolist():
-            arr = cache.get(orth)
-            if arr is None:
-                arr = cache[orth] = self._compute_lexeme(orth, vocab)
-            arrays.append(arr)
+        orths = uniq.tolist()
+        new = [orth for orth in orths if orth not in cache]
+        if new:
+            cache.update(zip(new, self._compute_lexemes(new, vocab)))
+        arrays = [cache[orth] for orth in orths]
         lex_indptr = np.zeros(len(arrays) + 1, np.int64)
         np.cumsum([len(a) for a in arrays], out=lex_indptr[1:])
         lex_ids = np.concatenate(arrays).astype(np.int32) if arrays else np.zeros(0, np.int32)

@@ -626,7 +626,15 @@ class TreeCRFComponent(TrainablePipe):
         self.impute = impute
         self.cfg.update(labels=list(labels), rounds=rounds, corpus_size=cfg.get("corpus_size", 0))
         self._trainer = self._trainer_key = None
+        self._warm_up()
         return self
+
+    def _warm_up(self) -> None:
+        """Load the compiled prediction kernels (compiling them if numba's cache has not got them yet) as part of
+        loading the model, not in the first call: one doc of one token goes through the bit-mask kernel, one of
+        PARTITION_ROWS tokens through the partition kernel, each with this component's decoding and scores."""
+        for n in (1, boost.PARTITION_ROWS):
+            self(Doc(self.vocab, words=["."] * n))
 
     def to_disk(self, path, *, exclude=tuple()) -> None:
         path = util.ensure_path(path)

@@ -180,8 +180,8 @@ def test_lexeme_cache_computes_each_orth_once(vocab, monkeypatch):
     docs = make_docs(vocab, [["a", "b", "a"], ["b", "a", "c"], ["a"]])
     f = WindowFeaturizer(window=1)
     calls = []
-    original = f._compute_lexeme
-    monkeypatch.setattr(f, "_compute_lexeme", lambda orth, voc: calls.append(orth) or original(orth, voc))
+    original = f._compute_lexemes
+    monkeypatch.setattr(f, "_compute_lexemes", lambda orths, voc: calls.extend(orths) or original(orths, voc))
     f.initialize(docs)
     assert len(calls) == 3 and len(set(calls)) == 3
     f(docs)
