@@ -48,8 +48,6 @@ class Errors(metaclass=_WithCodes):
     E011 = "TreeCRF setting 'leaf_values' must be one of {choices}, got {leaf_values!r}"
     E012 = "TreeCRF setting 'label_splits' must be one of {choices}, got {label_splits!r}"
     E013 = "TreeCRF setting leaf_values='newton' needs loss='crf' (its Hessian), got loss={loss!r}"
-    E014 = ('TreeCRF settings leaf_values={leaf_values!r}, l1={l1!r} are not available with missing input values '
-            "(or missing='surrogate'): use leaf_values='mean' and l1=0")
     E015 = "TreeCRF setting '{name}' must be {want}, got {value!r}"
     # the grower (engine/grow.py)
     E016 = 'grow_tree: at most 2**31 - 1 positions'

@@ -399,11 +399,11 @@ class WindowFeaturizer:
     extensions are never missing: None is their "no value").
     """
 
-    def __init__(self, window: int = 2, word: bool = True, lower: bool = True, min_freq: int = 1,
-                 regexes: bool = True, prefix: int = 3, suffix: int = 3, shape: bool = True, flags: bool = True,
+    def __init__(self, window: int = 2, word: bool = True, lower: bool = True, min_freq: int = 2,
+                 regexes: bool = True, prefix: int = 3, suffix: int = 4, shape: bool = True, flags: bool = True,
                  attrs: Sequence[str] = (), lexicons: Optional[Dict[str, str]] = None,
                  lexicon_lowercase: bool = True, missing_text: Optional[str] = None,
-                 label_dictionary: bool = False):
+                 label_dictionary: bool = True):
         self._configure(dict(window=window, word=word, lower=lower, min_freq=min_freq, regexes=regexes,
                              prefix=prefix, suffix=suffix, shape=shape, flags=flags, attrs=attrs,
                              lexicons={} if lexicons is None else lexicons, lexicon_lowercase=lexicon_lowercase,
@@ -1091,11 +1091,11 @@ def _chunks(docs: Iterable[Doc], max_tokens: int = _CHUNK_TOKENS):
 
 
 @spacy.registry.misc("spacy_treecrf.window_features.v1")
-def window_features(window: int = 2, word: bool = True, lower: bool = True, min_freq: int = 1,
-                    regexes: bool = True, prefix: int = 3, suffix: int = 3, shape: bool = True,
+def window_features(window: int = 2, word: bool = True, lower: bool = True, min_freq: int = 2,
+                    regexes: bool = True, prefix: int = 3, suffix: int = 4, shape: bool = True,
                     flags: bool = True, attrs: List[str] = [], lexicons: Dict[str, str] = {},
                     lexicon_lowercase: bool = True, missing_text: Optional[str] = None,
-                    label_dictionary: bool = False) -> WindowFeaturizer:
+                    label_dictionary: bool = True) -> WindowFeaturizer:
     """Config entry point for :class:`WindowFeaturizer` (see its docstring for the options)."""
     return WindowFeaturizer(window=window, word=word, lower=lower, min_freq=min_freq, regexes=regexes,
                             prefix=prefix, suffix=suffix, shape=shape, flags=flags, attrs=attrs,

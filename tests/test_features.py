@@ -13,6 +13,7 @@ from spacy.training import Example
 from spacy.vocab import create_vocab
 
 from spacy_treecrf.features import REGEXES, WindowFeaturizer, _pairs_to_rows, regex_tests, window_features
+from conftest import plain_featurizer
 
 WORDS = [
     "The Bank of England said on Monday that U.S. rates rose 3.5 % .".split(),
@@ -72,13 +73,13 @@ def test_sixteen_patterns_and_paper_examples():
 
 
 def test_lexeme_families(vocab):
-    f = WindowFeaturizer(window=0)
+    f = plain_featurizer(window=0)
     names = set(f.lexeme_tests("Bank", vocab))
     assert {"w=Bank", "lw=bank", "re=A.*", "re=Aa+", "p1=B", "p2=Ba", "p3=Ban", "s1=k", "s2=nk", "s3=ank",
             "sh=Xxxx", "f=is_title", "f=is_alpha"} == names
     assert "p3=a" not in f.lexeme_tests("a", vocab) and "p1=a" in f.lexeme_tests("a", vocab)
     assert "f=like_num" in f.lexeme_tests("42", vocab) and "f=is_punct" in f.lexeme_tests(",", vocab)
-    off = WindowFeaturizer(window=0, word=False, lower=False, regexes=False, prefix=0, suffix=0, shape=False,
+    off = plain_featurizer(window=0, word=False, lower=False, regexes=False, prefix=0, suffix=0, shape=False,
                            flags=False)
     assert off.lexeme_tests("Bank", vocab) == []
 
@@ -91,7 +92,7 @@ def test_lexeme_families(vocab):
 ])
 def test_options_are_validated(kwargs, setting):
     with pytest.raises(ValueError, match=setting):
-        WindowFeaturizer(**kwargs)
+        plain_featurizer(**kwargs)
 
 
 def test_registered_factory():
@@ -107,7 +108,7 @@ def test_registered_factory():
 
 def test_rows_shape_sorted_unique_and_empty_docs(vocab):
     docs = make_docs(vocab)
-    f = WindowFeaturizer(window=2)
+    f = plain_featurizer(window=2)
     f.initialize(docs)
     indptr, indices, seq_starts = f(docs)
     assert indptr.dtype == np.int64 and indices.dtype == np.int32 and seq_starts.dtype == np.int64
@@ -124,7 +125,7 @@ def test_rows_shape_sorted_unique_and_empty_docs(vocab):
 
 def test_window_shift_and_padding(vocab):
     docs = make_docs(vocab, tags=True)
-    f = WindowFeaturizer(window=2, attrs=["tag_"])
+    f = plain_featurizer(window=2, attrs=["tag_"])
     f.initialize(docs)
     indptr, indices, seq_starts = f(docs)
     for q in range(len(docs)):
@@ -147,20 +148,20 @@ def test_window_shift_and_padding(vocab):
 
 def test_min_freq_applies_to_word_families_only(vocab):
     docs = make_docs(vocab, [["Paris", "is", "big"], ["Rome", "is", "old"]])
-    f = WindowFeaturizer(window=0, min_freq=2)
+    f = plain_featurizer(window=0, min_freq=2)
     f.initialize(docs)
     atoms = set(f.atom_names)
     assert "w=is" in atoms and "lw=is" in atoms
     assert "w=Paris" not in atoms and "lw=paris" not in atoms
     assert "p3=Par" in atoms and "sh=Xxxxx" in atoms and "s3=ome" in atoms
-    g = WindowFeaturizer(window=0, min_freq=1)
+    g = plain_featurizer(window=0, min_freq=1)
     g.initialize(docs)
     assert "w=Paris" in g.atom_names
 
 
 def test_unseen_tests_and_pairs_are_dropped(vocab):
     train = make_docs(vocab, [["Alpha", "beta"]])
-    f = WindowFeaturizer(window=1)
+    f = plain_featurizer(window=1)
     f.initialize(train)
     names = set(f.feature_names())
     assert "w=beta@-1" not in names  # beta is never followed by a token in training
@@ -178,7 +179,7 @@ def test_unseen_tests_and_pairs_are_dropped(vocab):
 
 def test_lexeme_cache_computes_each_orth_once(vocab, monkeypatch):
     docs = make_docs(vocab, [["a", "b", "a"], ["b", "a", "c"], ["a"]])
-    f = WindowFeaturizer(window=1)
+    f = plain_featurizer(window=1)
     calls = []
     original = f._compute_lexemes
     monkeypatch.setattr(f, "_compute_lexemes", lambda orths, voc: calls.extend(orths) or original(orths, voc))
@@ -195,14 +196,14 @@ def test_attrs_pos_and_extension(vocab):
     Token.set_extension("treecrf_test_gaz", default=None, force=True)
     doc = Doc(vocab, words=["Kim", "runs"], pos=["PROPN", "VERB"], lemmas=["Kim", "run"])
     doc[0]._.treecrf_test_gaz = "PER"
-    f = WindowFeaturizer(window=0, attrs=["pos_", "lemma_", "_.treecrf_test_gaz"], word=False, lower=False,
+    f = plain_featurizer(window=0, attrs=["pos_", "lemma_", "_.treecrf_test_gaz"], word=False, lower=False,
                          regexes=False, prefix=0, suffix=0, shape=False, flags=False)
     f.initialize([doc])
     indptr, indices, _ = f([doc])
     assert set(row_names(f, indptr, indices, 0)) == {"a:pos_=PROPN@0", "a:lemma_=Kim@0",
                                                     "a:_.treecrf_test_gaz=PER@0"}
     assert set(row_names(f, indptr, indices, 1)) == {"a:pos_=VERB@0", "a:lemma_=run@0"}
-    g = WindowFeaturizer(attrs=["_.treecrf_no_such_extension"])
+    g = plain_featurizer(attrs=["_.treecrf_no_such_extension"])
     with pytest.raises(ValueError, match="treecrf_no_such_extension"):
         g.initialize([doc])
 
@@ -216,7 +217,7 @@ def test_extension_attrs_read_stored_values_defaults_and_getters(vocab):
             Doc(vocab, words=["ok"])]  # (the last doc keeps no value at all)
     docs[0][1]._.treecrf_test_default = "VERB"
     docs[2][0]._.treecrf_test_default = ""  # empty: no test, as for None and False
-    f = WindowFeaturizer(window=0, attrs=["_.treecrf_test_default", "_.treecrf_test_getter"], word=False,
+    f = plain_featurizer(window=0, attrs=["_.treecrf_test_default", "_.treecrf_test_getter"], word=False,
                          lower=False, regexes=False, prefix=0, suffix=0, shape=False, flags=False)
     f.initialize(docs)
     indptr, indices, _ = f(docs)
@@ -245,7 +246,7 @@ def test_lexicons_single_and_phrase(vocab, tmp_path):
     city.write_text("Paris\nnew  york\nNew York City\n\nrio de janeiro\n", encoding="utf8")
     docs = make_docs(vocab, [["I", "saw", "New", "York", "City", "and", "paris", "."],
                              ["Rio", "de", "Janeiro", "is", "new"]])
-    f = WindowFeaturizer(window=1, lexicons={"CITY": str(city)})
+    f = plain_featurizer(window=1, lexicons={"CITY": str(city)})
     f.initialize(docs)
     indptr, indices, _ = f(docs)
     lex0 = [("lex=CITY" in by_offset(row_names(f, indptr, indices, t)).get(0, set())) for t in range(13)]
@@ -253,7 +254,7 @@ def test_lexicons_single_and_phrase(vocab, tmp_path):
     # shifted like any other test
     assert "lex=CITY" in by_offset(row_names(f, indptr, indices, 1))[1]
     # case-sensitive lexicon: only the exact forms match
-    g = WindowFeaturizer(window=0, lexicons={"CITY": str(city)}, lexicon_lowercase=False)
+    g = plain_featurizer(window=0, lexicons={"CITY": str(city)}, lexicon_lowercase=False)
     g.initialize(docs)
     indptr, indices, _ = g(docs)
     lex0 = [("lex=CITY@0" in row_names(g, indptr, indices, t)) for t in range(13)]
@@ -262,14 +263,14 @@ def test_lexicons_single_and_phrase(vocab, tmp_path):
 
 def test_missing_lexicon_file_names_the_file(vocab, tmp_path):
     missing = tmp_path / "nope.txt"
-    f = WindowFeaturizer(lexicons={"X": str(missing)})  # not read before initialize
+    f = plain_featurizer(lexicons={"X": str(missing)})  # not read before initialize
     with pytest.raises(ValueError, match="nope.txt"):
         f.initialize(make_docs(vocab))
 
 
 def test_missing_text_hook(vocab):
     docs = make_docs(vocab, [["Bank", "?", "rose"]])
-    f = WindowFeaturizer(window=1, missing_text="?")
+    f = plain_featurizer(window=1, missing_text="?")
     f.initialize(docs)
     indptr, indices, _ = f(docs)
     rows = [by_offset(row_names(f, indptr, indices, t)) for t in range(3)]
@@ -281,11 +282,11 @@ def test_missing_text_hook(vocab):
 
 def test_uninitialized_call_raises(vocab):
     with pytest.raises(RuntimeError, match="initialize"):
-        WindowFeaturizer()(make_docs(vocab))
+        plain_featurizer()(make_docs(vocab))
 
 
 def test_window_zero_and_no_docs(vocab):
-    f = WindowFeaturizer(window=0)
+    f = plain_featurizer(window=0)
     f.initialize([])
     indptr, indices, seq_starts = f(make_docs(vocab, [["x"], []]))
     assert indptr.tolist() == [0, 0] and len(indices) == 0 and seq_starts.tolist() == [0, 1, 1]
@@ -296,7 +297,7 @@ def test_window_zero_and_no_docs(vocab):
 def test_chunked_call_equals_single_call(vocab, monkeypatch):
     import spacy_treecrf.features as features
     docs = make_docs(vocab) * 3
-    f = WindowFeaturizer(window=2)
+    f = plain_featurizer(window=2)
     f.initialize(docs)
     whole = f(docs)
     monkeypatch.setattr(features._chunks, "__defaults__", (7,))
@@ -315,7 +316,7 @@ def ld_names(feat, rows, t):
 
 def test_label_dictionary_leaves_each_docs_own_labels_out(vocab):
     docs = make_docs(vocab, LD_WORDS)
-    f = WindowFeaturizer(window=1, label_dictionary=True)
+    f = plain_featurizer(window=1, label_dictionary=True)
     f.initialize(docs, LD_LABELS)
     unseen = f(docs)  # as text outside the training docs sees the dictionary
     own = f(docs, own_labels=LD_LABELS)
@@ -328,18 +329,18 @@ def test_label_dictionary_leaves_each_docs_own_labels_out(vocab):
     # columns come from the training rows: a (label, offset) seen only through a doc's own label gets none
     assert "ld=NOUN@-1" not in f.feature_names() and "ld=ADV@0" not in f.feature_names()
     # unlabelled tokens (None) neither count nor leave anything out
-    g = WindowFeaturizer(window=0, label_dictionary=True)
+    g = plain_featurizer(window=0, label_dictionary=True)
     g.initialize(docs, [["DET", None, "VERB"], ["DET", "NOUN", "VERB", None], [None]])
     rows = g(docs, own_labels=[[None] * 3, [None] * 4, [None]])
     for a, b in zip(rows, g(docs)):
         assert np.array_equal(a, b)
     assert ld_names(g, rows, 0) == ["ld=DET@0"] and ld_names(g, rows, 1) == []  # "dog" is never labelled
-    assert "ld=" in g.family_names() and "ld=" not in WindowFeaturizer().family_names()
+    assert "ld=" in g.family_names() and "ld=" not in plain_featurizer().family_names()
 
 
 def test_label_dictionary_errors_name_the_problem(vocab):
     docs = make_docs(vocab, LD_WORDS)
-    f = WindowFeaturizer(label_dictionary=True)
+    f = plain_featurizer(label_dictionary=True)
     with pytest.raises(ValueError, match="needs the gold labels"):
         f.initialize(docs)
     with pytest.raises(ValueError, match="training doc 1 .*the cat runs fast.* 4 tokens but 3 labels"):
@@ -350,7 +351,7 @@ def test_label_dictionary_errors_name_the_problem(vocab):
     with pytest.raises(ValueError, match="doc 2 .*dog.* 1 tokens but 2 own labels"):
         f(docs, own_labels=LD_LABELS[:2] + [["VERB", "VERB"]])
     with pytest.raises(ValueError, match="label_dictionary"):
-        WindowFeaturizer(label_dictionary="yes")
+        plain_featurizer(label_dictionary="yes")
 
 # ------------------------------------------------------------------------------------------ serialization
 
@@ -358,12 +359,12 @@ def test_to_dict_from_dict_round_trip(vocab, tmp_path):
     lex = tmp_path / "lex.txt"
     lex.write_text("new york\nbank\n", encoding="utf8")
     docs = make_docs(vocab, tags=True)
-    f = WindowFeaturizer(window=2, attrs=["tag_"], min_freq=1, lexicons={"L": str(lex)})
+    f = plain_featurizer(window=2, attrs=["tag_"], min_freq=1, lexicons={"L": str(lex)})
     f.initialize(docs)
     state = f.to_dict()
     data = srsly.msgpack_dumps(state)  # plain data only
     lex.unlink()  # the trained state carries the lexicon entries itself
-    g = WindowFeaturizer(window=5).from_dict(srsly.msgpack_loads(data))
+    g = plain_featurizer(window=5).from_dict(srsly.msgpack_loads(data))
     assert g.window == 2 and g.attrs == ["tag_"]
     assert g.feature_names() == f.feature_names()
     new_docs = make_docs(vocab, [["The", "new", "York", "bank", "zzz"]], tags=True)
@@ -375,19 +376,19 @@ def test_to_dict_from_dict_round_trip(vocab, tmp_path):
 
 def test_label_dictionary_round_trip_and_states_from_before_it(vocab):
     docs = make_docs(vocab, LD_WORDS)
-    f = WindowFeaturizer(window=1, label_dictionary=True)
+    f = plain_featurizer(window=1, label_dictionary=True)
     f.initialize(docs, LD_LABELS)
-    g = WindowFeaturizer().from_dict(srsly.msgpack_loads(srsly.msgpack_dumps(f.to_dict())))
+    g = plain_featurizer().from_dict(srsly.msgpack_loads(srsly.msgpack_dumps(f.to_dict())))
     new_docs = make_docs(vocab, [["a", "dog", "and", "a", "cat"]])
     for a, b in zip(f(docs + new_docs), g(docs + new_docs)):
         assert np.array_equal(a, b)
     for a, b in zip(f(docs, own_labels=LD_LABELS), g(docs, own_labels=LD_LABELS)):
         assert np.array_equal(a, b)
-    plain = WindowFeaturizer(window=1)
+    plain = plain_featurizer(window=1)
     plain.initialize(docs)
     old_state = plain.to_dict()
     del old_state["label_counts"], old_state["config"]["label_dictionary"]
-    assert WindowFeaturizer().from_dict(old_state).to_dict() == plain.to_dict()
+    assert plain_featurizer().from_dict(old_state).to_dict() == plain.to_dict()
 
 
 @pytest.mark.parametrize("mutate, message", [
@@ -404,14 +405,14 @@ def test_label_dictionary_round_trip_and_states_from_before_it(vocab):
     (lambda s: s.update(atoms=s["atoms"] + ["ld=NOUN"]), "no test family"),
 ])
 def test_from_dict_rejects_bad_input(vocab, mutate, message):
-    f = WindowFeaturizer(window=1)
+    f = plain_featurizer(window=1)
     f.initialize(make_docs(vocab))
     state = f.to_dict()
     mutate(state)
     with pytest.raises(ValueError, match=message):
-        WindowFeaturizer().from_dict(state)
+        plain_featurizer().from_dict(state)
     with pytest.raises(ValueError, match="dict"):
-        WindowFeaturizer().from_dict([1, 2])
+        plain_featurizer().from_dict([1, 2])
 
 
 # ------------------------------------------------------------------------------------------ real data
@@ -428,7 +429,7 @@ def test_conll2000_features(vocab):
     path = data_dir() / "conll2000" / "test.txt"
     docs = columns_to_docs(vocab, path, "word", "chunk", "bio_spans", {"pos": "tag_"},
                            columns=["word", "pos", "chunk"])
-    f = WindowFeaturizer(window=2, attrs=["tag_"], min_freq=2)
+    f = plain_featurizer(window=2, attrs=["tag_"], min_freq=2)
     f.initialize(docs)
     f(docs)  # warm
     start = time.perf_counter()

@@ -5,8 +5,7 @@ import pytest
 import spacy
 
 from brute import all_path_scores, consistent, logsumexp, potentials_from_phi, random_crf, random_valid_labels
-from conftest import component_config
-from spacy_treecrf import TreeCRF
+from conftest import component_config, paper_crf, paper_params
 from spacy_treecrf.engine import booster, crf
 from test_estimator import toy_data
 from conftest import ner_examples
@@ -74,7 +73,7 @@ def brute_loss(loss, phi, seq_starts, y):
 
 def trainer_for(m, y, loss):
     T = len(y)
-    params = booster.BoostParams(loss=loss, n_threads=1)
+    params = paper_params(loss=loss, n_threads=1)
     return booster.Trainer(np.zeros(T + 1, dtype=np.int64), np.zeros(0, dtype=np.int32), 1, y, m["seq_starts"],
                            m["allowed"], params, initial=crf.Potentials(*(a.copy() for a in m["P"])))
 
@@ -131,7 +130,7 @@ def test_pseudo_likelihood_needs_no_forward_backward_and_reads_only_gold_neighbo
 
 def test_rank_line_search_never_raises_the_loss_and_keeps_the_step_bounded():
     X, y = toy_data(60)
-    model = TreeCRF(n_rounds=8, max_leaves=8, loss="rank").fit(X, y)
+    model = paper_crf(n_rounds=8, max_leaves=8, loss="rank").fit(X, y)
     history = [h["train_loss_before"] for h in model.history_]
     assert all(b <= a * (1 + 1e-6) for a, b in zip(history, history[1:]))
     assert history[-1] < history[0] / 10
@@ -144,10 +143,10 @@ def test_rank_line_search_never_raises_the_loss_and_keeps_the_step_bounded():
 @pytest.mark.parametrize("loss", LOSSES)
 def test_every_loss_learns_the_toy_task_and_round_trips(loss):
     X, y = toy_data()
-    model = TreeCRF(n_rounds=15, max_leaves=8, shrinkage=1.0, loss=loss).fit(X, y)
+    model = paper_crf(n_rounds=15, max_leaves=8, shrinkage=1.0, loss=loss).fit(X, y)
     Xt, yt = toy_data(40, seed=1)
     assert model.score(Xt, yt) == 1.0
-    loaded = TreeCRF().from_bytes(model.to_bytes())
+    loaded = paper_crf().from_bytes(model.to_bytes())
     assert loaded.params.loss == loss
     assert loaded.predict(Xt) == model.predict(Xt)
 
@@ -159,7 +158,7 @@ def test_unknown_labels(loss, accuracy):
     label copied from an unknown neighbour is never learnt from that position."""
     X, y = toy_data()
     partial = [[None if i % 4 == 1 else lab for i, lab in enumerate(seq)] for seq in y]
-    model = TreeCRF(n_rounds=15, max_leaves=8, shrinkage=1.0, loss=loss).fit(X, partial)
+    model = paper_crf(n_rounds=15, max_leaves=8, shrinkage=1.0, loss=loss).fit(X, partial)
     Xt, yt = toy_data(40, seed=1)
     assert model.score(Xt, yt) >= accuracy
 
@@ -167,7 +166,7 @@ def test_unknown_labels(loss, accuracy):
 def test_unknown_loss_is_a_clear_error():
     with pytest.raises(ValueError, match=r"'loss' must be one of \('crf', 'pseudo_likelihood', 'hamming', "
                                          r"'rank'\), got 'hinge'"):
-        TreeCRF(loss="hinge")
+        paper_crf(loss="hinge")
     nlp = spacy.blank("en")
     with pytest.raises(Exception, match="loss"):
         nlp.add_pipe("treecrf", config=component_config({"loss": "hinge"}))

@@ -3,8 +3,7 @@ import numpy as np
 import pytest
 
 from brute import dense
-from conftest import as_tree, component_config, grow, ids_csr as csr
-from spacy_treecrf import TreeCRF
+from conftest import as_tree, component_config, dense_vectors, grow, ids_csr as csr, paper_crf, paper_params, plain_featurizer
 from spacy_treecrf.engine import booster as B, missing, serialize
 from spacy_treecrf.engine.missing import MissingRows
 from spacy_treecrf.engine.predict_walk import walk_potentials
@@ -208,10 +207,10 @@ def toy(n, rate, seed):
 def test_every_strategy_learns_with_missing_words_and_survives_serialization(strategy, shared):
     X, y = toy(150, 0.2, 0)
     Xt, yt = toy(100, 0.2, 1)
-    model = TreeCRF(n_rounds=8, max_leaves=8, missing=strategy, n_threads=1, decode="marginal",
+    model = paper_crf(n_rounds=8, max_leaves=8, missing=strategy, n_threads=1, decode="marginal",
                     shared_trees=shared).fit(X, y)
     assert model.score(Xt, yt) > 0.8
-    again = TreeCRF().from_bytes(model.to_bytes())
+    again = paper_crf().from_bytes(model.to_bytes())
     assert again.params.missing == strategy
     assert again.predict_marginals(Xt) == model.predict_marginals(Xt)
 
@@ -220,24 +219,29 @@ def test_without_missing_values_every_strategy_predicts_alike():
     X, y = toy(80, 0.0, 0)
     Xt, _ = toy(60, 0.3, 1)
     Xt = [[{k: v if v is not None else "a" for k, v in p.items()} for p in seq] for seq in Xt]
-    preds = [TreeCRF(n_rounds=4, max_leaves=6, missing=m, n_threads=1).fit(X, y).predict_marginals(Xt)
+    preds = [paper_crf(n_rounds=4, max_leaves=6, missing=m, n_threads=1).fit(X, y).predict_marginals(Xt)
              for m in missing.STRATEGIES]
     for other in preds[1:]:
         assert other == preds[0]
 
 
-@pytest.mark.parametrize("strategy, loss, shared", [
-    ("instance_weighting", "crf", False), ("surrogate", "crf", False), ("instance_weighting", "rank", False),
-    ("instance_weighting", "crf", True), ("surrogate", "crf", True), ("instance_weighting", "rank", True)])
-def test_cached_training_potentials_equal_a_fresh_evaluation(strategy, loss, shared):
-    """Also under the rank loss, whose line search moves the cache several times a round, and with shared
-    trees, whose leaf vectors come from the walks' cells."""
+@pytest.mark.parametrize("strategy, loss, shared, leaves", [
+    ("instance_weighting", "crf", False, {}), ("surrogate", "crf", False, {}), ("instance_weighting", "rank", False, {}),
+    ("instance_weighting", "crf", True, {}), ("surrogate", "crf", True, {}), ("instance_weighting", "rank", True, {}),
+    ("instance_weighting", "crf", False, {"leaf_values": "position_mean", "l1": 0.1}),
+    ("surrogate", "crf", False, {"leaf_values": "newton"}),
+    ("instance_weighting", "crf", True, {"leaf_values": "position_mean", "l1": 0.1})])
+def test_cached_training_potentials_equal_a_fresh_evaluation(strategy, loss, shared, leaves):
+    """Also under the rank loss, whose line search moves the cache several times a round, with shared trees,
+    whose leaf vectors come from the walks' cells, and with leaf values other than the grower's mean (from the
+    walks' cells, per-label trees too)."""
     X, y = toy(80, 0.3, 2)
-    model = TreeCRF(n_rounds=0, missing=strategy).fit(X, y)
+    model = paper_crf(n_rounds=0, missing=strategy).fit(X, y)
     indptr, indices, starts, mr = model._rows(X)
     assert mr.any
     trainer = B.Trainer(indptr, indices, len(model.features.names), model._label_ids(y), starts, model.allowed,
-                        B.BoostParams(max_leaves=6, n_threads=1, missing=strategy, loss=loss, shared_trees=shared),
+                        paper_params(max_leaves=6, n_threads=1, missing=strategy, loss=loss, shared_trees=shared,
+                                     **leaves),
                         missing_rows=mr)
     ens = B.Ensemble(4, 3, missing.N_SURROGATES if strategy == "surrogate" else 0, shared=shared)
     for _ in range(3):
@@ -252,7 +256,7 @@ def test_cached_training_potentials_equal_a_fresh_evaluation(strategy, loss, sha
 def test_imputation_stands_in_the_most_common_training_value():
     X = [[{"w": "a"}, {"w": "a"}, {"w": "b"}, {"w": None}], [{"w": "b"}, {"w": "a"}]]
     y = [["A", "A", "B", "A"], ["B", "A"]]
-    model = TreeCRF(n_rounds=3, max_leaves=4, missing="imputation").fit(X, y)
+    model = paper_crf(n_rounds=3, max_leaves=4, missing="imputation").fit(X, y)
     assert model.features.names[model.features.impute[model.features.var_ids["w"]]] == "w=a"
     assert model.predict_marginals([[{"w": None}]]) == model.predict_marginals([[{"w": "a"}]])
 
@@ -260,7 +264,7 @@ def test_imputation_stands_in_the_most_common_training_value():
 def test_indicator_features_mark_the_missing_variable():
     X = [[{"w": "a"}, {"w": None}, {"w": "b"}], [{"w": None}, {"w": "a"}]]
     y = [["A", "M", "B"], ["M", "A"]]
-    model = TreeCRF(n_rounds=5, max_leaves=4, missing="indicator").fit(X, y)
+    model = paper_crf(n_rounds=5, max_leaves=4, missing="indicator").fit(X, y)
     assert "w missing" in model.features.ids
     assert model.predict([[{"w": None}, {"w": "a"}]]) == [["M", "A"]]
 
@@ -269,25 +273,25 @@ def test_indicator_features_mark_the_missing_variable():
 
 def test_bad_strategy_is_refused_by_name():
     with pytest.raises(ValueError, match="'missing'.*'guess'"):
-        TreeCRF(missing="guess")
+        paper_crf(missing="guess")
 
 
 def test_corrupt_surrogates_and_tables_are_refused():
     X, y = toy(40, 0.2, 0)
-    model = TreeCRF(n_rounds=2, max_leaves=4, missing="surrogate").fit(X, y)
+    model = paper_crf(n_rounds=2, max_leaves=4, missing="surrogate").fit(X, y)
     msg = serialize.loads("TreeCRF", model.to_bytes())
     bad = dict(msg, ensemble=dict(msg["ensemble"], surr_feature=np.full_like(msg["ensemble"]["surr_feature"], 10 ** 6)))
     with pytest.raises(ValueError, match="surrogate"):
-        TreeCRF().from_bytes(serialize.dumps("TreeCRF", bad))
+        paper_crf().from_bytes(serialize.dumps("TreeCRF", bad))
     bad = dict(msg, impute=np.full_like(msg["impute"], 10 ** 6))
     with pytest.raises(ValueError, match="impute"):
-        TreeCRF().from_bytes(serialize.dumps("TreeCRF", bad))
+        paper_crf().from_bytes(serialize.dumps("TreeCRF", bad))
 
 
 def test_version_1_models_still_load():
     """A file written before missing values existed: no surrogates, no tables, no 'missing' setting."""
     X, y = toy(40, 0.0, 0)
-    model = TreeCRF(n_rounds=2, max_leaves=4).fit(X, y)
+    model = paper_crf(n_rounds=2, max_leaves=4).fit(X, y)
     msg = serialize.loads("TreeCRF", model.to_bytes())
     for key in ("variables", "feature_var", "impute", "indicator"):
         del msg[key]
@@ -295,7 +299,7 @@ def test_version_1_models_still_load():
     import srsly
     old = srsly.msgpack_dumps({"format": "spacy_treecrf", "kind": "TreeCRF", "version": 1,
                                "payload": serialize._encode(msg)})
-    again = TreeCRF().from_bytes(old)
+    again = paper_crf().from_bytes(old)
     assert again.params.missing == "instance_weighting"
     assert again.predict(X) == model.predict(X)
 
@@ -304,7 +308,7 @@ def test_imputation_counts_only_positions_where_the_variable_has_a_value():
     """A key left out of a position (a window offset outside the word) is no vote for 'no value'."""
     X = [[{"w": "a", "x": True}, {"w": "b"}, {"w": None}], [{"w": "a"}, {"x": False}, {"x": False}]]
     y = [["A", "B", "A"], ["A", "B", "B"]]
-    model = TreeCRF(n_rounds=1, max_leaves=2, missing="imputation").fit(X, y)
+    model = paper_crf(n_rounds=1, max_leaves=2, missing="imputation").fit(X, y)
     f = model.features
     assert f.names[f.impute[f.var_ids["w"]]] == "w=a"
     assert f.impute[f.var_ids["x"]] == -1  # False twice, True once
@@ -313,9 +317,8 @@ def test_imputation_counts_only_positions_where_the_variable_has_a_value():
 # ---- the featurizer and the spaCy component ---------------------------------------------------------------------
 
 def window_featurizer(**options):
-    from spacy_treecrf.features import WindowFeaturizer
     base = dict(window=1, prefix=1, suffix=0, regexes=False, shape=False, flags=False)
-    return WindowFeaturizer(**{**base, **options})
+    return plain_featurizer(**{**base, **options})
 
 
 def missing_names(featurizer, docs):
@@ -417,3 +420,17 @@ def test_a_saved_featurizer_whose_atoms_fit_no_test_family_is_refused():
     state["atoms"][0] = "33=a"
     with pytest.raises(ValueError, match="'33=a' belongs to no test family"):
         window_featurizer().from_dict(state)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_leaf_values_other_than_the_mean_apply_with_missing_inputs(shared):
+    """position_mean and l1 give other leaves than the grower's mean with values missing too (they come from the
+    walks' weighted cells), and each round still raises the training likelihood."""
+    X, y = toy(80, 0.3, 2)
+    models = {mode: paper_crf(n_rounds=4, max_leaves=6, shared_trees=shared, leaf_values=mode, l1=l1).fit(X, y)
+              for mode, l1 in (("mean", 0.0), ("position_mean", 0.1))}
+    values = {mode: dense_vectors(m.ensemble.forest()) if shared else m.ensemble.arrays()["value"]
+              for mode, m in models.items()}
+    assert not np.array_equal(values["mean"], values["position_mean"])
+    losses = [h["train_loss_before"] for h in models["position_mean"].history_]
+    assert all(b < a for a, b in zip(losses, losses[1:]))

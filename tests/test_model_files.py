@@ -17,9 +17,8 @@ import spacy
 import srsly
 from srsly.msgpack.ext import Timestamp
 
-from conftest import LANG, fresh_component, make_nlp, ner_examples, train
+from conftest import LANG, fresh_component, make_nlp, ner_examples, paper_crf, train
 import spacy_treecrf.pipe  # noqa: F401  (registers the factory)
-from spacy_treecrf import TreeCRF
 from spacy_treecrf.engine import serialize
 
 
@@ -104,10 +103,10 @@ def test_random_bytes_and_bit_flips(ner_model):
 def test_model_from_another_target_or_kind(ner_model):
     _, data = ner_model
     assert_refused(data, match="target 'ner'", target="tag")
-    est = TreeCRF(n_rounds=1, max_leaves=2).fit([[{"w": "a"}, {"w": "b"}]], [["X", "Y"]])
+    est = paper_crf(n_rounds=1, max_leaves=2).fit([[{"w": "a"}, {"w": "b"}]], [["X", "Y"]])
     assert_refused(est.to_bytes(), match="'TreeCRF', expected 'treecrf'")
     with pytest.raises(ValueError, match="'treecrf', expected 'TreeCRF'"):
-        TreeCRF().from_bytes(data)
+        paper_crf().from_bytes(data)
 
 
 def test_model_from_a_newer_format_version(ner_model, model_msg, monkeypatch):
@@ -331,7 +330,7 @@ def test_component_labels_a_model_file_gives_are_checked_as_initialize_checks_th
 
 def estimator_bytes_with(change):
     X = [[{"w": "a"}, {"w": "b"}]] * 3
-    msg = serialize.loads("TreeCRF", TreeCRF(n_rounds=2, max_leaves=2).fit(X, [["A", "B"]] * 3).to_bytes())
+    msg = serialize.loads("TreeCRF", paper_crf(n_rounds=2, max_leaves=2).fit(X, [["A", "B"]] * 3).to_bytes())
     change(msg)
     return serialize.dumps("TreeCRF", msg)
 
@@ -348,7 +347,7 @@ def estimator_bytes_with(change):
 ])
 def test_estimator_model_bytes_with_bad_fields_are_refused_and_change_nothing(change, match):
     X = [[{"w": "a"}, {"w": "c"}]] * 3
-    model = TreeCRF(n_rounds=2, max_leaves=2).fit(X, [["A", "C"]] * 3)
+    model = paper_crf(n_rounds=2, max_leaves=2).fit(X, [["A", "C"]] * 3)
     before = model.to_bytes()
     with pytest.raises(ValueError, match=match):
         model.from_bytes(estimator_bytes_with(change))

@@ -9,9 +9,8 @@ from spacy.tokens import Doc, Span
 from spacy.training import Example
 
 from conftest import (LANG, NER_DATA, SMALL, WINDOW, assert_normalised, assert_valid_bio, component_config,
-                      fresh_component, make_nlp, marginals, ner_examples, raw_labels, tag_examples, train)
+                      fresh_component, make_nlp, marginals, ner_examples, paper_crf, raw_labels, tag_examples, train)
 import spacy_treecrf.pipe  # noqa: F401  (registers the factory)
-from spacy_treecrf import TreeCRF
 
 
 def test_empty_docs_predict_train_and_evaluate(ner_model):
@@ -315,7 +314,7 @@ def test_empty_sequences_anywhere_train_the_estimator_and_the_component():
     count of unknown labels."""
     for X, y, want in (([[{"w": "a"}, {"w": "b"}], []], [["A", "B"], []], [["A", "B"], []]),
                        ([[], [{"w": "a"}, {"w": "b"}], [], []], [[], ["A", None], [], []], [[], ["A", "A"], [], []])):
-        model = TreeCRF(n_rounds=2, max_leaves=2).fit(X, y)
+        model = paper_crf(n_rounds=2, max_leaves=2).fit(X, y)
         assert model.predict(X) == want
     nlp, crf = make_nlp(target="tag")
     examples = tag_examples(nlp, [[("a", "X"), ("b", "Y")], [], [("b", "Y")], []])

@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from brute import dense, has_path, random_allowed, random_seq_starts
-from conftest import component_config, dense_vectors, make_nlp, ner_examples, train
-from spacy_treecrf import TreeCRF
+from conftest import component_config, dense_vectors, make_nlp, ner_examples, paper_crf, paper_params, train
 from spacy_treecrf.engine import booster, crf
 from spacy_treecrf.engine.histogram import Valid, add_low_rank
 from spacy_treecrf.engine.missing import MissingRows
@@ -54,7 +53,7 @@ def tiny_problem(seed, K=None, partial=True, p_forbid=0.3):
 def trainer(problem, **params):
     X, indptr, indices, y, seq_starts, allowed, P = problem
     return booster.Trainer(indptr, indices, X.shape[1], y, seq_starts, allowed,
-                           booster.BoostParams(n_threads=1, **params), initial=crf.Potentials(*(a.copy() for a in P)))
+                           paper_params(n_threads=1, **params), initial=crf.Potentials(*(a.copy() for a in P)))
 
 
 def all_residuals(tr, passes):
@@ -293,7 +292,7 @@ def test_one_label_shared_tree_routes_missing_values_as_the_per_label_tree(seed)
     mr = MissingRows(gone_ptr, np.nonzero(gone)[1].astype(np.int32), fvar, gone.shape[1])
     trees = {}
     for shared in (False, True):
-        tr = booster.Trainer(indptr, indices, F, y, seq_starts, allowed, booster.BoostParams(
+        tr = booster.Trainer(indptr, indices, F, y, seq_starts, allowed, paper_params(
             n_threads=1, shared_trees=shared, max_leaves=6, shrinkage=1.0, min_samples_leaf=0.0),
             initial=crf.Potentials(*(a.copy() for a in P)), missing_rows=mr)
         ens = booster.Ensemble(2, 1, shared=shared)
@@ -316,7 +315,7 @@ def random_shared_forest(seed, K=3, F=6, n_trees=4, loss="crf"):
     y = (X[:, 0] * 1 + X[:, 1] * 2 + rng.integers(0, 2, T)).astype(np.int32) % K
     y[1::5] = (y[0::5] + 1) % K  # the previous label matters: state splits
     allowed = np.ones((K + 1, K), dtype=bool)
-    tr = booster.Trainer(indptr, indices, F, y, seq_starts, allowed, booster.BoostParams(
+    tr = booster.Trainer(indptr, indices, F, y, seq_starts, allowed, paper_params(
         n_threads=1, shared_trees=True, max_leaves=8, shrinkage=0.5, leaf_values="position_mean",
         l1=0.5 * (seed % 2), loss=loss))  # sparse leaf vectors for odd seeds
     ens = booster.Ensemble(K + 1, K, shared=True)
@@ -396,10 +395,10 @@ def toy_data(n=80, seed=0):
 def test_estimator_learns_with_shared_trees(settings):
     X, y = toy_data()
     Xt, yt = toy_data(40, seed=1)
-    model = TreeCRF(n_rounds=15, max_leaves=12, shared_trees=True, **settings).fit(X, y)
+    model = paper_crf(n_rounds=15, max_leaves=12, shared_trees=True, **settings).fit(X, y)
     assert model.ensemble.n_trees == 15 and model.ensemble.shared
     assert model.score(Xt, yt) >= 0.95
-    again = TreeCRF().from_bytes(model.to_bytes())
+    again = paper_crf().from_bytes(model.to_bytes())
     assert again.params.shared_trees and again.predict(Xt) == model.predict(Xt)
     for got, want in zip(again.predict_marginals(Xt)[0], model.predict_marginals(Xt)[0]):
         assert got == pytest.approx(want)
@@ -416,7 +415,7 @@ def test_shared_trees_with_partial_labels_masks_and_early_stopping():
     Xd, yd = without_a_to_d(*toy_data(50, seed=2))
     labels = "ABCD"
     allowed = [(None, b) for b in labels] + [(a, b) for a in labels for b in labels if (a, b) != ("A", "D")]
-    model = TreeCRF(n_rounds=30, patience=3, max_leaves=12, shared_trees=True, decode="viterbi",
+    model = paper_crf(n_rounds=30, patience=3, max_leaves=12, shared_trees=True, decode="viterbi",
                     allowed_transitions=allowed).fit(X, y, Xd, yd)
     assert not model.allowed[1 + model.classes_.index("A"), model.classes_.index("D")]
     predicted = model.predict(Xd)
@@ -433,13 +432,13 @@ def test_shared_trees_refuse_mixed_ensembles():
     with pytest.raises(ValueError, match="does not belong in an ensemble with shared=True"):
         ens.add(0, tree)
     with pytest.raises(ValueError, match="shared_trees"):
-        TreeCRF(shared_trees="yes")
+        paper_crf(shared_trees="yes")
 
 
 def test_model_files_check_leaf_vectors():
     from spacy_treecrf.engine import serialize
     X, y = toy_data(30)
-    model = TreeCRF(n_rounds=3, max_leaves=6, shared_trees=True).fit(X, y)
+    model = paper_crf(n_rounds=3, max_leaves=6, shared_trees=True).fit(X, y)
     arrays = model.ensemble.arrays()
     K = len(model.classes_)
     n = len(arrays["kind"])
@@ -464,13 +463,13 @@ def test_model_files_check_leaf_vectors():
     assert all(np.array_equal(a, b) for a, b in zip(again.vectors, model.ensemble.vectors))
     with pytest.raises(ValueError):
         serialize.load_ensemble({**old, "vector": old["vector"][:, :-1]}, K, len(model.features.names))
-    per_label = TreeCRF(n_rounds=2, max_leaves=6).fit(X, y)
+    per_label = paper_crf(n_rounds=2, max_leaves=6).fit(X, y)
     assert not any(name.startswith("vector") for name in per_label.ensemble.arrays())  # per-label files: old layout
     state = model.to_bytes()
     settings_swapped = state.replace(b"shared_trees\xc3", b"shared_trees\xc2")
     assert settings_swapped != state
     with pytest.raises(ValueError, match="shared_trees=False but its ensemble holds shared trees"):
-        TreeCRF().from_bytes(settings_swapped)
+        paper_crf().from_bytes(settings_swapped)
 
 
 def test_component_trains_and_round_trips_with_shared_trees():
@@ -485,7 +484,7 @@ def test_component_trains_and_round_trips_with_shared_trees():
     assert crf2.ensemble.shared and crf2.params.shared_trees
     assert [[(e.text, e.label_) for e in nlp2(doc.text).ents] for doc in docs] == [
         [(e.text, e.label_) for e in doc.ents] for doc in docs]
-    assert component_config({"shared_trees": True})["booster"] == {"shared_trees": True}
+    assert component_config({"shared_trees": True})["booster"]["shared_trees"] is True
 
 
 def test_shared_trees_are_the_same_with_one_or_two_threads_and_any_chunking(monkeypatch):
@@ -494,7 +493,7 @@ def test_shared_trees_are_the_same_with_one_or_two_threads_and_any_chunking(monk
     models = []
     for threads, block in ((1, booster.RESIDUAL_BLOCK_BYTES), (2, 2000), (2, 2000), (1, 2000)):
         monkeypatch.setattr(booster, "RESIDUAL_BLOCK_BYTES", block)
-        arrays = TreeCRF(n_rounds=4, max_leaves=10, shared_trees=True, n_threads=threads,
+        arrays = paper_crf(n_rounds=4, max_leaves=10, shared_trees=True, n_threads=threads,
                          subsample=0.8).fit(X, y).ensemble.arrays()
         models.append(arrays)
     for other in models[2:]:  # the same chunks: the same trees to the last bit, with one or two threads

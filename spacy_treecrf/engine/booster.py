@@ -58,22 +58,22 @@ LINE_SEARCH_STEPS = 6  # golden-section steps of the rank loss's line search (st
 class BoostParams:
     """Tree and round settings; checked once here so every caller gets the same messages."""
 
-    max_leaves: int = 100
+    max_leaves: int = 1000
     shrinkage: float = 10.0
     learning_rate: float = 1.0
     min_samples_leaf: float = 1.0
     min_gain: float = 0.0
     subsample: float = 1.0
-    colsample: float = 1.0
+    colsample: float = 0.5
     trim: float = 0.0
     random_state: int = 0
     n_threads: int = 0
     loss: str = "crf"
     missing: str = "instance_weighting"
-    leaf_values: str = "mean"
-    label_splits: str = "best"
-    shared_trees: bool = False
-    l1: float = 0.0
+    leaf_values: str = "position_mean"
+    label_splits: str = "fallback"
+    shared_trees: bool = True
+    l1: float = 0.1
 
     def __post_init__(self):
         for f in dataclasses.fields(self):  # the type first: a string "10" must not reach a comparison
@@ -558,16 +558,14 @@ class Trainer:
         added (k = -1: a shared tree).
 
         With missing values (or surrogates to learn) the trees are grown with the routing rule and move the
-        cached potentials by evaluation over all positions."""
+        cached potentials by evaluation over all positions; leaf values other than the grower's own (the paper's
+        mean, without l1) come from the cells the tree's walks reach, with the walks' weights."""
         passes = passes if passes is not None else self.gradient_pass()
         if not np.isfinite(passes.objective) and self.params.loss != "rank":  # rank: exp of the loss may overflow
             raise ValueError(Errors.E158.format(round=self.rounds + 1, objective=passes.objective))
         mr = self.missing_rows
         n_surrogates = ensemble.n_surrogates
         with_missing = mr is not None and (mr.any or (n_surrogates > 0 and bool((mr.feature_var >= 0).any())))
-        leaf_values = self.params.leaf_values
-        if (leaf_values != "mean" or self.params.l1 > 0) and with_missing:
-            raise ValueError(Errors.E014.format(leaf_values=leaf_values, l1=self.params.l1))
         positions = self._round_positions()
         skipped = np.setdiff1d(self.all_positions, positions, assume_unique=True) if len(positions) < len(
             self.y) else None
@@ -604,12 +602,14 @@ class Trainer:
             ok = feature_masks[k] if feature_masks[k] is not None else self.all_features
             tree, segments = grow_tree(self.rows, self.column_index, target, pos, settings, ok,
                                        no_missing() if routing is None else routing)
-            if routing is not None:
-                return k, tree, None, self.all_positions
-            if leaf_values != "mean" or self.params.l1 > 0:
+            if leaf_values != "mean" or self.params.l1 > 0:  # else the grower's own values are the leaves'
+                if routing is not None:
+                    segments = self._walked_segments(tree, pos, routing)
                 tree = tree._replace(value=leaf_value_kernel(D, self.is_start, np.ascontiguousarray(
                     self.allowed[:, k:k + 1]), tree, segments, settings.lam, LEAF_VALUES[leaf_values],
                     self.params.l1)[:, 0])
+            if routing is not None:
+                return k, tree, None, self.all_positions
             return k, tree, segments, self._rest(pos, positions, skipped)
 
         return self._over_labels(fit_label)
