@@ -77,6 +77,7 @@ unseen tests and unseen pairs are silently dropped. Columns are numbered offset-
 offset -window first, the padding column first in its block, then tests in atomic-id order), so the indices
 of every row come out sorted and unique without any sorting.
 """
+import functools
 import re
 from collections import Counter
 from itertools import chain, repeat
@@ -154,10 +155,16 @@ def char_classes(text: str) -> str:
     return "".join(out)
 
 
-def regex_tests(text: str) -> List[str]:
+def regex_tests(text: str) -> Tuple[str, ...]:
     """Names of the pattern tests (without the ``re=`` prefix) that the whole of ``text`` matches."""
-    classes = char_classes(text)
-    return [name for name, rx in _COMPILED if rx.fullmatch(classes)]
+    return _class_tests(char_classes(text))
+
+
+@functools.lru_cache(maxsize=2 ** 16)
+def _class_tests(classes: str) -> Tuple[str, ...]:
+    """regex_tests of a class string: words share a few thousand class strings ("Aaaaa", "DD.DD"), so the
+    sixteen patterns run once per class string."""
+    return tuple(name for name, rx in _COMPILED if rx.fullmatch(classes))
 
 
 def offset_name(offset: int) -> str:
@@ -554,6 +561,14 @@ class WindowFeaturizer:
             add((q, "ld=" + label) for q in kept for label in sorted(self._label_counts.get(texts[q], ())))
         order = sorted(range(len(which)), key=which.__getitem__)  # stable: per text, in family order
         return [which[i] for i in order], [names[i] for i in order]
+
+    def prepare_known_words(self, vocab: Vocab) -> None:
+        """Compute the lexeme tests of every word the frozen index has a word test for (the training words seen
+        min_freq times) into the lexeme cache, so that a loaded model's first calls compute only unseen words."""
+        orths = [vocab.strings.add(name[2:]) for name in self._atom_names if name.startswith("w=")]
+        new = [orth for orth in orths if orth not in self._lexeme_cache]
+        if new:
+            self._lexeme_cache.update(zip(new, self._compute_lexemes(new, vocab)))
 
     def _compute_lexemes(self, orths: List[int], vocab: Vocab) -> List[np.ndarray]:
         """The sorted unique atom ids of each lexeme in ``orths`` (new names get new ids before the freeze, in the

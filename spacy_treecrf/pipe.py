@@ -630,9 +630,12 @@ class TreeCRFComponent(TrainablePipe):
         return self
 
     def _warm_up(self) -> None:
-        """Load the compiled prediction kernels (compiling them if numba's cache has not got them yet) as part of
-        loading the model, not in the first call: one doc of one token goes through the bit-mask kernel, one of
-        PARTITION_ROWS tokens through the partition kernel, each with this component's decoding and scores."""
+        """Ready the model as part of loading it, not in the first call: the lexeme tests of the words it has word
+        tests for, and the compiled prediction kernels (compiled if numba's cache has not got them yet): one doc of
+        one token goes through the bit-mask kernel, one of PARTITION_ROWS tokens through the partition kernel,
+        each with this component's decoding and scores."""
+        if hasattr(self.featurizer, "prepare_known_words"):
+            self.featurizer.prepare_known_words(self.vocab)
         for n in (1, boost.PARTITION_ROWS):
             self(Doc(self.vocab, words=["."] * n))
 
