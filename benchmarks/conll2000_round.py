@@ -40,7 +40,7 @@ def main(data_dir: Path, rounds: int, threads: int):
     featurize = time.perf_counter() - t0
     print(f"{len(y)} positions, {len(labels)} labels, {featurizer.n_features} feature columns, "
           f"{len(indices) / len(y):.1f} nonzeros per row, featurized in {featurize:.2f} s")
-    params = booster.BoostParams(max_leaves=100, shrinkage=10.0, n_threads=threads)
+    params = booster.BoostParams(max_leaves=100, shrinkage=10.0, n_threads=threads, **booster.PAPER_SETTINGS)
     trainer = booster.Trainer(indptr, indices, featurizer.n_features, y, seq_starts, bio_allowed(labels), params)
     ensemble = booster.Ensemble(len(labels) + 1, len(labels))
     times = []

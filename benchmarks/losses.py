@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from paper_tasks import TASKS, load_nettalk, load_protein, window_features  # noqa: E402
 
 LOSSES = booster.LOSSES
-TREES = dict(max_leaves=100, shrinkage=10.0, learning_rate=1.0)
+TREES = dict(booster.PAPER_SETTINGS, max_leaves=100, shrinkage=10.0, learning_rate=1.0)
 
 
 class Task:

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from spacy_treecrf import TreeCRF
+from spacy_treecrf.engine.booster import PAPER_SETTINGS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from paper_tasks import crfsuite_scores, data_dir, load_nettalk, load_protein  # noqa: E402
@@ -121,7 +122,7 @@ def fit_predict(method, X, y, tests, args, rounds):
     t0 = time.perf_counter()
     if method in TREECRF:
         model = TreeCRF(n_rounds=rounds, max_leaves=100, shrinkage=args.shrinkage, decode="marginal",
-                        missing=method, n_threads=args.threads, early_stopping=False).fit(X, y)
+                        missing=method, n_threads=args.threads, early_stopping=False, **PAPER_SETTINGS).fit(X, y)
         seconds = time.perf_counter() - t0
         return [model.score(Xt, yt) for Xt, yt in tests], seconds
     import sklearn_crfsuite

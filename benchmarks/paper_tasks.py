@@ -52,6 +52,7 @@ import numpy as np
 
 from measure import peak_rss_mb
 from spacy_treecrf import TreeCRF
+from spacy_treecrf.engine.booster import PAPER_SETTINGS
 from spacy_treecrf.features import read_lexicon
 
 REPO = Path(__file__).resolve().parents[1]
@@ -381,25 +382,27 @@ def fmt_params(p):
 
 
 def shrinkage_grid(args):
-    grid = [{"params": dict(max_leaves=100, shrinkage=float(lam), learning_rate=1.0)} for lam in args.lambdas]
-    grid += [{"params": dict(max_leaves=100, shrinkage=float(lam), learning_rate=1.0, loss=loss)}
+    """The paper's per-label trees (PAPER_SETTINGS) with lambda tuned, and the variants asked for."""
+    paper = dict(PAPER_SETTINGS, max_leaves=100, learning_rate=1.0)
+    grid = [{"params": dict(paper, shrinkage=float(lam))} for lam in args.lambdas]
+    grid += [{"params": dict(paper, shrinkage=float(lam), loss=loss)}
              for loss in args.other_losses for lam in args.lambdas]
     for lam in args.slow_lambdas:  # learning rate < 1 (Friedman's shrinkage on top of the paper's lambda)
-        grid.append({"params": dict(max_leaves=100, shrinkage=float(lam), learning_rate=args.slow_rate),
+        grid.append({"params": dict(paper, shrinkage=float(lam), learning_rate=args.slow_rate),
                      "max_rounds": args.slow_max_rounds})
     for lam in args.newton_lambdas:  # Newton leaf values (Friedman's TreeBoost step), at rate 1 and the slow rate
-        grid += [{"params": dict(max_leaves=100, shrinkage=float(lam), learning_rate=rate, leaf_values="newton"),
+        grid += [{"params": dict(paper, shrinkage=float(lam), learning_rate=rate, leaf_values="newton"),
                   "max_rounds": args.max_rounds if rate == 1.0 else args.slow_max_rounds}
                  for rate in (1.0, args.slow_rate)]
     for name in ("subsample", "colsample"):  # Friedman's stochastic gradient boosting; per-tree feature columns
         share = getattr(args, name)
-        grid += [{"params": {"max_leaves": 100, "shrinkage": float(lam), "learning_rate": 1.0, name: share}}
+        grid += [{"params": dict(paper, shrinkage=float(lam), **{name: share})}
                  for lam in (args.lambdas if share < 1 else ())]
     return grid
 
 
 def original_grid(args):
-    return [{"params": dict(max_leaves=int(L), shrinkage=0.0, learning_rate=1.0)} for L in args.leaves]
+    return [{"params": dict(PAPER_SETTINGS, max_leaves=int(L), shrinkage=0.0, learning_rate=1.0)} for L in args.leaves]
 
 
 def shared_grid(args):
@@ -518,7 +521,7 @@ def flatness(root, args):
     X = [window_features(x, 6) for x, _ in train]
     y = [list(l) for _, l in train]
     model = TreeCRF(n_rounds=200, max_leaves=100, shrinkage=args.flatness_shrinkage, n_threads=args.threads,
-                    early_stopping=False)
+                    early_stopping=False, **PAPER_SETTINGS)
     model.fit(X, y)
     cum = np.array([h["seconds"] for h in model.history_])
     per = np.diff(np.concatenate([[0.0], cum]))

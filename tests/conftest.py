@@ -6,6 +6,7 @@ import spacy
 from spacy.tokens import Doc
 from spacy.training import Example
 
+from spacy_treecrf.engine.booster import PAPER_SETTINGS
 from spacy_treecrf.engine.grow import grow_tree
 from spacy_treecrf.engine.sparse import csc_index
 from spacy_treecrf.engine.trees import GrowSettings, Rows, Target, Tree, no_missing
@@ -83,8 +84,7 @@ def dense_vectors(forest):
 # label splits wherever they gain, every word a test, no label dictionary. Those are not the defaults (chosen on dev
 # data across tasks: benchmarks/results/defaults_candidates.md), so these tests name them, and a change of the
 # defaults does not change what they check; the defaults have tests of their own (test_defaults.py).
-PAPER = {"max_leaves": 100, "colsample": 1.0, "label_splits": "best", "shared_trees": False, "leaf_values": "mean",
-         "l1": 0.0}
+PAPER = {"max_leaves": 100, **PAPER_SETTINGS}
 PLAIN_FEATURES = {"min_freq": 1, "suffix": 3, "label_dictionary": False}
 
 
