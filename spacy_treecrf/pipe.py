@@ -30,6 +30,7 @@ from spacy.util import registry
 from spacy.vocab import Vocab
 from thinc.api import Model
 
+from . import engine
 from .engine import booster as boost
 from .engine import crf, missing, serialize
 from .engine.booster import DECODERS, BoostParams, Ensemble
@@ -631,11 +632,14 @@ class TreeCRFComponent(TrainablePipe):
 
     def _warm_up(self) -> None:
         """Ready the model as part of loading it, not in the first call: the lexeme tests of the words it has word
-        tests for, and the compiled prediction kernels (compiled if numba's cache has not got them yet): one doc of
-        one token goes through the bit-mask kernel, one of PARTITION_ROWS tokens through the partition kernel,
-        each with this component's decoding and scores."""
+        tests for, and the compiled prediction kernels: one doc of one token goes through the bit-mask kernel, one
+        of PARTITION_ROWS tokens through the partition kernel, each with this component's decoding and scores.
+        Where numba's cache lasts only as long as the process (engine.KERNEL_CACHE_PERSISTS), the kernels would be
+        compiled at every load, also those a process never uses: they are left to the first call then."""
         if hasattr(self.featurizer, "prepare_known_words"):
             self.featurizer.prepare_known_words(self.vocab)
+        if not engine.KERNEL_CACHE_PERSISTS:
+            return
         for n in (1, boost.PARTITION_ROWS):
             self(Doc(self.vocab, words=["."] * n))
 

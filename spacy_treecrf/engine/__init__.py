@@ -35,10 +35,14 @@ def _can_write(path: str) -> bool:
         return False
 
 
+KERNEL_CACHE_PERSISTS = True  # False when the compiled kernels live only as long as this process (see below)
+
+
 def _choose_kernel_cache() -> None:
     """The kernels are compiled with cache=True; numba refuses to even define them when it can write neither next
     to this package (a read-only install) nor in the user's cache (no writable HOME). Then they are cached in a
     fresh temporary directory for this process, with one warning, instead of failing at import."""
+    global KERNEL_CACHE_PERSISTS
     if numba.config.CACHE_DIR:
         return
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -47,6 +51,7 @@ def _choose_kernel_cache() -> None:
     if in_tree or _can_write(AppDirs(appname="numba", appauthor=False).user_cache_dir):
         return
     numba.config.CACHE_DIR = tempfile.mkdtemp(prefix="spacy_treecrf_kernels_")
+    KERNEL_CACHE_PERSISTS = False
     warnings.warn(Warnings.W003.format(path=numba.config.CACHE_DIR), stacklevel=2)
 
 
