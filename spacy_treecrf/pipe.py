@@ -60,18 +60,23 @@ def make_treecrf_scorer() -> Callable:
     return treecrf_score
 
 
+def score_attr(target: str, spans_key: str, token_attr: str) -> str:
+    """What treecrf_score names its scores after: <attr>_p/r/f for BIO targets, <attr>_acc for the others."""
+    return {"ner": "ents", "spans": f"spans_{spans_key}", "token_attr": token_attr}.get(target, target)
+
+
 def treecrf_score(examples: Iterable[Example], *, target: str = "ner", spans_key: str = "chunks",
                   token_attr: str = "", **kwargs) -> Dict[str, object]:
     """ents_p/r/f (+ per type), spans_<key>_p/r/f, tag_acc, pos_acc or <extension>_acc, by target."""
+    attr = score_attr(target, spans_key, token_attr)
     if target == "ner":
-        return Scorer.score_spans(examples, "ents", **kwargs)
+        return Scorer.score_spans(examples, attr, **kwargs)
     if target == "spans":
-        return Scorer.score_spans(examples, f"spans_{spans_key}",
-                                  getter=lambda doc, attr: doc.spans.get(spans_key, []),
+        return Scorer.score_spans(examples, attr, getter=lambda doc, attr: doc.spans.get(spans_key, []),
                                   has_annotation=lambda doc: spans_key in doc.spans, allow_overlap=True, **kwargs)
     if target in ("tag", "pos"):
-        return Scorer.score_token_attr(examples, target, **kwargs)
-    return Scorer.score_token_attr(examples, token_attr, getter=lambda token, attr: token._.get(attr),
+        return Scorer.score_token_attr(examples, attr, **kwargs)
+    return Scorer.score_token_attr(examples, attr, getter=lambda token, attr: token._.get(attr),
                                    missing_values={None, ""}, **kwargs)
 
 
@@ -287,11 +292,8 @@ class TreeCRFComponent(TrainablePipe):
 
     def score_keys(self) -> List[str]:
         """The scores this component's scorer gives, by target (the keys [training.score_weights] can weigh)."""
-        target = self.target
-        if target in BIO_TARGETS:
-            prefix = "ents" if target == "ner" else f"spans_{self.cfg['spans_key']}"
-            return [f"{prefix}_{m}" for m in ("f", "p", "r")]
-        return [f"{self.cfg['token_attr'] if target == 'token_attr' else target}_acc"]
+        attr = score_attr(self.target, self.cfg["spans_key"], self.cfg["token_attr"])
+        return [f"{attr}_{m}" for m in ("f", "p", "r")] if self.target in BIO_TARGETS else [f"{attr}_acc"]
 
     def _check_score_weights(self, nlp: Language) -> None:
         """Warn when [training.score_weights] weighs only scores that no component of nlp gives, as after `spacy
@@ -306,9 +308,9 @@ class TreeCRFComponent(TrainablePipe):
                 given |= set(pipe.score_keys() if isinstance(pipe, TreeCRFComponent)
                              else nlp.get_pipe_meta(name).default_score_weights)
         if weighted and not weighted & given:
-            first = self.score_keys()[0]
+            mine = self.score_keys()
             warnings.warn(Warnings.W005.format(name=self.name, weighted=sorted(weighted), target=self.target,
-                                               keys=self.score_keys(), key=first, unset=" ".join(
+                                               keys=mine, key=mine[0], unset=" ".join(
                                                    f"--training.score_weights.{key} null" for key in sorted(weighted))))
 
     def _check_pass_length(self, nlp: Language, examples: List[Example]) -> None:
