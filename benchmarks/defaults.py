@@ -1,0 +1,378 @@
+"""TreeCRF with its DEFAULT settings next to sklearn-crfsuite on the same inputs, task by task: the out-of-the-box
+benchmark behind the README's results table.
+
+    TREECRF_DATA_DIR=../shared/data python benchmarks/defaults.py [--rows ROW ...] [--work DIR] [--stock]
+        [--crf-jobs N] [--out benchmarks/results/defaults]
+
+Rows (data under TREECRF_DATA_DIR; nothing is tuned on a test set):
+- spaCy rows, trained as a user would: `spacy init config --pipeline treecrf`, then only the target, its score
+  weight and the input columns named, then `spacy train` with spaCy's default training block (rounds chosen by
+  early stopping on the dev split):
+  - ner: CoNLL-2003 English, text only (`spacy convert --converter ner`); dev = valid.txt.
+  - chunking: CoNLL-2000, the POS column as input (the column reader keeps it as token.tag_); dev = every 10th
+    training sentence (carve_dev.py).
+  - upos / xpos: UD English EWT (`spacy convert --converter conllu -n 1`), its own dev and test.
+  - upos_genre: EWT cross-genre UPOS: train on the answers / email / reviews sentences of the train file (dev: those
+    genres in the dev file), test on every newsgroup and weblog sentence of train, dev and test (genres never
+    seen in training), split by the sent_id prefix.
+  Measured by projects/shared/scripts/side_by_side.py: test score, training seconds (evaluations excluded),
+  tagging tokens/s of `nlp.pipe`, peak RSS; sklearn-crfsuite on exactly the component's feature columns, c1/c2
+  from a 2 x 2 grid chosen on dev; with --stock, spaCy's stock component (`init config --pipeline ner | tagger |
+  morphologizer`, spaCy's defaults) beside them.
+- Estimator rows: `TreeCRF().fit(X, y)`, no argument and no dev data (it holds out 10% itself to stop), on the
+  letter / residue windows of benchmarks/paper_tasks.py:
+  - nettalk, nettalk_phoneme_stress: NETtalk stress / phoneme+stress, the project's 1000/1000 words, 13 letters.
+  - protein: protein secondary structure, 11 residues plus the residue classes.
+  - hyphenation: Moby Hyphenator II single words (no space or hyphen), label per letter: a hyphenation point
+    follows; 9-letter window; words assigned by a hash of the lower-cased word: 5% test, 5% dev, 15% train.
+  sklearn-crfsuite: c1/c2 from paper_tasks' grid on the dev split (NETtalk, protein: paper_tasks' dev fold of the
+  training data; hyphenation: its dev words), refitted on all training data. Tagging: positions/s of predict
+  from the feature dicts (median of 3 passes), training: fit seconds, both in fresh processes with their own RSS.
+
+Each row is written to WORK/rows/ROW.json when it finishes (with the commit it ran at), so rows can run in
+separate invocations; every invocation rewrites OUT.md and OUT.json from all rows present, with the checks of
+the out-of-the-box issue: score >= CRFsuite's, tokens/s >= 2x CRFsuite's (featurize + tag), training seconds <=
+CRFsuite's where CRFsuite takes over 10 s (else <= 10 s), peak RSS <= 1.5 GB.
+"""
+import argparse
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+SCRIPTS = REPO / "projects" / "shared" / "scripts"
+EWT = "ud_english_ewt/en_ewt-ud-{}.conllu"
+SPACY_ROWS = {  # target, score key, stock pipeline (None: no stock component applies)
+    "ner": ("ner", "ents_f", "ner"),
+    "chunking": ("spans", "spans_chunks_f", None),
+    "upos": ("pos", "pos_acc", "morphologizer"),
+    "xpos": ("tag", "tag_acc", "tagger"),
+    "upos_genre": ("pos", "pos_acc", "morphologizer"),
+}
+ESTIMATOR_ROWS = ("nettalk", "nettalk_phoneme_stress", "protein", "hyphenation")
+ROWS = tuple(SPACY_ROWS) + ESTIMATOR_ROWS
+TRAIN_GENRES = ("answers", "email", "reviews")
+TEST_GENRES = ("newsgroup", "weblog")
+MAX_RSS_MB = 1536.0
+
+
+def run(command, **kwargs):
+    print("$", " ".join(map(str, command)), flush=True)
+    return subprocess.run(list(map(str, command)), check=True, **kwargs)
+
+
+def commit() -> str:
+    out = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True, text=True)
+    return out.stdout.strip() or "unknown"
+
+
+# ---- spaCy rows ----------------------------------------------------------------------------------------------
+def conllu_sentences(path: Path):
+    """(sent_id, the sentence's lines incl. comments) of a CoNLL-U file."""
+    block, sent_id = [], ""
+    for line in path.read_text(encoding="utf8").splitlines():
+        if line.strip():
+            block.append(line)
+            if line.startswith("# sent_id = "):
+                sent_id = line.split("=", 1)[1].strip()
+        elif block:
+            yield sent_id, block
+            block, sent_id = [], ""
+    if block:
+        yield sent_id, block
+
+
+def genre_split(data: Path, out: Path) -> list:
+    """EWT's cross-genre split as three CoNLL-U files (train, dev, test); see the module docstring."""
+    out.mkdir(parents=True, exist_ok=True)
+    parts = {"train": [], "dev": [], "test": []}
+    for split in ("train", "dev", "test"):
+        for sent_id, block in conllu_sentences(data / EWT.format(split)):
+            genre = sent_id.split("-", 1)[0]
+            if genre in TEST_GENRES:
+                parts["test"].append(block)
+            elif genre in TRAIN_GENRES and split != "test":
+                parts[split].append(block)
+            elif genre not in TRAIN_GENRES:
+                raise SystemExit(f"{split}: sentence {sent_id!r} has no known genre prefix")
+    paths = []
+    for name, blocks in parts.items():
+        paths.append(out / f"genre-{name}.conllu")
+        paths[-1].write_text("".join("\n".join(b) + "\n\n" for b in blocks), encoding="utf8")
+        print(f"  {name}: {len(blocks)} sentences -> {paths[-1]}", flush=True)
+    return paths
+
+
+def spacy_corpus(row: str, data: Path, work: Path) -> list:
+    """The (train, dev, test) files of a spaCy row, converted once into WORK/corpus."""
+    corpus = work / "corpus" / row
+    corpus.mkdir(parents=True, exist_ok=True)
+    if row == "chunking":
+        import carve_dev
+        if not (corpus / "dev-split.txt").exists():
+            carve_dev.main(data / "conll2000" / "train.txt", corpus, 10)
+        return [corpus / "train-split.txt", corpus / "dev-split.txt", data / "conll2000" / "test.txt"]
+    if row == "ner":
+        sources, converter = [data / f"conll2003/{s}.txt" for s in ("train", "valid", "test")], ["--converter", "ner"]
+    elif row == "upos_genre":
+        sources, converter = genre_split(data, corpus / "conllu"), ["--converter", "conllu", "-n", "1"]
+    else:
+        sources, converter = [data / EWT.format(s) for s in ("train", "dev", "test")], ["--converter", "conllu",
+                                                                                         "-n", "1"]
+    out = []
+    for source in sources:
+        out.append(corpus / (source.stem + ".spacy"))
+        if not out[-1].exists():
+            run([sys.executable, "-m", "spacy", "convert", source, corpus, *converter], stdout=subprocess.DEVNULL)
+    return out
+
+
+def user_config(pipeline: str, row: str, run_dir: Path) -> Path:
+    """`spacy init config` for the pipeline, with what a user names: the target, its score weight and the input
+    columns (a treecrf); spaCy's stock configs stay as generated. The projects' JSONL logger records each
+    evaluation's wall time for side_by_side.py."""
+    from spacy import util
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / "config.cfg"
+    run([sys.executable, "-m", "spacy", "init", "config", path, "--pipeline", pipeline, "--force"],
+        stdout=subprocess.DEVNULL)
+    config = util.load_config(path, interpolate=False)
+    if pipeline == "treecrf":
+        target, key, _ = SPACY_ROWS[row]
+        config["components"]["treecrf"]["target"] = target
+        config["training"]["score_weights"] = {key: 1.0}
+        if row == "chunking":
+            config["components"]["treecrf"]["spans_key"] = "chunks"
+            config["components"]["treecrf"]["features"]["attrs"] = ["tag_"]
+            for split in ("train", "dev"):
+                config["corpora"][split] = {"@readers": "spacy_treecrf.ColumnCorpus.v1",
+                                            "path": "${paths.%s}" % split, "format": "conll2000",
+                                            "keep_columns": {"pos": "tag_"}, "spans_key": "chunks"}
+    config["training"]["logger"] = {"@loggers": "treecrf_projects.JSONLLogger.v1",
+                                    "path": str(run_dir / "log.jsonl")}
+    config.to_disk(path)
+    return path
+
+
+def train_pipeline(pipeline: str, row: str, files: list, run_dir: Path):
+    if (run_dir / "model-best").exists() and (run_dir / "run.json").exists():
+        print(f"  {run_dir}: trained before, kept", flush=True)
+        return
+    config = user_config(pipeline, row, run_dir)
+    run([sys.executable, SCRIPTS / "timed.py", run_dir / "run.json", "--log", run_dir / "train.log", "--",
+         sys.executable, "-m", "spacy", "train", config, "--paths.train", files[0], "--paths.dev", files[1],
+         "--output", run_dir, "--code", SCRIPTS / "training_log.py"])
+    if json.loads((run_dir / "run.json").read_text())["exit_code"]:
+        raise SystemExit(f"spacy train failed for {row} ({pipeline}): see {run_dir / 'train.log'}")
+
+
+def spacy_row(row: str, data: Path, work: Path, args) -> dict:
+    target, key, stock = SPACY_ROWS[row]
+    files = spacy_corpus(row, data, work)
+    train_pipeline("treecrf", row, files, work / row / "treecrf")
+    command = [sys.executable, SCRIPTS / "side_by_side.py", "--task", row, "--out", work / row / "bench",
+               "--train", files[0], "--dev", files[1], "--test", files[2], "--treecrf", f"defaults={work / row / 'treecrf'}",
+               "--no-crf-curve", "--crf-jobs", args.crf_jobs, "--crf-grid", *args.crf_grid]
+    if args.stock and stock:
+        train_pipeline(stock, row, files, work / row / "stock")
+        command += ["--stock", f"{stock}={work / row / 'stock'}", "--stock-test", files[2], "--stock-keys", key]
+    run(command)
+    bench = json.loads((work / row / "bench" / "results.json").read_text())
+    systems = []
+    for r in bench["rows"]:
+        systems.append(dict(system={"treecrf": "TreeCRF", "crfsuite": "CRFsuite", "stock": "spaCy " + str(stock)}
+                            [r["kind"]], score=r["score"], train_seconds=r.get("train_seconds"),
+                            wall_seconds=r.get("wall_seconds"), tokens_per_second=r.get("tokens_per_second"),
+                            peak_rss_mb=max(filter(None, (r.get("train_peak_rss_mb"), r.get("tag_peak_rss_mb")))),
+                            rounds=r.get("rounds"), detail={k: r[k] for k in ("c1", "c2", "dev") if k in r}))
+    return dict(metric=key, systems=systems)
+
+
+# ---- estimator rows ------------------------------------------------------------------------------------------
+def hyphenation_data(data: Path):
+    """(train, dev, test) of Moby single words: per letter (lower-cased), "1" when a hyphenation point follows."""
+    split = {"train": [], "dev": [], "test": []}
+    seen = set()
+    path = data / "moby_hyphenator" / "mhyph.txt"
+    for number, line in enumerate(path.read_text(encoding="mac_roman").splitlines(), 1):
+        entry = line.strip()
+        if not entry or " " in entry or "-" in entry:
+            continue
+        word = entry.replace("\u2022", "").lower()
+        if word in seen:  # a word's first entry wins (case variants)
+            continue
+        seen.add(word)
+        letters, labels = [], []
+        for char in entry.lower():
+            if char == "\u2022":
+                if not labels:
+                    raise SystemExit(f"{path}:{number}: hyphenation point before the first letter in {entry!r}")
+                labels[-1] = "1"
+            else:
+                letters.append(char)
+                labels.append("0")
+        bucket = int(hashlib.md5(word.encode("utf8")).hexdigest()[:8], 16) % 100
+        part = "test" if bucket < 5 else "dev" if bucket < 10 else "train" if bucket < 25 else None
+        if part:
+            split[part].append((letters, labels))
+    return split["train"], split["dev"], split["test"]
+
+
+def estimator_data(row: str, data: Path):
+    """(train, dev, test) as (X, y) pairs of feature dicts and labels; dev is part of train except for
+    hyphenation, whose train excludes it (CRFsuite's refit uses train + dev there)."""
+    import paper_tasks
+    if row == "hyphenation":
+        train, dev, test = hyphenation_data(data)
+        half, classes, fit = 4, {}, train
+        train = train + dev
+    else:
+        spec = paper_tasks.TASKS[row]
+        half = spec["half"]
+        if row.startswith("nettalk"):
+            train, test = paper_tasks.load_nettalk(data, spec["label"])
+            groups, classes = list(range(len(train))), {}
+        else:
+            train, test, proteins = paper_tasks.load_protein(data)
+            groups = paper_tasks.homology_groups(train, proteins, 2 * half + 1)
+            classes = paper_tasks.read_classes(paper_tasks.RESIDUE_CLASSES)
+        held = set(paper_tasks.dev_folds(train, groups, 0.2, 0)[0])
+        fit = [s for i, s in enumerate(train) if i not in held]
+        dev = [s for i, s in enumerate(train) if i in held]
+
+    def xy(seqs):
+        return ([paper_tasks.add_class_features(paper_tasks.window_features(x, half), x, half, classes)
+                 for x, _ in seqs], [list(y) for _, y in seqs])
+
+    return xy(train), xy(fit), xy(dev), xy(test)
+
+
+def _fit_defaults(train, test):
+    """In a fresh process: TreeCRF() fitted on train, scored on test; (fit seconds, accuracy, positions/s,
+    peak RSS MB, rounds kept, trees)."""
+    import paper_tasks
+    from measure import peak_rss_mb
+    from spacy_treecrf import TreeCRF
+    model = TreeCRF()
+    t0 = time.perf_counter()
+    model.fit(*train)
+    seconds = time.perf_counter() - t0
+    accuracy = paper_tasks.accuracy(model.predict(test[0]), test[1])
+    speed = paper_tasks.tagging_speed(model.predict, test[0])
+    return seconds, accuracy, speed, peak_rss_mb(), model.best_round_, model.ensemble.n_trees
+
+
+def estimator_row(row: str, data: Path, args) -> dict:
+    import paper_tasks
+    train, fit, dev, test = estimator_data(row, data)
+    positions = {name: sum(map(len, part[1])) for name, part in (("train", train), ("test", test))}
+    print(f"  {row}: {len(train[0])} training sequences ({positions['train']} positions), {len(test[0])} test "
+          f"({positions['test']})", flush=True)
+    seconds, accuracy, speed, rss, rounds, trees = paper_tasks.in_fresh_process(_fit_defaults, train, test)
+    print(f"  TreeCRF defaults: {accuracy * 100:.2f}, {rounds} rounds, {seconds:.1f} s, {speed:,.0f} positions/s",
+          flush=True)
+    crf = paper_tasks.run_crfsuite([(*fit, *dev)], train, test,
+                                   argparse.Namespace(crf_max_iterations=None, repeats=1))
+    print(f"  CRFsuite c1={crf['c1']:g} c2={crf['c2']:g}: {crf['test']['viterbi'] * 100:.2f}, "
+          f"{crf['seconds']:.1f} s", flush=True)
+    return dict(metric="accuracy", positions=positions, systems=[
+        dict(system="TreeCRF", score=accuracy, train_seconds=seconds, tokens_per_second=speed, peak_rss_mb=rss,
+             rounds=rounds, detail=dict(trees=trees)),
+        dict(system="CRFsuite", score=crf["test"]["viterbi"], train_seconds=crf["seconds"],
+             tokens_per_second=crf["positions_per_second"], peak_rss_mb=crf["peak_rss_mb"],
+             rounds=crf["iterations"], detail=dict(c1=crf["c1"], c2=crf["c2"], dev=crf["dev"],
+                                                   test_marginal=crf["test"]["marginal"]))])
+
+
+# ---- table ---------------------------------------------------------------------------------------------------
+def checks(res: dict) -> dict:
+    by = {s["system"]: s for s in res["systems"]}
+    tree, crf = by.get("TreeCRF"), by.get("CRFsuite")
+    if not tree or not crf:
+        return {}
+    bound = crf["train_seconds"] if crf["train_seconds"] > 10 else 10.0
+    return dict(score=tree["score"] >= crf["score"],
+                speed=tree["tokens_per_second"] >= 2 * crf["tokens_per_second"],
+                train=tree["train_seconds"] is not None and tree["train_seconds"] <= bound,
+                memory=tree["peak_rss_mb"] <= MAX_RSS_MB)
+
+
+def fmt(v, spec):
+    return "" if v is None else format(v, spec)
+
+
+def table(results: dict) -> str:
+    lines = ["| task | metric | TreeCRF | CRFsuite | spaCy stock | TreeCRF train s | CRFsuite train s | "
+             "TreeCRF tokens/s | CRFsuite tokens/s | speed ratio | TreeCRF peak RSS MB | checks failed |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for row in ROWS:
+        res = results.get(row)
+        if res is None:
+            continue
+        by = {s["system"].split()[0]: s for s in res["systems"]}
+        tree, crf, stock = by.get("TreeCRF", {}), by.get("CRFsuite", {}), by.get("spaCy", {})
+        failed = [name for name, ok in checks(res).items() if not ok]
+        ratio = (tree["tokens_per_second"] / crf["tokens_per_second"]) if tree and crf else None
+        lines.append(
+            f"| {row} | {res['metric']} | {fmt(tree.get('score', 0) * 100, '.2f')} | "
+            f"{fmt(crf.get('score', 0) * 100, '.2f')} | {fmt(stock['score'] * 100, '.2f') if stock else ''} | "
+            f"{fmt(tree.get('train_seconds'), '.1f')} | {fmt(crf.get('train_seconds'), '.1f')} | "
+            f"{fmt(tree.get('tokens_per_second'), ',.0f')} | {fmt(crf.get('tokens_per_second'), ',.0f')} | "
+            f"{fmt(ratio, '.2f')} | {fmt(tree.get('peak_rss_mb'), ',.0f')} | {', '.join(failed) or 'none'} |")
+    return "\n".join(lines)
+
+
+def write_tables(work: Path, out: Path):
+    results = {}
+    for path in sorted((work / "rows").glob("*.json")):
+        results[path.stem] = json.loads(path.read_text())
+    commits = sorted({r["commit"] for r in results.values()})
+    text = ["# TreeCRF defaults next to CRFsuite", "",
+            f"`python benchmarks/defaults.py` (rows: {', '.join(r for r in ROWS if r in results)}); code at "
+            f"{', '.join(commits)}; {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs. "
+            "Test scores (the test sets were never used for a choice); training seconds exclude dev "
+            "evaluations; tokens/s: TreeCRF's tagging (spaCy rows: `nlp.pipe`), CRFsuite's featurization + "
+            "tagging; checks: score >= CRFsuite, tokens/s >= 2x, training <= CRFsuite's (<= 10 s where CRFsuite "
+            "takes less), peak RSS <= 1.5 GB.", "", table(results), ""]
+    for row, res in results.items():
+        text.append(f"- {row}: run {res['date']} at {res['commit']}, {res['seconds']:.0f} s; " + "; ".join(
+            f"{s['system']} rounds/iterations {s.get('rounds')}, {json.dumps(s['detail'])}" for s in res["systems"]))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".md").write_text("\n".join(text) + "\n")
+    out.with_suffix(".json").write_text(json.dumps(results, indent=1))
+    print("\n".join(text))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS))
+    parser.add_argument("--work", type=Path, default=Path("defaults_bench"), help="corpora, models and row results")
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "defaults")
+    parser.add_argument("--stock", action="store_true", help="also train spaCy's stock component (slow)")
+    parser.add_argument("--crf-jobs", type=int, default=1, help="CRFsuite grid points fitted at once")
+    parser.add_argument("--crf-grid", nargs="+", default=["0.05,0.01", "0.05,0.1", "0.2,0.01", "0.2,0.1"])
+    parser.add_argument("--table-only", action="store_true", help="rewrite OUT from the rows present")
+    args = parser.parse_args()
+    data = Path(os.environ.get("TREECRF_DATA_DIR") or REPO.parent / "shared" / "data")
+    if not data.is_dir():
+        raise SystemExit(f"data directory {data} not found: set TREECRF_DATA_DIR")
+    sys.path.insert(0, str(SCRIPTS))
+    (args.work / "rows").mkdir(parents=True, exist_ok=True)
+    for row in [] if args.table_only else args.rows:
+        print(f"== {row}", flush=True)
+        t0 = time.perf_counter()
+        res = spacy_row(row, data, args.work, args) if row in SPACY_ROWS else estimator_row(row, data, args)
+        res.update(row=row, commit=commit(), date=time.strftime("%Y-%m-%d"), seconds=time.perf_counter() - t0,
+                   checks=checks(res))
+        (args.work / "rows" / f"{row}.json").write_text(json.dumps(res, indent=1))
+    write_tables(args.work, args.out)
+
+
+if __name__ == "__main__":
+    main()
