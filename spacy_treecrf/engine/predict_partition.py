@@ -135,7 +135,8 @@ def partition_potentials(rows, forest, index, cells, allowed, block_rows, scaled
     K = start_states.shape[0]
     shared = forest.labels.shape[0] > 0 and forest.labels[0] < 0
     phi = np.zeros((0 if scaled else T, S, K))
-    max_depth = 0
+    # np.int64(0), not 0: numba would compile each kernel called with it once more for the literal 0
+    max_depth = np.int64(0)
     for i in range(forest.depths.shape[0]):
         max_depth = max(max_depth, forest.depths[i])
     block = max(1, block_rows)
@@ -474,7 +475,7 @@ def _partition_block(acc, sums, pool, pool_mask, rows, forest, index, cells, max
     T = indptr.shape[0] - 1
     S = acc.shape[1] - 1
     n_words = state_words.shape[1]
-    n_cols = 0
+    n_cols = np.int64(0)  # not 0: see partition_potentials
     for j in column_of:
         n_cols = max(n_cols, j + 1)
     col_ptr, col_pos = _tested_columns(indptr, indices, column_of, n_cols)
@@ -513,7 +514,7 @@ def _partition_block(acc, sums, pool, pool_mask, rows, forest, index, cells, max
     n_log = T // 4 + 16 if sums.off.shape[0] else 0  # (no rows for a per-label forest)
     log = SplitLog(np.empty(n_log, dtype=np.int32), np.zeros(n_log, dtype=np.int64), np.empty(n_log, dtype=np.int64),
                    np.empty((n_log, n_words), dtype=np.uint64))
-    n_events = 0
+    n_events = np.int64(0)  # not 0: see partition_potentials
     for i in range(roots.shape[0] - 1):
         root = roots[i]
         k = labels[i]
