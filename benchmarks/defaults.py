@@ -60,6 +60,11 @@ ROWS = tuple(SPACY_ROWS) + ESTIMATOR_ROWS
 TRAIN_GENRES = ("answers", "email", "reviews")
 TEST_GENRES = ("newsgroup", "weblog")
 MAX_RSS_MB = 1536.0
+README_START, README_END = "<!-- defaults-results:start -->", "<!-- defaults-results:end -->"
+LEGEND = ("Test scores (no choice was made on a test set); training seconds without dev evaluations; tokens/s: "
+          "TreeCRF's tagging (spaCy rows: `nlp.pipe`), CRFsuite's featurization + tagging. Checks: score >= "
+          "CRFsuite's, tokens/s >= 2x CRFsuite's, training <= CRFsuite's (<= 10 s where CRFsuite takes less), "
+          "peak RSS <= 1.5 GB.")
 
 
 def run(command, **kwargs):
@@ -146,7 +151,8 @@ def user_config(pipeline: str, row: str, run_dir: Path) -> Path:
     if pipeline == "treecrf":
         target, key, _ = SPACY_ROWS[row]
         config["components"]["treecrf"]["target"] = target
-        config["training"]["score_weights"] = {key: 1.0}
+        # the generated weights (NER's) nulled, else spaCy adds them back and halves the target's weight
+        config["training"]["score_weights"] = {**{k: None for k in config["training"]["score_weights"]}, key: 1.0}
         if row == "chunking":
             config["components"]["treecrf"]["spans_key"] = "chunks"
             config["components"]["treecrf"]["features"]["attrs"] = ["tag_"]
@@ -328,18 +334,22 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
-def write_tables(work: Path, out: Path):
+def describe_machine(results: dict) -> str:
+    machines = {(r["machine"]["cpu"], r["machine"]["cpus"]) for r in results.values() if "machine" in r}
+    return "; ".join(f"{cpu}, {cpus} CPUs" for cpu, cpus in sorted(machines)) or platform.machine()
+
+
+def write_tables(work: Path, out: Path, readme: Path = None):
+    """OUT.md / OUT.json from every row in WORK/rows; with readme, the table also goes into that file between
+    README_START and README_END (no commit hashes there: they stay in OUT.md)."""
     results = {}
     for path in sorted((work / "rows").glob("*.json")):
         results[path.stem] = json.loads(path.read_text())
     commits = sorted({r["commit"] for r in results.values()})
+    rows = ", ".join(r for r in ROWS if r in results)
     text = ["# TreeCRF defaults next to CRFsuite", "",
-            f"`python benchmarks/defaults.py` (rows: {', '.join(r for r in ROWS if r in results)}); code at "
-            f"{', '.join(commits)}; {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs. "
-            "Test scores (the test sets were never used for a choice); training seconds exclude dev "
-            "evaluations; tokens/s: TreeCRF's tagging (spaCy rows: `nlp.pipe`), CRFsuite's featurization + "
-            "tagging; checks: score >= CRFsuite, tokens/s >= 2x, training <= CRFsuite's (<= 10 s where CRFsuite "
-            "takes less), peak RSS <= 1.5 GB.", "", table(results), ""]
+            f"`python benchmarks/defaults.py` (rows: {rows}); code at {', '.join(commits)}; "
+            f"{describe_machine(results)}. {LEGEND}", "", table(results), ""]
     for row, res in results.items():
         text.append(f"- {row}: run {res['date']} at {res['commit']}, {res['seconds']:.0f} s; " + "; ".join(
             f"{s['system']} rounds/iterations {s.get('rounds')}, {json.dumps(s['detail'])}" for s in res["systems"]))
@@ -347,6 +357,18 @@ def write_tables(work: Path, out: Path):
     out.with_suffix(".md").write_text("\n".join(text) + "\n")
     out.with_suffix(".json").write_text(json.dumps(results, indent=1))
     print("\n".join(text))
+    if readme is not None:
+        dates = sorted({r["date"] for r in results.values()})
+        section = "\n".join([README_START, "", f"Measured {' to '.join(dict.fromkeys([dates[0], dates[-1]]))} "
+                              f"({describe_machine(results)}) by `python benchmarks/defaults.py`; every figure and "
+                              f"the settings CRFsuite chose: [benchmarks/results/defaults.md]"
+                              f"(benchmarks/results/defaults.md). {LEGEND}", "", table(results), "", README_END])
+        current = readme.read_text(encoding="utf8")
+        if README_START not in current or README_END not in current:
+            raise SystemExit(f"{readme} has no {README_START} ... {README_END} section to fill")
+        head, rest = current.split(README_START, 1)
+        readme.write_text(head + section + rest.split(README_END, 1)[1], encoding="utf8")
+        print(f"table written into {readme}")
 
 
 def main():
@@ -358,6 +380,7 @@ def main():
     parser.add_argument("--crf-jobs", type=int, default=1, help="CRFsuite grid points fitted at once")
     parser.add_argument("--crf-grid", nargs="+", default=["0.05,0.01", "0.05,0.1", "0.2,0.01", "0.2,0.1"])
     parser.add_argument("--table-only", action="store_true", help="rewrite OUT from the rows present")
+    parser.add_argument("--readme", type=Path, default=None, help="also put the table into this README")
     args = parser.parse_args()
     data = Path(os.environ.get("TREECRF_DATA_DIR") or REPO.parent / "shared" / "data")
     if not data.is_dir():
@@ -368,10 +391,11 @@ def main():
         print(f"== {row}", flush=True)
         t0 = time.perf_counter()
         res = spacy_row(row, data, args.work, args) if row in SPACY_ROWS else estimator_row(row, data, args)
+        from side_by_side import machine
         res.update(row=row, commit=commit(), date=time.strftime("%Y-%m-%d"), seconds=time.perf_counter() - t0,
-                   checks=checks(res))
+                   checks=checks(res), machine=machine())
         (args.work / "rows" / f"{row}.json").write_text(json.dumps(res, indent=1))
-    write_tables(args.work, args.out)
+    write_tables(args.work, args.out, args.readme)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ projects/<name>/benchmark/paper_tasks.json (benchmarks/paper_tasks.py). Without 
 """
 import argparse
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -41,8 +42,7 @@ def side_by_side(res, rel):
     return out + [""]
 
 
-def paper(name, res):
-    rel = f"projects/{name}/benchmark"
+def paper(name, res, rel):
     out = []
     for task in ("nettalk", "protein"):
         if task not in res:
@@ -77,14 +77,16 @@ def paper(name, res):
     return out
 
 
-def section(names):
+def section(names, base: Path = ROOT):
+    """The markdown section; its links are relative to ``base``, the directory of the file it goes into."""
     lines = [START, ""]
+    link = lambda path: Path(os.path.relpath(path, base)).as_posix()
     for name in names:
         bench = ROOT / "projects" / name / "benchmark"
         for path in sorted(bench.glob("results.json")) + sorted(bench.glob("*/results.json")):
-            lines += side_by_side(json.loads(path.read_text()), path.parent.relative_to(ROOT).as_posix())
+            lines += side_by_side(json.loads(path.read_text()), link(path.parent))
         if (bench / "paper_tasks.json").exists():
-            lines += paper(name, json.loads((bench / "paper_tasks.json").read_text()))
+            lines += paper(name, json.loads((bench / "paper_tasks.json").read_text()), link(bench))
     return "\n".join(lines + [END])
 
 
@@ -95,7 +97,7 @@ def main():
     args = p.parse_args()
     names = args.projects or sorted(d.name for d in (ROOT / "projects").iterdir()
                                     if (d / "project.yml").exists())
-    text = section(names)
+    text = section(names, args.readme.resolve().parent if args.readme else ROOT)
     if args.readme is None:
         print(text)
         return
