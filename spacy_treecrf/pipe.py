@@ -35,6 +35,7 @@ from .engine import booster as boost
 from .engine import crf, missing, serialize
 from .engine.booster import DECODERS, BoostParams, Ensemble
 from .engine.missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
+from .engine.predict_partition import partition_potentials
 from .engine.rules import ensemble_rules
 from .engine.transitions import bio_allowed, first_forbidden
 from .features import MISSING_EXT, stored_token_values, window_features  # noqa: F401 (registers the features)
@@ -634,16 +635,21 @@ class TreeCRFComponent(TrainablePipe):
 
     def _warm_up(self) -> None:
         """Ready the model as part of loading it, not in the first call: the lexeme tests of the words it has word
-        tests for, and the compiled prediction kernels: one doc of one token goes through the bit-mask kernel, one
-        of PARTITION_ROWS tokens through the partition kernel, each with this component's decoding and scores.
-        Where numba's cache lasts only as long as the process (engine.KERNEL_CACHE_PERSISTS), the kernels would be
-        compiled at every load, also those a process never uses: they are left to the first call then."""
+        tests for, and the compiled prediction kernels. One doc of one token goes through the small-batch kernels
+        with this component's decoding and scores; where numba's cache holds the partition kernel, one doc of
+        PARTITION_ROWS tokens readies it too (a load: it cost the first large batch 65 ms). Where it does not
+        (the first processes after an install or an upgrade), it is left to the first batch that large:
+        compiling it is most of a cold start (benchmarks/results/cold_start.md), and a process that tags short
+        texts never needs it. Where numba's cache lasts only as long as the process
+        (engine.KERNEL_CACHE_PERSISTS), the kernels would be compiled at every load, also those a process never
+        uses: they are all left to the first call then."""
         if hasattr(self.featurizer, "prepare_known_words"):
             self.featurizer.prepare_known_words(self.vocab)
         if not engine.KERNEL_CACHE_PERSISTS:
             return
-        for n in (1, boost.PARTITION_ROWS):
-            self(Doc(self.vocab, words=["."] * n))
+        self(Doc(self.vocab, words=["."]))
+        if engine.in_kernel_cache(partition_potentials):
+            self(Doc(self.vocab, words=["."] * boost.PARTITION_ROWS))
 
     def to_disk(self, path, *, exclude=tuple()) -> None:
         path = util.ensure_path(path)

@@ -8,8 +8,9 @@ Data flows one way through its modules:
   partition.py (a node's positions split by its test), grow.py (the one best-first grower), leaves.py (leaf
   values and moving cached potentials by a tree's leaves); missing.py holds the missing-value routing rule they
   share and the row transformations of the other strategies;
-- prediction: predict_walk.py (one position, one tree: training-time evaluation and rows with missing values),
-  predict_partition.py (large batches), predict_bitmask.py (small batches); intrinsics.py (prefetch, bit scan);
+- prediction: predict_walk.py (one position, one tree: training-time evaluation, rows with missing values, small
+  batches of shared trees), predict_partition.py (large batches), predict_bitmask.py (small batches);
+  intrinsics.py (prefetch, bit scan);
 - booster.py: the boosting settings (BoostParams), rounds, the Ensemble and the dev-set cache;
 - transitions.py (which label may follow which), rules.py (an ensemble's strongest paths, readable);
 - serialize.py: the one place where model state becomes msgpack bytes and back.
@@ -57,3 +58,12 @@ def _choose_kernel_cache() -> None:
 
 _choose_kernel_cache()
 
+
+def in_kernel_cache(kernel) -> bool:
+    """Whether numba's cache holds compiled code of ``kernel`` (a cache=True dispatcher) from an earlier process,
+    so that readying it costs a load, not a compile. numba has no public call for this: the cache's index file is
+    looked up through the dispatcher's cache object, and the answer is False where numba does not have one."""
+    try:
+        return os.path.isfile(kernel._cache._cache_file._index_path)
+    except AttributeError:
+        return False
