@@ -1,11 +1,13 @@
-"""Cold start: a new process with an empty numba cache (as after a fresh install) loads a trained pipeline and tags
-one sentence; then the same with the cache that first process wrote (every later process).
+"""Cold start: a new process with an empty numba cache (as after a fresh install) loads a trained pipeline, tags
+one sentence, then one batch of over 600 tokens (the partition kernel's size); then twice more with the cache the
+earlier processes wrote.
 
     python benchmarks/cold_start.py PIPELINE_DIR [--text "..."]
 
-Each run is a fresh `python` process with NUMBA_CACHE_DIR pointing at a new temporary directory (cold) or at the
-one the cold run filled (warm). Printed per run: seconds to import spaCy and load the pipeline, seconds of the
-first `nlp(text)`, and the number of functions numba compiled in the process.
+Each run is a fresh `python` process with NUMBA_CACHE_DIR pointing at a new temporary directory (cold), then at
+the one the cold run filled (second, third). Printed per run: seconds to import spaCy and load the pipeline,
+seconds of the first `nlp(text)` and the functions numba compiled up to then; seconds of the large batch and the
+functions compiled for it.
 """
 import argparse
 import json
