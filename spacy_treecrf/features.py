@@ -78,6 +78,7 @@ offset -window first, the padding column first in its block, then tests in atomi
 of every row come out sorted and unique without any sorting.
 """
 import functools
+import inspect
 import re
 from collections import Counter
 from itertools import chain, repeat
@@ -1106,13 +1107,21 @@ def _chunks(docs: Iterable[Doc], max_tokens: int = _CHUNK_TOKENS):
 
 
 @spacy.registry.misc("spacy_treecrf.window_features.v1")
-def window_features(window: int = 2, word: bool = True, lower: bool = True, min_freq: int = 2,
-                    regexes: bool = True, prefix: int = 3, suffix: int = 4, shape: bool = True,
-                    flags: bool = True, attrs: List[str] = [], lexicons: Dict[str, str] = {},
-                    lexicon_lowercase: bool = True, missing_text: Optional[str] = None,
-                    label_dictionary: bool = True) -> WindowFeaturizer:
+def window_features(**settings) -> WindowFeaturizer:
     """Config entry point for :class:`WindowFeaturizer` (see its docstring for the options)."""
-    return WindowFeaturizer(window=window, word=word, lower=lower, min_freq=min_freq, regexes=regexes,
-                            prefix=prefix, suffix=suffix, shape=shape, flags=flags, attrs=attrs,
-                            lexicons=lexicons, lexicon_lowercase=lexicon_lowercase,
-                            missing_text=missing_text, label_dictionary=label_dictionary)
+    return WindowFeaturizer(**settings)
+
+
+def _window_features_signature() -> inspect.Signature:
+    """window_features' parameters: WindowFeaturizer's, with their defaults (the settings are written once,
+    there); a config shows the empty ``attrs`` and ``lexicons`` as a list and a section, as it validates them."""
+    config_form = {"attrs": (List[str], []), "lexicons": (Dict[str, str], {})}
+    params = []
+    for p in list(inspect.signature(WindowFeaturizer.__init__).parameters.values())[1:]:
+        annotation, default = config_form.get(p.name, (p.annotation, p.default))
+        params.append(inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                        annotation=annotation))
+    return inspect.Signature(params, return_annotation=WindowFeaturizer)
+
+
+window_features.__signature__ = _window_features_signature()
