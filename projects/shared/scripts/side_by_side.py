@@ -186,12 +186,15 @@ def write_predictions(examples, predictions, pipe):
                 doc.ents = spans
             else:
                 doc.spans[pipe.cfg["spans_key"]] = spans
-        elif pipe.target == "token_attr":
+        else:  # CRFsuite may predict the stand-in it was trained with for unknown gold labels ("O"): left unset
+            known = set(pipe.labels)
             for token, tag in zip(doc, tags):
-                token._.set(pipe.cfg["token_attr"], tag)
-        else:
-            for token, tag in zip(doc, tags):
-                setattr(token, pipe.target + "_", tag)
+                if tag not in known:
+                    continue
+                if pipe.target == "token_attr":
+                    token._.set(pipe.cfg["token_attr"], tag)
+                else:
+                    setattr(token, pipe.target + "_", tag)
 
 
 def machine():
