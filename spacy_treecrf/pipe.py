@@ -636,11 +636,11 @@ class TreeCRFComponent(TrainablePipe):
     def _warm_up(self) -> None:
         """Ready the model as part of loading it, not in the first call: the lexeme tests of the words it has word
         tests for, and the compiled prediction kernels. One doc of one token goes through the small-batch kernels
-        with this component's decoding and scores; where numba's cache holds the partition kernel, one doc of
-        PARTITION_ROWS tokens readies it too (a load: it cost the first large batch 65 ms). Where it does not
-        (the first processes after an install or an upgrade), it is left to the first batch that large:
-        compiling it is most of a cold start (benchmarks/results/cold_start.md), and a process that tags short
-        texts never needs it. Where numba's cache lasts only as long as the process
+        with this component's decoding and scores (shared trees: the partition kernel serves every batch);
+        where numba's cache holds the partition kernel, one doc of PARTITION_ROWS tokens readies it too (a load
+        from the cache). Where it does not (the first processes after an install or an upgrade), a model whose
+        small batches take the bit-mask kernel leaves it to the first batch that large: compiling it is the
+        largest part of a cold start (benchmarks/results/cold_start.md). Where numba's cache lasts only as long as the process
         (engine.KERNEL_CACHE_PERSISTS), the kernels would be compiled at every load, also those a process never
         uses: they are all left to the first call then."""
         if hasattr(self.featurizer, "prepare_known_words"):

@@ -8,9 +8,8 @@ Data flows one way through its modules:
   partition.py (a node's positions split by its test), grow.py (the one best-first grower), leaves.py (leaf
   values and moving cached potentials by a tree's leaves); missing.py holds the missing-value routing rule they
   share and the row transformations of the other strategies;
-- prediction: predict_walk.py (one position, one tree: training-time evaluation, rows with missing values, small
-  batches of shared trees), predict_partition.py (large batches), predict_bitmask.py (small batches);
-  intrinsics.py (prefetch, bit scan);
+- prediction: predict_walk.py (one position, one tree: training-time evaluation and rows with missing values),
+  predict_partition.py (large batches), predict_bitmask.py (small batches); intrinsics.py (prefetch, bit scan);
 - booster.py: the boosting settings (BoostParams), rounds, the Ensemble and the dev-set cache;
 - transitions.py (which label may follow which), rules.py (an ensemble's strongest paths, readable);
 - serialize.py: the one place where model state becomes msgpack bytes and back.

@@ -340,11 +340,10 @@ class Ensemble:
         (allowed, seq_starts): only the cells a decoder reads (see crf.scaled_potentials) are computed, the
         others are 0 (trees fitted under a transition mask spend much of their size on forbidden states).
 
-        PARTITION_ROWS rows or more go through predict_partition; fewer through predict_bitmask, whose cost per
-        row does not depend on how many rows come together, or where its tables do not fit the model (shared
-        trees, see _bitmask_fits) through the tree walk of predict_walk: on a 6-token doc it took a sixth of the
-        partition kernel's time, and a process that tags only small batches never compiles the partition
-        kernel (the largest compile of the package)."""
+        PARTITION_ROWS rows or more go through predict_partition, fewer through predict_bitmask, whose cost per
+        row does not depend on how many rows come together, where its tables fit the model (never for shared
+        trees, see _bitmask_fits). The tree walk is no substitute for small batches: on a default NER model it
+        was 2.2x slower than the partition kernel at 28 tokens (benchmarks/results/small_batches_walk.md)."""
         phi = self._evaluate(indptr, indices, threads, valid, scaled=False)
         if missing_rows is not None and missing_rows.any:
             at = missing_rows.rows()
@@ -379,8 +378,8 @@ class Ensemble:
             start_states, other_states = np.zeros_like(allowed, dtype=bool), allowed.astype(bool)
             start_states[0], other_states[0] = other_states[0], False
         rows = np.arange(T + 1, dtype=np.int64)  # any split of rows will do: treat each row as a sequence
-        kernel = "partition" if T >= PARTITION_ROWS else "bitmask" if self._bitmask_fits() else "walk"
-        index = self._index(kernel) if kernel != "walk" else no_missing()
+        kernel = "partition" if T >= PARTITION_ROWS or not self._bitmask_fits() else "bitmask"
+        index = self._index(kernel)
         if kernel == "partition":
             words = label_state_words(start_states), label_state_words(other_states)
             block = block_rows(self.n_labels, self.n_states, self.shared)
@@ -391,11 +390,7 @@ class Ensemble:
                 phi, P = partition_potentials(chunk_rows, forest, index, Cells(is_start[a:b], *words, mask_class),
                                               allowed_cells, block, scaled)
                 return P if scaled else phi
-            if kernel == "bitmask":
-                phi = bitmask_potentials(chunk_rows, self.n_labels, self.labels, index)
-            else:
-                phi = walk_potentials(np.arange(b - a, dtype=np.int64), chunk_rows, forest, index, self.n_states,
-                                      self.n_labels)
+            phi = bitmask_potentials(chunk_rows, self.n_labels, self.labels, index)
             return phi * np.where(is_start[a:b, None, None], start_states, other_states)
         parts = in_chunks(rows, threads, chunk, min_positions=5000)
         if scaled:

@@ -1,7 +1,7 @@
 """The tree walk: the leaves one position reaches in one tree, for every previous state at once, with the missing
-value routing rule. It serves training-time evaluation (moves at positions a tree was not fitted on, dev sets),
-rows with missing values at prediction, and small batches of a model the bit-mask tables do not fit (shared
-trees); the other rows are predicted by the block kernels (predict_partition.py, predict_bitmask.py).
+value routing rule. It serves training-time evaluation (moves at positions a tree was not fitted on, dev sets)
+and rows with missing values at prediction; rows without missing values are predicted by the block kernels
+(predict_partition.py, predict_bitmask.py).
 """
 from typing import NamedTuple
 
