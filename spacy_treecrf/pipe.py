@@ -640,9 +640,9 @@ class TreeCRFComponent(TrainablePipe):
         where numba's cache holds the partition kernel, one doc of PARTITION_ROWS tokens readies it too (a load
         from the cache). Where it does not (the first processes after an install or an upgrade), a model whose
         small batches take the bit-mask kernel leaves it to the first batch that large: compiling it is the
-        largest part of a cold start (benchmarks/results/cold_start.md). Where numba's cache lasts only as long as the process
-        (engine.KERNEL_CACHE_PERSISTS), the kernels would be compiled at every load, also those a process never
-        uses: they are all left to the first call then."""
+        largest part of a cold start (benchmarks/results/cold_start.md). Where numba's cache lasts only as long
+        as the process (engine.KERNEL_CACHE_PERSISTS), the kernels would be compiled at every load, also those a
+        process never uses: they are all left to the first call then."""
         if hasattr(self.featurizer, "prepare_known_words"):
             self.featurizer.prepare_known_words(self.vocab)
         if not engine.KERNEL_CACHE_PERSISTS:
