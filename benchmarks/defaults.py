@@ -18,8 +18,8 @@ Rows (data under TREECRF_DATA_DIR; nothing is tuned on a test set):
   Measured by projects/shared/scripts/side_by_side.py: test score, training seconds (evaluations excluded),
   tagging tokens/s of `nlp.pipe`, peak RSS; sklearn-crfsuite on exactly the component's feature columns, c1/c2
   chosen on dev from --crf-grid, at most --crf-max-iterations L-BFGS iterations (500, as the projects: on
-  chunking two uncapped fits ran for over 45 minutes each without converging); with --stock, spaCy's stock component (`init config --pipeline ner | tagger |
-  morphologizer`, spaCy's defaults) beside them.
+  chunking two uncapped fits ran for over 45 minutes each without converging); with --stock, spaCy's stock
+  component (`init config --pipeline ner | tagger | morphologizer`, spaCy's defaults) beside them.
 - Estimator rows: `TreeCRF().fit(X, y)`, no argument and no dev data (it holds out 10% itself to stop), on the
   letter / residue windows of benchmarks/paper_tasks.py:
   - nettalk, nettalk_phoneme_stress: NETtalk stress / phoneme+stress, the project's 1000/1000 words, 13 letters.
@@ -184,7 +184,8 @@ def spacy_row(row: str, data: Path, work: Path, args) -> dict:
     files = spacy_corpus(row, data, work)
     train_pipeline("treecrf", row, files, work / row / "treecrf")
     command = [sys.executable, SCRIPTS / "side_by_side.py", "--task", row, "--out", work / row / "bench",
-               "--train", files[0], "--dev", files[1], "--test", files[2], "--treecrf", f"defaults={work / row / 'treecrf'}",
+               "--train", files[0], "--dev", files[1], "--test", files[2],
+               "--treecrf", f"defaults={work / row / 'treecrf'}",
                "--no-crf-curve", "--crf-jobs", args.crf_jobs, "--crf-max-iterations", args.crf_max_iterations,
                "--crf-grid", *args.crf_grid]
     if args.stock and stock:
