@@ -8,8 +8,9 @@ Each --candidate is NAME=SETTINGS, SETTINGS a comma-separated list of TreeCRF ar
 strings; empty: the defaults as they are). Tasks:
 - hmm: the paper's synthetic HMM (benchmarks/synthetic_hmm.py): 100 training sequences of length 100, window 3;
   dev: 50 fresh sequences from the same HMM (Bayes-optimal posterior decoding printed beside it).
-- nettalk, nettalk_phoneme_stress, protein: benchmarks/paper_tasks.py's data and features; dev: its dev fold
-  (20% of the training words / homology groups of proteins), the candidate fitted on the rest.
+- nettalk, nettalk_phoneme_stress, protein, hyphenation: the estimator rows of benchmarks/defaults.py (its data,
+  features and dev splits: paper_tasks.py's dev fold of 20% of the training words / homology groups of proteins;
+  hyphenation's dev words), the candidate fitted on the rest.
 Per task and candidate: dev accuracy (the estimator's own decode), rounds kept, trees, fit seconds, dev
 positions/s of predict. --test instead fits each candidate on the whole training set and scores the test set
 (for reporting a choice made on dev, never for making it).
@@ -20,11 +21,12 @@ import time
 
 import numpy as np
 
+import defaults
 import paper_tasks
 import synthetic_hmm
 from spacy_treecrf import TreeCRF
 
-TASKS = ("hmm", "nettalk", "nettalk_phoneme_stress", "protein")
+TASKS = ("hmm",) + defaults.ESTIMATOR_ROWS
 
 
 def parse_candidate(item: str):
@@ -58,27 +60,11 @@ def hmm_data(test: bool):
     return (fx(train), fy(train)), (fx(held), fy(held)), float((bayes == gold).mean())
 
 
-def paper_data(name: str, test: bool):
-    """(train, evaluation) of one of paper_tasks.py's tasks: the fit part and the dev fold, or train and test."""
-    spec = paper_tasks.TASKS[name]
-    root = paper_tasks.data_dir(None)
-    if name.startswith("nettalk"):
-        train, held = paper_tasks.load_nettalk(root, spec["label"])
-        groups = list(range(len(train)))
-        classes = {}
-    else:
-        train, held, proteins = paper_tasks.load_protein(root)
-        groups = paper_tasks.homology_groups(train, proteins, 2 * spec["half"] + 1)
-        classes = paper_tasks.read_classes(paper_tasks.RESIDUE_CLASSES)
-    X = lambda seqs: [paper_tasks.add_class_features(paper_tasks.window_features(x, spec["half"]), x, spec["half"],
-                                                     classes) for x, _ in seqs]
-    Y = lambda seqs: [list(y) for _, y in seqs]
-    if test:
-        return (X(train), Y(train)), (X(held), Y(held)), None
-    dev = set(paper_tasks.dev_folds(train, groups, 0.2, 0)[0])
-    fit = [s for i, s in enumerate(train) if i not in dev]
-    dev_seqs = [s for i, s in enumerate(train) if i in dev]
-    return (X(fit), Y(fit)), (X(dev_seqs), Y(dev_seqs)), None
+def task_data(name: str, test: bool):
+    """(train, evaluation) of one of defaults.py's estimator rows: the fit part and the dev split, or train and
+    test."""
+    train, fit, dev, held = defaults.estimator_data(name, paper_tasks.data_dir(None))
+    return (train, held, None) if test else (fit, dev, None)
 
 
 def evaluate(settings: dict, train, held) -> dict:
@@ -103,7 +89,7 @@ def main():
     print(f"| task | candidate | {where} accuracy | rounds kept / run | trees | fit s | {where} positions/s |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for task in args.task:
-        train, held, bayes = hmm_data(args.test) if task == "hmm" else paper_data(task, args.test)
+        train, held, bayes = hmm_data(args.test) if task == "hmm" else task_data(task, args.test)
         for name, settings in candidates:
             r = evaluate(settings, train, held)
             print(f"| {task} | {name} | {100 * r['accuracy']:.2f} | {r['rounds']} / {r['run']} | {r['trees']} | "

@@ -3,6 +3,7 @@ import dataclasses
 import inspect
 import time
 from collections import Counter
+from itertools import chain, repeat
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -13,6 +14,7 @@ from .engine.rules import ensemble_rules
 from .engine.transitions import first_forbidden, transitions_allowed
 from .engine import crf, missing, serialize
 from .engine.missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
+from .engine.sparse import pairs_to_rows
 from .errors import Errors
 
 Position = Union[Dict[str, object], Iterable[str]]
@@ -40,9 +42,8 @@ class FeatureIndex:
         self.impute = np.full(V, -1, dtype=np.int32) if impute is None else np.asarray(impute, dtype=np.int32)
         self.indicator = np.full(V, -1, dtype=np.int32) if indicator is None else np.asarray(indicator,
                                                                                              dtype=np.int32)
-        # (key, value) -> column of the known features 'key=value' of string keys without '=' (then no other
-        # pair gives the same name): a dict whose pairs are all here takes rows()' fast path
-        self.pairs: Dict[Tuple[str, str], int] = {}
+        self._pairs: Dict[Tuple[str, object], int] = {}  # see _pair_table
+        self._pairs_of = -1  # the number of names _pairs was built from
 
     def _column(self, name: str, var: int) -> int:
         """A new column for ``name`` (of variable ``var``)."""
@@ -57,12 +58,12 @@ class FeatureIndex:
         gives the feature 'key=value' (as sklearn-crfsuite does), another truthy value the feature 'key', a falsy
         one no feature, and None marks the variable missing. Names of an iterable belong to no variable. While
         growing, ``known`` counts per variable the positions where it has a value (what imputation counts over).
-
-        At prediction, a dict of known string pairs only is looked up pair by pair in ``pairs`` (a third of the
-        time of building and looking up each name); any other position takes the general path below."""
+        At prediction, dicts of string keys and string or bool values take _known_rows."""
+        if not grow:
+            known_rows = self._known_rows(X)
+            if known_rows is not None:
+                return known_rows
         ids = self.ids
-        pairs = self.pairs
-        known_pair = pairs.get
         indptr = [0]
         indices: List[int] = []
         mindptr = [0]
@@ -71,17 +72,6 @@ class FeatureIndex:
         seq_starts = [0]
         for q, seq in enumerate(X):
             for t, position in enumerate(seq):
-                if not grow and isinstance(position, dict):
-                    try:
-                        cols = list(map(known_pair, position.items()))
-                    except TypeError:  # an unhashable value: the general path
-                        cols = [None]
-                    if None not in cols:
-                        cols.sort()
-                        indices.extend(cols)
-                        indptr.append(len(indices))
-                        mindptr.append(len(mindices))
-                        continue
                 row = set()
                 gone = []
                 if isinstance(position, dict):
@@ -106,8 +96,6 @@ class FeatureIndex:
                             known[self.feature_var[col]] += 1
                         if col is not None:
                             row.add(col)
-                            if isinstance(value, str) and isinstance(key, str) and "=" not in key:
-                                pairs[key, value] = col
                 elif isinstance(position, str):
                     raise TypeError(Errors.E061.format(q=q, t=t, position=position))
                 else:
@@ -130,6 +118,48 @@ class FeatureIndex:
                                    V, np.array([known[v] for v in range(V)], dtype=np.int64))
         return (np.array(indptr, dtype=np.int64), np.array(indices, dtype=np.int32),
                 np.array(seq_starts, dtype=np.int64), missing_rows)
+
+    def _pair_table(self) -> Dict[Tuple[str, object], int]:
+        """(key, value) -> column of every known name a dict item gives: 'key=value' under (key, value) for keys
+        without '=' (then the name's first '=' ends the key, and no two items give one name), a name without '='
+        under (name, True) (a truthy non-string value's feature; 1 and 1.0 hash as True and give the same one).
+        Rebuilt when the names have grown."""
+        if self._pairs_of != len(self.names):
+            pairs = {}
+            for col, name in enumerate(self.names):
+                key, eq, value = name.partition("=")
+                pairs[(key, value) if eq else (name, True)] = col
+            self._pairs, self._pairs_of = pairs, len(self.names)
+        return self._pairs
+
+    def _known_rows(self, X):
+        """rows() at prediction in a few passes over all items at C speed (sklearn-crfsuite's input is mostly
+        dicts of strings, and a per-position loop cost more than the trees): every position a dict, each item in
+        _pair_table or a name no tree knows (a string key without '=', a string or bool value: dropped, as rows()
+        drops unknown names; False gives no feature). None when a position needs rows()' general path (a list of
+        names, a missing or numeric value, an unhashable value)."""
+        table = self._pair_table()
+        positions = list(chain.from_iterable(X))
+        try:  # one item at a time (a list of all items would cost more than the lookups)
+            cols = np.fromiter(map(table.get, chain.from_iterable(map(dict.items, positions)), repeat(-1)),
+                               dtype=np.int64)
+        except TypeError:  # not a dict, or an unhashable value
+            return None
+        lengths = np.fromiter(map(len, positions), dtype=np.int64, count=len(positions))
+        row_of = np.repeat(np.arange(len(positions), dtype=np.int64), lengths)
+        for row in np.unique(row_of[cols < 0]).tolist():
+            for key, value in positions[row].items():
+                if (key, value) not in table and not (type(key) is str and "=" not in key
+                                                      and type(value) in (str, bool)):
+                    return None
+        keep = cols >= 0
+        indptr, indices = pairs_to_rows(row_of[keep], cols[keep].astype(np.int32), len(positions))
+        seq_starts = np.zeros(len(X) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, X), dtype=np.int64, count=len(X)), out=seq_starts[1:])
+        V = len(self.variables)
+        missing_rows = MissingRows(np.zeros(len(positions) + 1, dtype=np.int64), np.zeros(0, dtype=np.int64),
+                                   np.array(self.feature_var, dtype=np.int32), V, np.zeros(V, dtype=np.int64))
+        return indptr, indices, seq_starts, missing_rows
 
     def _variable(self, key: str, grow: bool) -> int:
         var = self.var_ids.get(key, -1)

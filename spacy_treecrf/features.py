@@ -93,6 +93,7 @@ from spacy.matcher import PhraseMatcher
 from spacy.strings import get_string_id
 from spacy.tokens import Doc, Token
 from spacy.vocab import Vocab
+from .engine.sparse import pairs_to_rows
 from .errors import Errors
 
 STATE_VERSION = 1
@@ -210,42 +211,6 @@ def _merge_atoms(tok_lex, lex_indptr, lex_ids, x_indptr, x_ids):
                 last = v
         indptr[t + 1] = w
     return indptr, out[:w]  # (a view: only repeated atoms make the bound larger)
-
-
-@njit(cache=True, nogil=True)
-def _pairs_to_rows(rows, ids, n_rows):
-    """(row, id) pairs in any order -> CSR (indptr, ids) with each row's ids sorted and unique. A row holds a few
-    ids (one per attribute, lexicon match or missing family), so a counting sort by row and an insertion sort
-    within it beat sorting all pairs."""
-    start = np.zeros(n_rows + 1, np.int64)
-    for p in range(rows.shape[0]):
-        start[rows[p] + 1] += 1
-    for r in range(n_rows):
-        start[r + 1] += start[r]
-    fill = start[:-1].copy()
-    out = np.empty(ids.shape[0], np.int32)
-    for p in range(rows.shape[0]):
-        out[fill[rows[p]]] = ids[p]
-        fill[rows[p]] += 1
-    indptr = np.zeros(n_rows + 1, np.int64)
-    w = 0
-    for r in range(n_rows):
-        s = start[r]
-        for i in range(s + 1, start[r + 1]):
-            v = out[i]
-            j = i - 1
-            while j >= s and out[j] > v:
-                out[j + 1] = out[j]
-                j -= 1
-            out[j + 1] = v
-        last = -1
-        for i in range(s, start[r + 1]):
-            if out[i] != last:
-                last = out[i]
-                out[w] = last
-                w += 1
-        indptr[r + 1] = w
-    return indptr, out[:w].copy()
 
 
 @njit(cache=True, nogil=True)
@@ -659,7 +624,7 @@ class WindowFeaturizer:
         r = np.concatenate(rows)
         a = np.concatenate(atoms)
         keep = ~table.missing[r]
-        return _pairs_to_rows(r[keep], a[keep], T)
+        return pairs_to_rows(r[keep], a[keep], T)
 
     def token_atoms(self, docs: List[Doc], own_labels: Optional[Sequence[Sequence[Optional[str]]]] = None):
         """Atomic tests of every token of ``docs`` (concatenated) as CSR: (indptr int64 (T+1), atom ids
@@ -822,7 +787,7 @@ class WindowFeaturizer:
                     absent = np.flatnonzero(table.column(ENT_IOB if attr == "ent_type_" else ATTRS[attr]) == 0)
                     rows.append(absent)
                     ids.append(np.full(len(absent), fams.index(f"a:{attr}="), np.int32))
-        f_indptr, f_ids = _pairs_to_rows(np.concatenate(rows), np.concatenate(ids), T)
+        f_indptr, f_ids = pairs_to_rows(np.concatenate(rows), np.concatenate(ids), T)
         indptr, indices = _window_rows(f_indptr, f_ids, doc_starts, self.window, colmap, np.full(W, -1, np.int32))
         return indptr, indices, doc_starts, applies
 

@@ -179,26 +179,37 @@ def test_same_seed_same_bytes_and_sampling_seed_matters(sampling):
 
 
 def test_feature_rows_fast_path_gives_the_general_paths_rows():
-    """Prediction looks dicts of known string pairs up pair by pair; any other position, and any position before
-    its pairs were seen, takes the general path: the rows are the same either way."""
+    """At prediction, dicts of string keys and string or bool values are looked up item by item in the table of
+    known names (a loaded index builds it from its names); any other position sends the whole input down the
+    general path. The rows are the same either way."""
     from spacy_treecrf.estimator import FeatureIndex
 
-    train = [[{"w": "a", "p": "x"}, {"w": "b", "cap": True}, {"w=1": "c", "w": "1=c"}, {1: "d", "1": "d"}]]
-    test = [[{"w": "a", "p": "x"}, {"w": "b", "p": "y"}, {"w=1": "c", "w": "1=c"}, {1: "d", "1": "d"},
-             {"w": "b", "cap": True}, {"w": "a", "cap": False}, {"w": "a", "p": None}, {"w": ["a"], "p": "x"},
-             ["w=a", "p=x"], {}]]
+    train = [[{"w": "a", "p": "x"}, {"w": "b", "cap": True}, {"w=1": "c", "w": "1=c"}, {1: "d", "1": "d"}],
+             [["bare"]]]
+    fast = [[{"w": "a", "p": "x"}, {"w": "b", "p": "y"}, {"w": "1=c"}, {"1": "d"}, {"w": "b", "cap": True},
+             {"w": "a", "cap": False}, {"w": "zz", "new": True}, {"bare": True}, {}], [{"p": "x"}, {"cap": 1}]]
+    general = [[{"w=1": "c"}], [{1: "d"}], [{"w": "a", "p": None}], [{"w": ["a"], "p": "x"}], [["w=a", "p=x"]],
+               [{"cap": 2}]]
     index = FeatureIndex()
     index.rows(train, grow=True)
-    general = FeatureIndex(index.names, index.variables, index.feature_var)  # no pairs seen yet
-    first = general.rows(test, grow=False)
-    assert ("w", "a") in general.pairs and ("w=1", "c") not in general.pairs and (1, "d") not in general.pairs
-    again = general.rows(test, grow=False)
-    for a, b in zip(first[:3], again[:3]):
-        assert np.array_equal(a, b)
-    assert np.array_equal(first[3].indptr, again[3].indptr) and np.array_equal(first[3].indices, again[3].indices)
-    names = [[index.names[j] for j in again[1][again[0][t]:again[0][t + 1]]] for t in range(len(test[0]))]
-    assert names[:4] == [["w=a", "p=x"], ["w=b"], ["w=1=c"], ["1=d"]]  # one name from two pairs: one column
-    assert names[7] == ["p=x"] and names[8] == ["w=a", "p=x"] and names[9] == []
+    loaded = FeatureIndex(index.names, index.variables, index.feature_var)
+    assert loaded._known_rows(fast) is not None
+    assert all(loaded._known_rows([seq]) is None for seq in general)
+    mixed = loaded.rows(fast + general, grow=False)  # one general position: all of it takes the general path
+    quick = loaded.rows(fast, grow=False)
+    n = len(quick[0])
+    assert np.array_equal(quick[0], mixed[0][:n]) and np.array_equal(quick[1], mixed[1][:quick[0][-1]])
+    assert np.array_equal(quick[2], mixed[2][:len(fast) + 1])
+    assert not quick[3].any and np.array_equal(quick[3].indptr, np.zeros(n, dtype=np.int64))
+
+    def names(rows):
+        indptr, indices = rows[0], rows[1]
+        return [[index.names[j] for j in indices[indptr[t]:indptr[t + 1]]] for t in range(len(indptr) - 1)]
+
+    assert names(quick) == [["w=a", "p=x"], ["w=b"], ["w=1=c"], ["1=d"], ["w=b", "cap"], ["w=a"], [], ["bare"],
+                            [], ["p=x"], ["cap"]]
+    assert names(mixed)[n - 1:] == [["w=1=c"], ["1=d"], ["w=a"], ["p=x"], ["w=a", "p=x"], ["cap"]]
+    assert mixed[3].any and mixed[3].rows().tolist() == [n + 1]  # the missing 'p'
 
 
 @pytest.mark.parametrize("leaf_values", ["mean", "newton", "position_mean"])

@@ -12,7 +12,8 @@ from spacy.tokens import Doc, Token
 from spacy.training import Example
 from spacy.vocab import create_vocab
 
-from spacy_treecrf.features import REGEXES, WindowFeaturizer, _pairs_to_rows, regex_tests, window_features
+from spacy_treecrf.engine.sparse import pairs_to_rows
+from spacy_treecrf.features import REGEXES, WindowFeaturizer, regex_tests, window_features
 from conftest import plain_featurizer
 
 WORDS = [
@@ -235,7 +236,7 @@ def test_pairs_to_rows_sorts_and_dedups_each_row():
     for n_rows, n_pairs in ((1, 0), (3, 1), (5, 40), (50, 300)):
         rows = rng.integers(0, n_rows, n_pairs)
         ids = rng.integers(0, 12, n_pairs).astype(np.int32)
-        indptr, out = _pairs_to_rows(rows, ids, n_rows)
+        indptr, out = pairs_to_rows(rows, ids, n_rows)
         assert len(indptr) == n_rows + 1
         for r in range(n_rows):
             assert out[indptr[r]:indptr[r + 1]].tolist() == sorted(set(ids[rows == r].tolist()))

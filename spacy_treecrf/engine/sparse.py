@@ -70,3 +70,38 @@ def mark_row(present, mark, indptr, indices, t):
         if f < present.shape[0]:  # features no tree tests need no mark
             present[f] = mark
 
+
+@njit(cache=True, nogil=True)
+def pairs_to_rows(rows, ids, n_rows):
+    """(row, id) pairs in any order -> CSR (indptr, ids) with each row's ids sorted and unique. A row holds a few
+    ids (a token's attributes, a position's features), so a counting sort by row and an insertion sort
+    within it beat sorting all pairs."""
+    start = np.zeros(n_rows + 1, np.int64)
+    for p in range(rows.shape[0]):
+        start[rows[p] + 1] += 1
+    for r in range(n_rows):
+        start[r + 1] += start[r]
+    fill = start[:-1].copy()
+    out = np.empty(ids.shape[0], np.int32)
+    for p in range(rows.shape[0]):
+        out[fill[rows[p]]] = ids[p]
+        fill[rows[p]] += 1
+    indptr = np.zeros(n_rows + 1, np.int64)
+    w = 0
+    for r in range(n_rows):
+        s = start[r]
+        for i in range(s + 1, start[r + 1]):
+            v = out[i]
+            j = i - 1
+            while j >= s and out[j] > v:
+                out[j + 1] = out[j]
+                j -= 1
+            out[j + 1] = v
+        last = -1
+        for i in range(s, start[r + 1]):
+            if out[i] != last:
+                last = out[i]
+                out[w] = last
+                w += 1
+        indptr[r + 1] = w
+    return indptr, out[:w].copy()
