@@ -1,13 +1,15 @@
-"""Cold start: a new process with an empty numba cache (as after a fresh install) loads a trained pipeline, tags
-one sentence, then one batch of over 600 tokens (the partition kernel's size); then twice more with the cache the
-earlier processes wrote.
+"""Cold start: a new process loads a trained pipeline, tags one sentence, then one batch of over 600 tokens (the
+partition kernel's size); then twice more with the cache the earlier processes wrote.
 
-    python benchmarks/cold_start.py PIPELINE_DIR [--text "..."]
+    python benchmarks/cold_start.py PIPELINE_DIR [--text "..."] [--fresh-install]
 
-Each run is a fresh `python` process with NUMBA_CACHE_DIR pointing at a new temporary directory (cold), then at
-the one the cold run filled (second, third). Printed per run: seconds to import spaCy and load the pipeline,
-seconds of the first `nlp(text)` and the functions numba compiled up to then; seconds of the large batch and the
-functions compiled for it.
+Without --fresh-install, each run is a fresh `python` process of this environment with NUMBA_CACHE_DIR pointing at
+a new temporary directory (cold: the kernels are compiled), then at the one the cold run filled (second, third).
+With --fresh-install, as a user installs the package: `pip wheel` of this repository (which compiles the kernels
+into the wheel, setup.py), a new venv, `pip install` of the wheel, then the runs with that venv's python, no
+NUMBA_CACHE_DIR and an empty HOME (no numba cache but the one installed with the package). Printed per run:
+seconds to import spaCy and load the pipeline, seconds of the first `nlp(text)` and the functions numba compiled
+up to then; seconds of the large batch and the functions compiled for it.
 """
 import argparse
 import json
@@ -15,6 +17,8 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
+from pathlib import Path
 
 CHILD = r"""
 import json, sys, time
@@ -39,20 +43,48 @@ print(json.dumps({"load_seconds": t1 - t0, "first_call_seconds": t2 - t1, "compi
 """
 
 
-def run(pipeline: str, text: str, cache: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, pipeline, text], check=True, capture_output=True, text=True,
-                         env={**os.environ, "NUMBA_CACHE_DIR": cache})
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run(python: str, pipeline: str, text: str, env: dict) -> dict:
+    out = subprocess.run([python, "-c", CHILD, pipeline, text], check=True, capture_output=True, text=True, env=env,
+                         cwd=tempfile.gettempdir())  # (not the repository: its sources would shadow the install)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def fresh_install(work: Path) -> str:
+    """Build a wheel of the repository, install it into a new venv under ``work``; that venv's python."""
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(work / "wheel"), str(REPO)],
+                   check=True)
+    t1 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "venv", str(work / "venv")], check=True)
+    python = str(work / "venv" / "bin" / "python")
+    wheel = next((work / "wheel").glob("*.whl"))
+    subprocess.run([python, "-m", "pip", "install", "-q", str(wheel)], check=True)
+    print(f"pip wheel {t1 - t0:.0f} s (the kernels compiled into it), venv + pip install "
+          f"{time.perf_counter() - t1:.0f} s", flush=True)
+    return python
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("pipeline")
     parser.add_argument("--text", default="Alice Smith lives in Paris and works for the United Nations .")
+    parser.add_argument("--fresh-install", action="store_true", help="a wheel installed into a new venv (see above)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as cache:
+    pipeline = str(Path(args.pipeline).resolve())
+    with tempfile.TemporaryDirectory() as work:
+        work = Path(work)
+        if args.fresh_install:
+            python = fresh_install(work)
+            (work / "home").mkdir()
+            env = {key: value for key, value in os.environ.items() if not key.startswith(("NUMBA_", "PYTHON"))}
+            env.update(HOME=str(work / "home"), XDG_CACHE_HOME=str(work / "home" / ".cache"))
+        else:
+            python, env = sys.executable, {**os.environ, "NUMBA_CACHE_DIR": str(work / "cache")}
         for name in ("cold", "second", "third"):
-            r = run(args.pipeline, args.text, cache)
+            r = run(python, pipeline, args.text, env)
             print(f"{name}: load {r['load_seconds']:.2f} s, first nlp(text) {r['first_call_seconds']:.2f} s, "
                   f"{r['compiled']} functions compiled; then a first batch of over 600 tokens "
                   f"{r['large_batch_seconds']:.2f} s, {r['compiled_large']} compiled", flush=True)
