@@ -7,8 +7,8 @@ a trained pipeline's first call, more before a first training round (benchmarks/
 It trains and runs tiny models on generated data along the paths a user's first runs take, with the default
 settings and with per-label trees: for each target, `initialize` and a few rounds of `update` (the training
 kernels), `evaluate` after a to_bytes / from_bytes round trip, and tagging a one-token doc and one of
-PARTITION_ROWS tokens (both prediction kernels); the estimator's fit, predict, marginals and n-best, with and
-without missing values. What these do not reach (another loss, newton leaves, other missing-value strategies)
+PARTITION_ROWS tokens (both prediction kernels); the estimator's fit with validation data, predict, marginals
+and n-best, with and without missing values. What these do not reach (another loss, newton leaves, other missing-value strategies)
 compiles on first use, as it would without this.
 
 numba keys a cached kernel on its source file's content, the argument types, the CPU and numba's version, and
@@ -30,7 +30,7 @@ from . import pipe  # noqa: F401 (registers the treecrf factory)
 from .engine.booster import DECODERS, PARTITION_ROWS
 from .estimator import TreeCRF
 
-N_DOCS = 60  # enough for early stopping's validation split of the estimator to be skipped and every label seen
+N_DOCS = 60  # a few hundred tokens: every label of the generated data occurs
 TAGS = ["NOUN", "VERB", "ADJ", "ADP", "DET"]
 WORDS = ["the", "a", "of", "in", "and", "to", "runs", "said", "big", "new", ",", ".", "1999", "3.5", "Paris",
          "London", "Smith", "Anna", "Acme", "Corp", "U.S.", "e-mail", "well-known", "NASA"]
@@ -79,7 +79,7 @@ def compile_estimator(shared_trees: bool, missing: bool) -> None:
         X.append([{"w": w, "upper": w[0].isupper(), "len": None if missing and len(w) > 4 else str(len(w))}
                   for w in words])
         y.append(["B" if w[0].isupper() else "O" for w in words])
-    model = TreeCRF(n_rounds=3, shared_trees=shared_trees).fit(X, y)
+    model = TreeCRF(n_rounds=3, shared_trees=shared_trees).fit(X, y, X[:10], y[:10])  # (validation: early stopping)
     model = TreeCRF().from_bytes(model.to_bytes())
     for decode in DECODERS:
         model.set_params(decode=decode)
