@@ -5,8 +5,8 @@ partition kernel's size); then twice more with the cache the earlier processes w
 
 Without --fresh-install, each run is a fresh `python` process of this environment with NUMBA_CACHE_DIR pointing at
 a new temporary directory (cold: the kernels are compiled), then at the one the cold run filled (second, third).
-With --fresh-install, as a user installs the package: `pip wheel` of this repository (which compiles the kernels
-into the wheel, setup.py), a new venv, `pip install` of the wheel, then the runs with that venv's python, no
+With --fresh-install, as a user installs the package: `pip wheel` of this repository's committed code (which
+compiles the kernels into the wheel, setup.py), a new venv, `pip install` of the wheel, then the runs with that venv's python, no
 NUMBA_CACHE_DIR and an empty HOME (no numba cache but the one installed with the package). Printed per run:
 seconds to import spaCy and load the pipeline, seconds of the first `nlp(text)` and the functions numba compiled
 up to then; seconds of the large batch and the functions compiled for it.
@@ -53,9 +53,14 @@ def run(python: str, pipeline: str, text: str, env: dict) -> dict:
 
 
 def fresh_install(work: Path) -> str:
-    """Build a wheel of the repository, install it into a new venv under ``work``; that venv's python."""
+    """Build a wheel of the repository's committed code (a copy: no build folder of an earlier build), install it
+    into a new venv under ``work``; that venv's python."""
+    source = work / "source"
+    source.mkdir()
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", "HEAD"], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(source)], input=archive, check=True)
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(work / "wheel"), str(REPO)],
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(work / "wheel"), str(source)],
                    check=True)
     t1 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "venv", str(work / "venv")], check=True)
