@@ -66,7 +66,7 @@ def test_moves_are_the_dense_products_whatever_the_chunks(seed):
     for k, tree, seg, _ in trees:
         collected.add_leaves(k, tree, seg, 0.7)
     P = ungrouped(E0, np.zeros(T), is_start)
-    whole = dense(collected.apply(crf.Potentials(*(a.copy() for a in P)), seq_starts, 1))
+    whole = dense(collected.apply(crf.Potentials(*(a.copy() for a in P))))
     assert np.array_equal(whole, expected)
     cuts = np.unique(np.concatenate([[0, T], rng.integers(0, T + 1, size=3)]))
     sorted_moves = collected.sorted(T)
@@ -99,8 +99,8 @@ def test_groups_split_only_where_leaves_cut_them(seed):
         by_leaves.add_leaves(k, tree, seg, 1.0)
     by_walk.add_walks([(k, tree, positions) for k, tree, _, positions in trees], Rows(indptr, indices), None, 1.0,
                       threads=2)
-    P = by_leaves.apply(crf.Potentials(*(a.copy() for a in P0)), seq_starts, 1)
-    P_walk = by_walk.apply(crf.Potentials(*(a.copy() for a in P0)), seq_starts, 1)
+    P = by_leaves.apply(crf.Potentials(*(a.copy() for a in P0)))
+    P_walk = by_walk.apply(crf.Potentials(*(a.copy() for a in P0)))
     assert np.array_equal(dense(P), dense(P_walk))
     E = dense(P)
     for t in range(T):

@@ -24,7 +24,7 @@ def moved(E0, is_start, add):
     states 0: state 0 away from ``is_start``, the others at it)."""
     moves = booster.MoveList()
     add(moves)
-    P = moves.apply(ungrouped(E0, np.zeros(len(E0)), is_start), np.array([0, len(E0)], dtype=np.int64), 1)
+    P = moves.apply(ungrouped(E0, np.zeros(len(E0)), is_start))
     return dense(P)
 
 

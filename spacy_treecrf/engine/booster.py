@@ -248,13 +248,14 @@ class MoveList:
             np.ascontiguousarray(np.concatenate(columns[3]), dtype=np.bool_), np.concatenate(columns[4]),
             np.ascontiguousarray(np.concatenate(columns[5]), dtype=np.float32))
 
-    def apply(self, P: Potentials, seq_starts, threads: int) -> Potentials:
-        """P moved (its group array rewritten in place, new value rows)."""
+    def apply(self, P: Potentials) -> Potentials:
+        """P moved (its group array rewritten in place, new value rows). One pass over all positions, not chunks
+        in threads: the chunks' rows had to be joined into a third copy of E's values, at the peak of a training
+        round (CoNLL-2000 chunking, whose BIO mask classes give ~12 groups a position: 340 MB above the
+        resident set, half of it that copy)."""
         if not self.parts:
             return P
-        sorted_moves = self.sorted(P.group.shape[0])
-        parts = in_chunks(seq_starts, threads, lambda a, b, q0, q1: moves.apply_moves(P, a, b, sorted_moves))
-        values, start = crf.join_rows([v for v, _ in parts], [st for _, st in parts])
+        values, start = moves.apply_moves(P, 0, P.group.shape[0], self.sorted(P.group.shape[0]))
         return Potentials(values, start, P.group, P.c)
 
 
@@ -833,7 +834,7 @@ class Trainer:
                 round_moves.add_leaves(k, tree, segments, scale)
         round_moves.add_walks([(k, tree, rest) for k, tree, _, rest in fitted if rest is not None and len(rest)],
                               self.rows, self.missing_rows, scale, self.params.threads)
-        self.P = round_moves.apply(self.P, self.seq_starts, self.params.threads)
+        self.P = round_moves.apply(self.P)
 
     def _tree_features(self):
         """Column subsampling: the features one tree may split on, drawn afresh per tree (None: all). Redundant
@@ -885,7 +886,7 @@ class DevCache:
     def predict(self, method: str, threads: int = 1) -> np.ndarray:
         pending = MoveList()
         pending.add_walks(self.pending, self.rows, self.missing_rows, 1.0, threads)
-        self.P = pending.apply(self.P, self.seq_starts, threads)
+        self.P = pending.apply(self.P)
         self.pending = []
         crf.rescale(self.P)
         if method == "viterbi":
