@@ -45,6 +45,8 @@ TARGETS = ("ner", "spans", "tag", "pos", "token_attr")
 BIO_TARGETS = ("ner", "spans")
 ROUND_EVERY = ("corpus", "batch")
 MARGINALS_EXT = "treecrf_marginals"
+SPAN_PROB_EXT = "treecrf_prob"
+MARGINALS_KEY, SPAN_PROBS_KEY = ("treecrf", "marginals"), ("treecrf", "span_probs")  # doc.user_data keys
 MAX_MODEL_BYTES = 2 ** 32  # a model file larger than this is refused before it is read
 INPUT_ATTRS = [ORTH, TAG, POS, LEMMA, DEP, ENT_IOB, ENT_TYPE]  # what the featurizer may read from a predicted doc
 
@@ -148,14 +150,35 @@ def with_moved_settings(booster: BoostParams, moved: dict, name: str) -> BoostPa
 
 def marginals_getter(token: Token) -> Optional[Dict[str, Dict[str, float]]]:
     """Token._.treecrf_marginals: {component name: {label: probability}} from every treecrf that stored scores."""
-    stored = token.doc.user_data.get(("treecrf", "marginals"))
+    stored = token.doc.user_data.get(MARGINALS_KEY)
     if not stored:
         return None
     return {name: dict(zip(labels, map(float, probs[token.i]))) for name, (labels, probs) in stored.items()}
 
 
+def span_prob_getter(span: Span) -> Optional[float]:
+    """Span._.treecrf_prob: the probability under the CRF that exactly this span carries exactly this label
+    (the label over exactly these tokens, closed by a label other than its I-), as the treecrf component that
+    predicted it stored it (store_scores); None for a span no treecrf predicted. The values live in
+    doc.user_data (per component: the spans' character offsets, labels and probabilities), so they travel with
+    Doc.to_bytes / DocBin and nlp.pipe(n_process=...), and a span is matched by its characters and label, not by
+    the object: doc.ents, doc.spans[key] and doc.char_span(...) of the same span give the same value. Where two
+    treecrf components predicted the same span with the same label, the first in the pipeline answers."""
+    stored = span.doc.user_data.get(SPAN_PROBS_KEY)
+    if not stored:
+        return None
+    start, end, label = span.start_char, span.end_char, span.label_
+    for starts, ends, labels, probs in stored.values():
+        for i, begin in enumerate(starts):
+            if begin == start and ends[i] == end and labels[i] == label:
+                return probs[i]
+    return None
+
+
 if not Token.has_extension(MARGINALS_EXT):
     Token.set_extension(MARGINALS_EXT, getter=marginals_getter)
+if not Span.has_extension(SPAN_PROB_EXT):
+    Span.set_extension(SPAN_PROB_EXT, getter=span_prob_getter)
 
 
 class TreeCRFComponent(TrainablePipe):
@@ -520,7 +543,7 @@ class TreeCRFComponent(TrainablePipe):
             gamma = scores["gamma"].astype(np.float32)
         for q, doc in enumerate(docs):
             if gamma is not None:
-                store = doc.user_data.setdefault(("treecrf", "marginals"), {})
+                store = doc.user_data.setdefault(MARGINALS_KEY, {})
                 store[self.name] = (labels, gamma[bounds[q]:bounds[q + 1]].copy())
             self._write(doc, None if doc_tags is None else doc_tags[q], None if offsets is None else offsets[q],
                         None if span_p is None else span_p[q])
@@ -531,6 +554,10 @@ class TreeCRFComponent(TrainablePipe):
         overwrite = self.cfg["overwrite"]
         if target in BIO_TARGETS:
             spans = [Span(doc, s, e, label=lab) for s, e, lab in offsets]
+            if probs is not None:  # Span._.treecrf_prob's values (span_prob_getter)
+                doc.user_data.setdefault(SPAN_PROBS_KEY, {})[self.name] = (
+                    [span.start_char for span in spans], [span.end_char for span in spans],
+                    [span.label_ for span in spans], list(probs))
             if target == "ner":
                 if overwrite:
                     doc.set_ents(spans, default="outside")

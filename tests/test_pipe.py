@@ -70,6 +70,55 @@ def test_span_probability_matches_brute_force():
         assert got == pytest.approx(want, rel=1e-6)
 
 
+def test_span_prob_extension_is_the_crfs_exact_span_probability():
+    """Span._.treecrf_prob of every predicted entity equals the brute-force sum over all label paths (the model's
+    own potentials, its BIO mask) that hold exactly that span, and the span group's scores."""
+    from brute import all_path_scores, logsumexp
+
+    nlp, _ = trained_ner(rounds=3)
+    crf = nlp.get_pipe("treecrf")
+    doc = nlp("Bob flew to New York with Alice")
+    assert len(doc.ents) >= 2
+    indptr, indices = crf._rows([doc])[:2]
+    phi = np.where(crf.allowed[None], crf.ensemble.potentials(indptr, indices), -np.inf)
+    paths, scores = all_path_scores(phi, 0, len(doc))
+    log_z = logsumexp(scores)
+    labels = list(crf.labels)
+    for span, score in zip(doc.spans["treecrf"], doc.spans["treecrf"].attrs["scores"]):
+        a, b = span.start, span.end
+        inside = labels.index("I-" + span.label_) if "I-" + span.label_ in labels else -1  # -1: no path has it
+        exact = (paths[:, a] == labels.index("B-" + span.label_)) & np.all(paths[:, a + 1:b] == inside, axis=1)
+        if b < len(doc):
+            exact &= paths[:, b] != inside
+        want = np.exp(logsumexp(scores[exact]) - log_z)
+        assert span._.treecrf_prob == pytest.approx(want, rel=1e-5)
+        assert span._.treecrf_prob == score
+        assert 0.0 < want < 1.0
+    for ent in doc.ents:  # the same span through doc.ents and by characters
+        assert ent._.treecrf_prob == doc.char_span(ent.start_char, ent.end_char, ent.label_)._.treecrf_prob
+    assert doc[0:2]._.treecrf_prob is None  # no treecrf predicted this span
+    assert doc.char_span(0, 3, "LOC")._.treecrf_prob is None  # nor this label
+
+
+def test_span_prob_extension_survives_serialization_and_processes():
+    from spacy.tokens import DocBin
+
+    nlp, _ = trained_ner(rounds=3)
+    texts = ["Alice flew to New York .", "Rome is big .", "Bob met Carol", "Paris"] * 2
+
+    def probs(docs):
+        return [[(e.text, e.label_, e._.treecrf_prob) for e in d.ents] for d in docs]
+    here = list(nlp.pipe(texts))
+    want = probs(here)
+    assert all(p is not None for d in want for _, _, p in d) and any(want)
+    assert probs(Doc(nlp.vocab).from_bytes(d.to_bytes()) for d in here) == want
+    assert probs(DocBin(docs=here, store_user_data=True).get_docs(nlp.vocab)) == want
+    assert probs(nlp.pipe(texts, n_process=2, batch_size=3)) == want
+    quiet = nlp.get_pipe("treecrf")
+    quiet.cfg["store_scores"] = False
+    assert all(e._.treecrf_prob is None for d in nlp.pipe(texts) for e in d.ents)
+
+
 def test_missing_gold_is_unknown_not_outside():
     nlp = spacy.blank("en")
     crf = nlp.add_pipe("treecrf")
