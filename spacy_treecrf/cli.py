@@ -16,7 +16,6 @@ def inspect(pipeline: Path = typer.Argument(..., help="A trained pipeline direct
             top: int = typer.Option(10, help="Rules per component"),
             min_support: float = typer.Option(5.0, help="Smallest leaf support shown")):
     """Print each treecrf component's labels, size and strongest rules (tree paths as conjunctions)."""
-    from .engine.rules import ensemble_rules
     from .pipe import TreeCRFComponent
 
     nlp = spacy.load(pipeline)
@@ -28,12 +27,38 @@ def inspect(pipeline: Path = typer.Argument(..., help="A trained pipeline direct
         ens = pipe.ensemble
         typer.echo(f"== {name}: target {pipe.target}, {len(pipe.labels)} labels, {pipe.cfg['rounds']} rounds, "
                    f"{ens.n_trees} trees, {len(ens.nodes.kind)} nodes, {pipe.featurizer.n_features} feature columns")
-        rules = ensemble_rules(ens, pipe.featurizer.feature_names(), list(pipe.labels), top, min_support)
-        for label, rule, value, support in rules:
+        for label, rule, value, support in pipe.rules(top, min_support):
             typer.echo(f"  {label:>10s} {value:+.3f}  n={support:<8.0f} {rule}")
     if not found:
         typer.echo(Errors.E148.format(pipeline=pipeline), err=True)
         raise typer.Exit(1)
+
+
+@app.command()
+def explain(pipeline: Path = typer.Argument(..., help="A trained pipeline directory or package name"),
+            text: str = typer.Argument(..., help="The text to tag and explain"),
+            component: Optional[str] = typer.Option(None, help="The treecrf component (default: every one)"),
+            top: int = typer.Option(3, help="Leaves shown per token (the rest summed)")):
+    """Tag TEXT and print, per token and treecrf component, the label, the potential of its transition and the
+    tree leaves that make it up, largest first: each leaf's contribution and its path in words."""
+    from .engine.rules import explanation_table
+    from .pipe import TreeCRFComponent
+
+    nlp = spacy.load(pipeline)
+    names = [name for name, pipe in nlp.pipeline if isinstance(pipe, TreeCRFComponent)]
+    if not names:
+        typer.echo(Errors.E148.format(pipeline=pipeline), err=True)
+        raise typer.Exit(1)
+    if component is not None and component not in names:
+        typer.echo(Errors.E179.format(name=component, pipeline=pipeline, names=names), err=True)
+        raise typer.Exit(1)
+    doc = nlp.make_doc(text)
+    for name, pipe in nlp.pipeline:  # each treecrf explained on the doc as it receives it
+        if name in names and component in (None, name):
+            explanations = pipe.explain(doc)
+            typer.echo(f"== {name} ({pipe.target})")
+            typer.echo(explanation_table([token.text for token in doc], explanations, top))
+        doc = pipe(doc)
 
 
 @app.command()

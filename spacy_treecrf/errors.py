@@ -133,6 +133,9 @@ class Errors(metaclass=_WithCodes):
     E173 = "TreeCRF: 'validation_fraction' must be a number in (0, 1), got {value!r}"
     E174 = ('fit: early_stopping=True holds out validation sequences from the training data, which needs at least 2 '
             'sequences; y has {n} (pass X_dev / y_dev, or set early_stopping=False)')
+    E175 = ('explain: x must be one sequence (a list of positions, as one item of predict\'s X), got {kind}')
+    E176 = ('explain: labels must be a list of {n} labels, one per position of x, each one of the model\'s classes; '
+            'position {t} has {label!r}')
     E152 = 'TreeCRF model bytes: class {label!r} is not a string or an integer, or two classes are equal'
     E060 = 'TreeCRF model bytes: invalid settings: {err}'
     E061 = ('Sequence {q}, position {t}: a position must be a dict or an iterable of feature names, not the string '
@@ -228,3 +231,7 @@ class Errors(metaclass=_WithCodes):
     E146 = '{where}: {value!r} is not a Universal POS tag (pos_)'
     # the command line (cli.py)
     E148 = 'No treecrf component in {pipeline}'
+    E177 = 'treecrf.explain: doc must be a spaCy Doc (e.g. nlp.make_doc(text)), got {kind}'
+    E178 = ('treecrf.explain: labels must be a list of {n} labels, one per token, each one of the component\'s '
+            'labels {known}; got {labels!r}')
+    E179 = 'explain: no treecrf component named {name!r} in {pipeline} (it has {names})'

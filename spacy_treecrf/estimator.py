@@ -10,11 +10,12 @@ import numpy as np
 
 from .engine import booster as boost
 from .engine.booster import DECODERS, BoostParams, Ensemble
-from .engine.rules import ensemble_rules
+from .engine.rules import Explanation, ensemble_rules, explain_sequence
 from .engine.transitions import first_forbidden, transitions_allowed
 from .engine import crf, missing, serialize
 from .engine.missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
 from .engine.sparse import pairs_to_rows
+from .engine.trees import Rows, no_missing
 from .errors import Errors
 
 Position = Union[Dict[str, object], Iterable[str]]
@@ -456,9 +457,33 @@ class TreeCRF:
 
     # ---- inspection -----------------------------------------------------------------------------------------
     def rules(self, top: int = 10) -> List[Tuple[str, str, float, float]]:
-        """The strongest root-to-leaf paths as (label, readable conjunction, value, support), by |value| x support."""
+        """The strongest root-to-leaf paths as (label, readable conjunction, value, support), by |value| x support;
+        none that the transition constraints forbid."""
         self._check_fitted()
-        return ensemble_rules(self.ensemble, self.features.names, self.classes_, top)
+        return ensemble_rules(self.ensemble, self.features.names, self.classes_, top, allowed=self.allowed)
+
+    def explain(self, x, labels=None) -> List[Explanation]:
+        """Why each position of the sequence ``x`` (one item of predict's X) gets its label: per position an
+        Explanation (label, previous label, the potential of that transition, and the trees' leaves that make it
+        up, each with its path and contribution; the contributions add up to the potential). ``labels``: the
+        labelling to explain (default: the predicted one), e.g. a gold labelling, to see why not."""
+        self._check_fitted()
+        if isinstance(x, (str, dict)) or not isinstance(x, Sequence):
+            raise TypeError(Errors.E175.format(kind=type(x).__name__))
+        indptr, indices, _, missing_rows = self._rows([x])
+        if labels is None:
+            ids = self._decode([x], self.decode)[0]
+        else:
+            index = {label: k for k, label in enumerate(self.classes_)}
+            if isinstance(labels, str) or not isinstance(labels, Sequence) or len(labels) != len(x):
+                raise ValueError(Errors.E176.format(n=len(x), t="-", label=labels))
+            for t, label in enumerate(labels):
+                if not is_label(label) or label not in index:
+                    raise ValueError(Errors.E176.format(n=len(x), t=t, label=label))
+            ids = np.array([index[label] for label in labels], dtype=np.int64)
+        route = missing_rows.index() if missing_rows is not None and missing_rows.any else no_missing()
+        return explain_sequence(self.ensemble.forest(), Rows(indptr, indices), route, 0, ids, self.features.names,
+                                self.classes_, self.allowed)
 
     # ---- serialization --------------------------------------------------------------------------------------
     def to_bytes(self) -> bytes:

@@ -173,6 +173,43 @@ def offset_name(offset: int) -> str:
     return "0" if offset == 0 else f"{offset:+d}"
 
 
+# family prefix of a test name -> (what the family reads, whether its value is text to quote)
+READABLE_FAMILIES = {"w=": ("word", True), "lw=": ("lower", True), "re=": ("pattern", False),
+                     "sh=": ("shape", False), "lex=": ("lexicon", False), "ld=": ("seen_as", False)}
+
+
+def readable_test(name: str) -> str:
+    """A column's name (feature_names) or a variable's missing indicator (``missing:<variable>``) in words, for
+    rules and explanations: ``w=Mr.@-1`` -> ``word[-1] = "Mr."``, ``s3=ing@+1`` -> ``suffix3[+1] = "ing"``,
+    ``sh=Xxxxx@0`` -> ``shape[0] = Xxxxx``, ``re=Aa+@0`` -> ``pattern[0] = Aa+`` (the regex tests of the
+    module docstring), ``f=is_title@0`` -> ``is_title[0]``, ``a:tag_=NNP@-1`` -> ``tag_[-1] = "NNP"``,
+    ``lex=CITY@0`` -> ``lexicon[0] = CITY``, ``ld=B-PER@0`` -> ``seen_as[0] = B-PER`` (the word carried that
+    gold label in training), ``pad@+2`` -> ``outside[+2]`` (the offset lies beyond the doc's edge),
+    ``missing:w=@0`` -> ``word[0] missing``."""
+    if name.startswith("missing:"):
+        family, _, offset = name[len("missing:"):].rpartition("@")
+        return f"{_family_word(family.rstrip('='))}[{offset}] missing"
+    test, _, offset = name.rpartition("@")
+    if test == "pad":
+        return f"outside[{offset}]"
+    family, eq, value = test.partition("=")
+    if not eq:
+        return name
+    if family == "f":
+        return f"{value}[{offset}]"
+    word, quoted = READABLE_FAMILIES.get(family + "=", (_family_word(family), True))
+    return f'{word}[{offset}] = "{value}"' if quoted else f"{word}[{offset}] = {value}"
+
+
+def _family_word(family: str) -> str:
+    """``p3`` -> prefix3, ``s2`` -> suffix2, ``a:tag_`` -> tag_, ``w`` -> word (READABLE_FAMILIES)."""
+    if family[:1] in ("p", "s") and family[1:].isdigit():
+        return ("prefix" if family[0] == "p" else "suffix") + family[1:]
+    if family.startswith("a:"):
+        return family[2:]
+    return READABLE_FAMILIES.get(family + "=", (family, True))[0]
+
+
 # --------------------------------------------------------------------------------------------- kernels
 
 @njit(cache=True, nogil=True)
@@ -470,11 +507,12 @@ class WindowFeaturizer:
 
     def feature_names(self) -> List[str]:
         """Readable name of every column, by column id, e.g. ``w=Bank@-1`` or ``pad@+2``."""
-        names = []
-        for off, atom in zip(self._col_offset.tolist(), self._col_atom.tolist()):
-            base = "pad" if atom < 0 else self._atom_names[atom]
-            names.append(f"{base}@{offset_name(off)}")
-        return names
+        return [self.feature_name(col) for col in range(len(self._col_atom))]
+
+    def feature_name(self, col: int) -> str:
+        """Column ``col``'s name (see feature_names)."""
+        atom = int(self._col_atom[col])
+        return f"{'pad' if atom < 0 else self._atom_names[atom]}@{offset_name(int(self._col_offset[col]))}"
 
     # ---- atomic tests
 

@@ -36,9 +36,11 @@ from .engine import crf, missing, serialize
 from .engine.booster import DECODERS, BoostParams, Ensemble
 from .engine.missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
 from .engine.predict_partition import partition_potentials
-from .engine.rules import ensemble_rules
+from .engine.rules import Explanation, ensemble_rules, explain_sequence
 from .engine.transitions import bio_allowed, first_forbidden
-from .features import MISSING_EXT, stored_token_values, window_features  # noqa: F401 (registers the features)
+from .engine.trees import Rows, no_missing
+from .features import (MISSING_EXT, readable_test, stored_token_values,  # noqa: F401 (registers the features)
+                       window_features)
 from .errors import Errors, Warnings
 
 TARGETS = ("ner", "spans", "tag", "pos", "token_attr")
@@ -179,6 +181,24 @@ if not Token.has_extension(MARGINALS_EXT):
     Token.set_extension(MARGINALS_EXT, getter=marginals_getter)
 if not Span.has_extension(SPAN_PROB_EXT):
     Span.set_extension(SPAN_PROB_EXT, getter=span_prob_getter)
+
+
+class ReadableTests(Sequence):
+    """The feature columns' tests in words (features.readable_test), missing indicators included, made one at a
+    time as rules and explanations read them (a model has tens of thousands of columns; a rule reads a few)."""
+
+    def __init__(self, featurizer, indicators: bool):
+        self.featurizer = featurizer
+        self.n_columns = featurizer.n_features
+        self.variables = featurizer.variable_names() if indicators else []
+
+    def __len__(self) -> int:
+        return self.n_columns + len(self.variables)
+
+    def __getitem__(self, col: int) -> str:
+        if col >= self.n_columns:
+            return readable_test(f"missing:{self.variables[col - self.n_columns]}")
+        return readable_test(self.featurizer.feature_name(col))
 
 
 class TreeCRFComponent(TrainablePipe):
@@ -598,12 +618,34 @@ class TreeCRFComponent(TrainablePipe):
                               inside[kind])
 
     # ---- inspection ------------------------------------------------------------------------------------------
-    def rules(self, top: int = 10):
+    def rules(self, top: int = 10, min_support: float = 5.0) -> List[Tuple[str, str, float, float]]:
+        """The strongest root-to-leaf paths as (label, conjunction of tests in words, value, support), none that
+        the transition constraints forbid (engine/rules.py)."""
         self._check_initialized()
-        names = self.featurizer.feature_names()
-        if self.params.missing == "indicator":
-            names += [f"missing:{v}" for v in self.featurizer.variable_names()]
-        return ensemble_rules(self.ensemble, names, self.cfg["labels"], top)
+        return ensemble_rules(self.ensemble, self._test_names(), self.cfg["labels"], top, min_support, self.allowed)
+
+    def explain(self, doc: Doc, labels: Optional[List[str]] = None) -> List[Explanation]:
+        """Why each token of ``doc`` gets its label: per token an Explanation (label, previous label, the
+        potential of that transition, and the trees' leaves that make it up, each with its path in words and its
+        contribution; the contributions add up to the potential). ``labels``: the labels to explain, one per
+        token (default: what the component predicts for the doc; for ner / spans the BIO labels)."""
+        self._check_initialized()
+        if not isinstance(doc, Doc):
+            raise TypeError(Errors.E177.format(kind=type(doc).__name__))
+        indptr, indices, _, missing_rows = self._rows([doc])
+        index = {label: k for k, label in enumerate(self.cfg["labels"])}
+        if labels is None:
+            ids = self.predict([doc])["ids"]
+        elif isinstance(labels, str) or len(labels) != len(doc) or not all(label in index for label in labels):
+            raise ValueError(Errors.E178.format(n=len(doc), labels=labels, known=self.cfg["labels"]))
+        else:
+            ids = np.array([index[label] for label in labels], dtype=np.int64)
+        route = missing_rows.index() if missing_rows is not None and missing_rows.any else no_missing()
+        return explain_sequence(self.ensemble.forest(), Rows(indptr, indices), route, 0, ids, self._test_names(),
+                                self.cfg["labels"], self.allowed)
+
+    def _test_names(self) -> "ReadableTests":
+        return ReadableTests(self.featurizer, self.params.missing == "indicator")
 
     # ---- serialization ---------------------------------------------------------------------------------------
     def to_bytes(self, *, exclude=tuple()) -> bytes:

@@ -68,6 +68,7 @@ def compile_component(target: str, shared_trees: bool) -> None:
     loaded.get_pipe("treecrf").from_bytes(nlp.get_pipe("treecrf").to_bytes())
     loaded.evaluate(examples)
     loaded(Doc(loaded.vocab, words=["Paris"]))
+    loaded.get_pipe("treecrf").explain(Doc(loaded.vocab, words=["Anna", "said", "."]))
     loaded(Doc(loaded.vocab, words=["Anna", "said", "."] * (PARTITION_ROWS // 3 + 1)))
 
 
@@ -87,6 +88,7 @@ def compile_estimator(shared_trees: bool, missing: bool) -> None:
         model.predict(X * (PARTITION_ROWS // sum(map(len, X)) + 1))
     model.predict_marginals(X)
     model.predict_nbest(X[:2], n=2)
+    model.explain(X[0])
 
 
 def main() -> None:

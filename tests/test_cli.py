@@ -36,7 +36,7 @@ def test_convert_inspect_evaluate(tmp_path):
     for _ in range(6):
         nlp.update(examples)
     nlp.to_disk(tmp_path / "model")
-    out = runner.invoke(app, ["inspect", str(tmp_path / "model"), "--top", "3", "--min-support", "1"])
+    out = runner.invoke(app, ["inspect", str(tmp_path / "model"), "--top", "5", "--min-support", "1"])
     assert out.exit_code == 0, out.output
     assert "target ner" in out.output and "B-PER" in "".join(out.output)
     out = runner.invoke(app, ["evaluate", str(tmp_path / "model"), str(src), "--format", "conll2003"])

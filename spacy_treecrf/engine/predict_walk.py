@@ -145,37 +145,77 @@ def walk_moves(positions, rows, tree, missing, max_depth):
     return position[:m], leaf[:m], weight[:m]
 
 
+class ForestWalk(NamedTuple):
+    """The leaves one position reaches in every tree of a Forest (forest_leaves): tree[i], leaf[i] (a node of
+    the Forest) and weight[i] (1 unless the routing rule split the position between branches); a leaf's
+    previous states are forest.nodes.states[leaf]. Room for every node of the forest."""
+    tree: np.ndarray
+    leaf: np.ndarray
+    weight: np.ndarray
+
+
 @njit(cache=True, nogil=True)
-def walk_potentials(at, rows, forest, missing, n_states, n_labels):
-    """phi (len(at) x S x K): every tree of the Forest walked at the positions ``at`` (those with missing
-    values, at prediction)."""
-    nodes = forest.nodes
+def _forest_scratch(forest, n_states):
     max_depth = 0
     n_nodes = 0
     for i in range(forest.depths.shape[0]):
         max_depth = max(max_depth, forest.depths[i])
         n_nodes = max(n_nodes, forest.roots[i + 1] - forest.roots[i])
-    phi = np.zeros((at.shape[0], n_states, n_labels))
     scratch = WalkScratch(np.empty(max_depth + 1, dtype=np.int64),
                           np.empty((max_depth + 1, n_states), dtype=np.bool_), np.empty(max_depth + 1),
                           np.empty(n_nodes, dtype=np.int64), np.empty(n_nodes))
+    n_all = forest.nodes.kind.shape[0]
+    return scratch, ForestWalk(np.empty(n_all, dtype=np.int64), np.empty(n_all, dtype=np.int64), np.empty(n_all))
+
+
+@njit(cache=True, nogil=True)
+def _walk_forest(t, present, rows, forest, missing, scratch, out):
+    """Every tree of the Forest walked at position t (its row marked in ``present``); returns n: out[:n]."""
+    nodes = forest.nodes
+    m = 0
+    for j in range(forest.roots.shape[0] - 1):
+        root = forest.roots[j]
+        for h in range(walk_leaves(t, present, nodes, rows, missing, root, scratch)):
+            out.tree[m] = j
+            out.leaf[m] = root + scratch.leaf[h]
+            out.weight[m] = scratch.share[h]
+            m += 1
+    return m
+
+
+@njit(cache=True, nogil=True)
+def forest_leaves(t, rows, forest, missing, n_states):
+    """The ForestWalk of position t, trimmed to the leaves reached (for explanations: the walk_potentials of
+    one position, leaf by leaf)."""
+    scratch, out = _forest_scratch(forest, n_states)
+    present = _present_marks(forest.nodes)
+    mark_row(present, 1, rows.indptr, rows.indices, t)
+    m = _walk_forest(t, present, rows, forest, missing, scratch, out)
+    return ForestWalk(out.tree[:m].copy(), out.leaf[:m].copy(), out.weight[:m].copy())
+
+
+@njit(cache=True, nogil=True)
+def walk_potentials(at, rows, forest, missing, n_states, n_labels):
+    """phi (len(at) x S x K): every tree of the Forest walked at the positions ``at`` (those with missing
+    values, at prediction)."""
+    nodes = forest.nodes
+    phi = np.zeros((at.shape[0], n_states, n_labels))
+    scratch, out = _forest_scratch(forest, n_states)
     present = _present_marks(nodes)
     vectors = forest.vectors
     for i in range(at.shape[0]):
         t = at[i]
         mark_row(present, 1, rows.indptr, rows.indices, t)
-        for j in range(forest.roots.shape[0] - 1):
-            root = forest.roots[j]
-            k = forest.labels[j]
-            for h in range(walk_leaves(t, present, nodes, rows, missing, root, scratch)):
-                node = root + scratch.leaf[h]
-                w = scratch.share[h]
-                for s in range(n_states):
-                    if nodes.states[node, s]:
-                        if k < 0:
-                            for p in range(vectors.ptr[node], vectors.ptr[node + 1]):
-                                phi[i, s, vectors.label[p]] += w * vectors.value[p]
-                        else:
-                            phi[i, s, k] += w * nodes.value[node]
+        for h in range(_walk_forest(t, present, rows, forest, missing, scratch, out)):
+            node = out.leaf[h]
+            k = forest.labels[out.tree[h]]
+            w = out.weight[h]
+            for s in range(n_states):
+                if nodes.states[node, s]:
+                    if k < 0:
+                        for p in range(vectors.ptr[node], vectors.ptr[node + 1]):
+                            phi[i, s, vectors.label[p]] += w * vectors.value[p]
+                    else:
+                        phi[i, s, k] += w * nodes.value[node]
         mark_row(present, 0, rows.indptr, rows.indices, t)
     return phi

@@ -1,18 +1,46 @@
-"""Readable rules of an ensemble: its strongest root-to-leaf paths (the slides' "circled paths")."""
+"""Readable trees: an ensemble's strongest root-to-leaf paths (the slides' "circled paths") and the explanation of
+one potential, the leaves that made it.
+
+A potential phi(t, s, k) is the sum over trees of the value for label k of every leaf that position t reaches from
+previous state s (weighted where the routing rule split a missing value between branches). Listing those leaves,
+each with its path, answers "why this label here" exactly: the parts add up to the potential (walk_potentials
+sums the same values in the same order). A path reads as the tests it passed: the features present by name, the
+absent ones summarised, and the previous labels it admits among those the transition constraints allow for the
+label (a constraint never shows up as a rule, and a leaf the constraints never let apply to a label is no rule
+for it).
+"""
+from typing import List, NamedTuple, Optional
+
 import numpy as np
 
-from .trees import FEATURE, LEAF
+from .predict_walk import forest_leaves, walk_potentials
+from .trees import FEATURE, LEAF, STATE
 
-SHOWN_ENTRIES = 3
+SHOWN_ENTRIES = 3  # a shared leaf's strongest label entries named in a rule
+SHOWN_ABSENT = 2  # absent tests of a path named before the rest are counted
 
 
-def _strongest(vector, classes):
-    """A shared leaf's strongest label and value, the label followed by the next entries' "(label +value)"."""
-    order = [k for k in np.argsort(-np.abs(vector), kind="stable")[:SHOWN_ENTRIES] if vector[k] != 0.0]
-    if not order:
-        return classes[0], 0.0
-    rest = "".join(f" ({classes[k]} {vector[k]:+.3f})" for k in order[1:])
-    return f"{classes[order[0]]}{rest}", float(vector[order[0]])
+class Part(NamedTuple):
+    """One leaf's share of a potential: the tree (its index in the ensemble: its round for shared trees), the
+    contribution (the walk's weight times the leaf's value for the label) and the leaf's path, readable."""
+    tree: int
+    value: float
+    rule: str
+
+
+def conditions(present, absent, states, state_names, allowed_states) -> str:
+    """A path's tests as a conjunction: ``present`` tests by name, ``absent`` ones summarised (the first
+    SHOWN_ABSENT by name, then how many more), and the previous states the leaf admits (``states``, bool S)
+    among ``allowed_states`` (nothing when it admits all of them)."""
+    conds = list(present)
+    if absent:
+        more = len(absent) - SHOWN_ABSENT
+        conds.append("NOT " + ", NOT ".join(absent[:SHOWN_ABSENT])
+                     + (f" (and {more} more absent test{'s' if more > 1 else ''})" if more > 0 else ""))
+    admitted = states & allowed_states
+    if not admitted[allowed_states].all():
+        conds.append("prev in {" + ",".join(n for n, on in zip(state_names, admitted) if on) + "}")
+    return " AND ".join(conds) or "(always)"
 
 
 def _dense(vectors, node, n_labels):
@@ -23,38 +51,153 @@ def _dense(vectors, node, n_labels):
     return out
 
 
-def ensemble_rules(ensemble, feature_names, classes, top: int, min_support: float = 5.0):
+def _allowed(allowed, n_states, n_labels):
+    return np.ones((n_states, n_labels), dtype=bool) if allowed is None else np.asarray(allowed, dtype=bool)
+
+
+def ensemble_rules(ensemble, feature_names, classes, top: int, min_support: float = 5.0, allowed=None):
     """Readable root-to-leaf paths of a booster.Ensemble, strongest first (|value| of leaves with at least
-    ``min_support`` examples) as (label, conjunction, value, support). Present-feature tests are spelled out;
-    absent ones are counted. A shared tree's leaf is named by its label vector's strongest entry, with the next
-    strongest (up to SHOWN_ENTRIES in all) in the label."""
+    ``min_support`` examples) as (label, conjunction, value, support). ``allowed`` (S x K, None: all): the
+    transition constraints. A shared tree's leaf is named by its label vector's strongest entry that the
+    constraints let it apply to, with the next strongest (up to SHOWN_ENTRIES in all) in the label."""
     nodes, roots, labels, _, vectors = ensemble.forest()
     kind, feature, yes, no = nodes.kind, nodes.feature, nodes.yes, nodes.no
     value, count, states = nodes.value, nodes.count, nodes.states
+    K = len(classes)
+    allowed = _allowed(allowed, states.shape[1], K)
     state_names = ["<start>"] + list(classes)
     found = []
     for i in range(len(labels)):
         root = roots[i]
-        stack = [(0, (), 0)]
+        stack = [(0, (), ())]
         while stack:
             node, present, absent = stack.pop()
             g = root + node
             if kind[g] == LEAF:
                 if count[g] < min_support:
                     continue
-                conds = list(present)
-                if absent:
-                    conds.append(f"{absent} absent test{'s' if absent > 1 else ''}")
-                if not states[g].all():
-                    conds.append("prev in {" + ",".join(n for n, on in zip(state_names, states[g]) if on) + "}")
-                label, v = (classes[labels[i]], float(value[g])) if labels[i] >= 0 else _strongest(
-                    _dense(vectors, g, len(classes)), classes)
-                found.append((label, " AND ".join(conds) or "(always)", v, float(count[g])))
+                if labels[i] >= 0:
+                    k, v, label = labels[i], float(value[g]), classes[labels[i]]
+                else:
+                    vector = _dense(vectors, g, K)
+                    live = [k for k in np.argsort(-np.abs(vector), kind="stable")
+                            if vector[k] != 0.0 and (states[g] & allowed[:, k]).any()][:SHOWN_ENTRIES]
+                    if not live:
+                        continue
+                    k, v = live[0], float(vector[live[0]])
+                    label = classes[k] + "".join(f" ({classes[j]} {vector[j]:+.3f})" for j in live[1:])
+                if not (states[g] & allowed[:, k]).any():
+                    continue
+                found.append((label, conditions(present, absent, states[g], state_names, allowed[:, k]), v,
+                              float(count[g])))
             elif kind[g] == FEATURE:
-                stack.append((yes[g], present + (feature_names[feature[g]],), absent))
-                stack.append((no[g], present, absent + 1))
+                name = feature_names[feature[g]]
+                stack.append((yes[g], present + (name,), absent))
+                stack.append((no[g], present, absent + (name,)))
             else:
                 stack.append((yes[g], present, absent))
                 stack.append((no[g], present, absent))
     found.sort(key=lambda r: -abs(r[2]))
     return found[:top]
+
+
+def potential_parts(forest, rows, missing, t: int, s: int, k: int, feature_names, classes,
+                    allowed: Optional[np.ndarray] = None, parent: Optional[np.ndarray] = None) -> List[Part]:
+    """The Parts of phi(t, s, k) for rows (trees.Rows) and their MissingIndex (trees.no_missing() for none), in
+    tree order: every leaf position t reaches from previous state s that holds a value for label k. Their
+    values add up to walk_potentials' phi[t, s, k]. ``parent``: the forest's _parents, if the caller has them."""
+    nodes, labels, vectors = forest.nodes, forest.labels, forest.vectors
+    S = nodes.states.shape[1]
+    allowed = _allowed(allowed, S, len(classes))
+    state_names = ["<start>"] + list(classes)
+    walk = forest_leaves(t, rows, forest, missing, S)
+    row = set(rows.indices[rows.indptr[t]:rows.indptr[t + 1]].tolist())
+    parts = []
+    for tree, leaf, weight in zip(walk.tree.tolist(), walk.leaf.tolist(), walk.weight.tolist()):
+        if not nodes.states[leaf, s]:
+            continue
+        if labels[tree] >= 0:
+            if labels[tree] != k:
+                continue
+            value = nodes.value[leaf]
+        else:
+            span = slice(vectors.ptr[leaf], vectors.ptr[leaf + 1])
+            hit = np.flatnonzero(vectors.label[span] == k)
+            if not len(hit):
+                continue
+            value = vectors.value[span][hit[0]]
+        if parent is None:
+            parent = parents(forest)
+        present, absent = [], []
+        child = leaf
+        while parent[child] >= 0:
+            node = parent[child]
+            if nodes.kind[node] == FEATURE:
+                f = nodes.feature[node]
+                if nodes.no[node] == child - forest.roots[tree]:
+                    absent.append(feature_names[f])
+                else:  # the yes side: the feature is present, or its variable is missing and was routed here
+                    present.append(feature_names[f] + ("" if f in row else " (missing, routed here)"))
+            child = node
+        rule = conditions(present[::-1], absent[::-1], nodes.states[leaf], state_names, allowed[:, k])
+        parts.append(Part(tree, float(weight * value), rule))
+    return parts
+
+
+def parents(forest) -> np.ndarray:
+    """Each node's parent in the Forest (-1 at roots)."""
+    nodes, roots = forest.nodes, forest.roots
+    root_of = np.repeat(roots[:-1], np.diff(roots))
+    parent = np.full(len(nodes.kind), -1, dtype=np.int64)
+    inner = np.flatnonzero((nodes.kind == FEATURE) | (nodes.kind == STATE))
+    parent[root_of[inner] + nodes.yes[inner]] = inner
+    parent[root_of[inner] + nodes.no[inner]] = inner
+    return parent
+
+
+class Explanation(NamedTuple):
+    """Why a position got its label: the label, the previous label (None at a sequence's first position), the
+    potential phi(t, s, k) of that transition (walk_potentials: float64, the trees' values summed in tree
+    order; tagging's block kernels sum them in float32) and its Parts, in tree order, adding up to it."""
+    label: object
+    previous: object
+    potential: float
+    parts: List[Part]
+
+    def top(self, n: int) -> List[Part]:
+        """The n Parts of largest |value|, largest first."""
+        return sorted(self.parts, key=lambda part: -abs(part.value))[:n]
+
+
+def explain_sequence(forest, rows, missing, start: int, ids, feature_names, classes,
+                     allowed: Optional[np.ndarray] = None) -> List[Explanation]:
+    """The Explanation of each position of the sequence at rows start.. start + len(ids) labelled ``ids``
+    (label ids; ``missing``: the rows' MissingIndex, trees.no_missing() for none)."""
+    S, K = forest.nodes.states.shape[1], len(classes)
+    at = np.arange(start, start + len(ids), dtype=np.int64)
+    phi = walk_potentials(at, rows, forest, missing, S, K)
+    parent = parents(forest)
+    out = []
+    for i, k in enumerate(ids):
+        s = 0 if i == 0 else int(ids[i - 1]) + 1
+        parts = potential_parts(forest, rows, missing, int(at[i]), s, int(k), feature_names, classes, allowed,
+                                parent)
+        out.append(Explanation(classes[k], None if i == 0 else classes[ids[i - 1]], float(phi[i, s, k]), parts))
+    return out
+
+
+def explanation_table(words, explanations: List[Explanation], top: int) -> str:
+    """Explanations as text: per position its word, label, previous label and potential, then its ``top``
+    largest Parts (tree, contribution, path) and the sum of the others."""
+    lines = []
+    for word, e in zip(words, explanations):
+        prev = "<start>" if e.previous is None else e.previous
+        lines.append(f"{word!s:<16} {e.label!s:<8} after {prev!s:<8} potential {e.potential:+.4f} "
+                     f"from {len(e.parts)} leaves")
+        shown = e.top(top)
+        for part in shown:
+            lines.append(f"    {part.value:+.4f}  tree {part.tree:<4d} {part.rule}")
+        if len(e.parts) > len(shown):
+            rest = e.potential - sum(part.value for part in shown)
+            lines.append(f"    {rest:+.4f}  the other {len(e.parts) - len(shown)} leaves")
+    return "\n".join(lines)
