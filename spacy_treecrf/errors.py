@@ -129,6 +129,7 @@ class Errors(metaclass=_WithCodes):
             '{n_labels} (version 3 files: of shape (nodes, {n_labels})); shared trees have label -1')
     E170 = 'The model file says shared_trees={setting} but its ensemble holds {kind} trees'
     E171 = "treecrf: 'round_every' must be one of {choices} (a round per pass over the corpus or per batch), got {value!r}"
+    E180 = "treecrf: 'n_best' must be an integer in [0, {maximum}] (0: no n-best analyses stored), got {value!r}"
     E172 = "TreeCRF: 'early_stopping' must be one of {choices}, got {value!r}"
     E173 = "TreeCRF: 'validation_fraction' must be a number in (0, 1), got {value!r}"
     E174 = ('fit: early_stopping=True holds out validation sequences from the training data, which needs at least 2 '

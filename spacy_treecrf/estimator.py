@@ -13,6 +13,7 @@ from .engine.booster import DECODERS, BoostParams, Ensemble
 from .engine.rules import Explanation, ensemble_rules, explain_sequence
 from .engine.transitions import first_forbidden, transitions_allowed
 from .engine import crf, missing, serialize
+from .engine.crf import MAX_NBEST
 from .engine.missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
 from .engine.sparse import pairs_to_rows
 from .engine.trees import Rows, no_missing
@@ -20,7 +21,6 @@ from .errors import Errors
 
 Position = Union[Dict[str, object], Iterable[str]]
 BOOST_SETTINGS = {f.name: f.default for f in dataclasses.fields(BoostParams)}
-MAX_NBEST = 1000  # k-best Viterbi keeps n partial paths per position and label
 EARLY_STOPPING = ("auto", True, False)
 AUTO_MIN_VALIDATION = 1_000  # early_stopping="auto" holds out sequences that hold at least this many positions
 DEFAULT_PATIENCE = 10  # rounds without a better validation score before fit stops, when patience is None

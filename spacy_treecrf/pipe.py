@@ -48,7 +48,8 @@ BIO_TARGETS = ("ner", "spans")
 ROUND_EVERY = ("corpus", "batch")
 MARGINALS_EXT = "treecrf_marginals"
 SPAN_PROB_EXT = "treecrf_prob"
-MARGINALS_KEY, SPAN_PROBS_KEY = ("treecrf", "marginals"), ("treecrf", "span_probs")  # doc.user_data keys
+NBEST_EXT = "treecrf_nbest"
+MARGINALS_KEY, SPAN_PROBS_KEY, NBEST_KEY = ("treecrf", "marginals"), ("treecrf", "span_probs"), ("treecrf", "nbest")
 MAX_MODEL_BYTES = 2 ** 32  # a model file larger than this is refused before it is read
 INPUT_ATTRS = [ORTH, TAG, POS, LEMMA, DEP, ENT_IOB, ENT_TYPE]  # what the featurizer may read from a predicted doc
 
@@ -112,6 +113,7 @@ DEFAULT_CONFIG = {
     "decode": "viterbi",
     "constrain_bio": True,
     "store_scores": True,
+    "n_best": 0,
     "overwrite": True,
     "round_every": "corpus",
     "scorer": {"@scorers": "spacy_treecrf.scorer.v1"},
@@ -120,7 +122,8 @@ DEFAULT_CONFIG = {
 
 def make_treecrf(nlp: Language, name: str, model: Model, features, booster: BoostParams, target: str,
                  spans_key: str, token_attr: str, decode: str, constrain_bio: bool, store_scores: bool,
-                 overwrite: bool, round_every: str, scorer: Optional[Callable], **moved) -> "TreeCRFComponent":
+                 n_best: int, overwrite: bool, round_every: str, scorer: Optional[Callable],
+                 **moved) -> "TreeCRFComponent":
     """A sequence labeller trained by gradient tree boosting. Score weights default to NER's; set
     [training.score_weights] for other targets (the configs/ files do). ``moved``: boosting settings written
     directly under [components.treecrf], as configs and saved pipelines from before the [booster] block have
@@ -130,7 +133,8 @@ def make_treecrf(nlp: Language, name: str, model: Model, features, booster: Boos
         booster = with_moved_settings(booster, moved, name)
     return TreeCRFComponent(nlp.vocab, model, name, features=features, target=target, spans_key=spans_key,
                             token_attr=token_attr, params=booster, decode=decode, constrain_bio=constrain_bio,
-                            store_scores=store_scores, overwrite=overwrite, round_every=round_every, scorer=scorer)
+                            store_scores=store_scores, n_best=n_best, overwrite=overwrite, round_every=round_every,
+                            scorer=scorer)
 
 
 # the factory's parameters: its own, then every boosting setting in its old place (default None: not given)
@@ -177,10 +181,31 @@ def span_prob_getter(span: Span) -> Optional[float]:
     return None
 
 
+def nbest_getter(doc: Doc) -> Optional[Dict[str, List[dict]]]:
+    """Doc._.treecrf_nbest: {component name: its n most probable analyses of the doc, best first}, from every
+    treecrf with n_best > 0. An analysis is {"tags": one label per token, "probability": P(tags | doc) under the
+    CRF (exact: k-best Viterbi and the forward pass's Z), "spans": for ner / spans a SpanGroup of its spans
+    (named after the component, or spans_key), else None}. Fewer than n where the transition constraints allow
+    fewer. Kept in doc.user_data, so they travel with Doc.to_bytes, DocBin and n_process."""
+    stored = doc.user_data.get(NBEST_KEY)
+    if not stored:
+        return None
+    out = {}
+    for name, (target, key, analyses, probs) in stored.items():
+        out[name] = [{"tags": list(tags), "probability": p,
+                      "spans": SpanGroup(doc, name=key, attrs={"probability": p},
+                                         spans=[Span(doc, a, b, label) for a, b, label in bio_spans(tags)])
+                      if target in BIO_TARGETS else None}
+                     for tags, p in zip(analyses, probs)]
+    return out
+
+
 if not Token.has_extension(MARGINALS_EXT):
     Token.set_extension(MARGINALS_EXT, getter=marginals_getter)
 if not Span.has_extension(SPAN_PROB_EXT):
     Span.set_extension(SPAN_PROB_EXT, getter=span_prob_getter)
+if not Doc.has_extension(NBEST_EXT):
+    Doc.set_extension(NBEST_EXT, getter=nbest_getter)
 
 
 class ReadableTests(Sequence):
@@ -204,7 +229,7 @@ class ReadableTests(Sequence):
 class TreeCRFComponent(TrainablePipe):
     def __init__(self, vocab: Vocab, model: Model, name: str = "treecrf", *, features, target: str = "ner",
                  spans_key: str = "chunks", token_attr: str = "", params: Optional[BoostParams] = None,
-                 decode: str = "viterbi", constrain_bio: bool = True, store_scores: bool = True,
+                 decode: str = "viterbi", constrain_bio: bool = True, store_scores: bool = True, n_best: int = 0,
                  overwrite: bool = True, round_every: str = "corpus", scorer: Optional[Callable] = treecrf_score):
         if target not in TARGETS:
             raise ValueError(Errors.E001.format(target=target, targets=TARGETS))
@@ -216,6 +241,7 @@ class TreeCRFComponent(TrainablePipe):
             raise ValueError(Errors.E004.format(decoders=DECODERS, decode=decode))
         if round_every not in ROUND_EVERY:
             raise ValueError(Errors.E171.format(choices=ROUND_EVERY, value=round_every))
+        _check_n_best(n_best)
         self.vocab = vocab
         self.model = model
         self.name = name
@@ -223,8 +249,8 @@ class TreeCRFComponent(TrainablePipe):
         self.params = params or BoostParams()
         self.scorer = scorer
         self.cfg = {"target": target, "spans_key": spans_key, "token_attr": token_attr, "decode": decode,
-                    "constrain_bio": constrain_bio, "store_scores": store_scores, "overwrite": overwrite,
-                    "round_every": round_every, "labels": [], "rounds": 0, "corpus_size": 0}
+                    "constrain_bio": constrain_bio, "store_scores": store_scores, "n_best": n_best,
+                    "overwrite": overwrite, "round_every": round_every, "labels": [], "rounds": 0, "corpus_size": 0}
         if target == "token_attr" and not Token.has_extension(token_attr):
             Token.set_extension(token_attr, default=None)
         self.ensemble: Optional[Ensemble] = None
@@ -530,7 +556,7 @@ class TreeCRFComponent(TrainablePipe):
         indptr, indices, seq_starts, missing_rows = self._rows(docs)
         threads = self.params.threads
         P = self.ensemble.scaled_potentials(indptr, indices, self.allowed, seq_starts, threads, missing_rows)
-        need_fb = self.cfg["decode"] == "marginal" or self.cfg["store_scores"]
+        need_fb = self.cfg["decode"] == "marginal" or self.cfg["store_scores"] or self.cfg["n_best"]
         fb = None
         if need_fb:
             y = np.full(len(P.c), -1, dtype=np.int32)
@@ -540,8 +566,9 @@ class TreeCRFComponent(TrainablePipe):
             ids = boost.viterbi(P, seq_starts, threads)
         else:
             ids = gamma.argmax(axis=1).astype(np.int32)
+        nbest = crf.nbest(P, seq_starts, fb[3], self.cfg["n_best"]) if self.cfg["n_best"] else None
         return {"ids": ids, "seq_starts": seq_starts, "potentials": P, "fb": fb,
-                "gamma": gamma if need_fb else None}
+                "gamma": gamma if need_fb else None, "nbest": nbest}
 
     def set_annotations(self, docs: Iterable[Doc], scores) -> None:
         docs = list(docs)
@@ -565,6 +592,13 @@ class TreeCRFComponent(TrainablePipe):
             if gamma is not None:
                 store = doc.user_data.setdefault(MARGINALS_KEY, {})
                 store[self.name] = (labels, gamma[bounds[q]:bounds[q + 1]].copy())
+            if scores.get("nbest") is not None:  # Doc._.treecrf_nbest's analyses (nbest_getter)
+                paths, logp = scores["nbest"]
+                kept = np.flatnonzero(np.isfinite(logp[q])).tolist()
+                doc.user_data.setdefault(NBEST_KEY, {})[self.name] = (
+                    self.target, self.cfg["spans_key"] if self.target == "spans" else self.name,
+                    [[labels[k] for k in paths[q, r, :len(doc)].tolist()] for r in kept],
+                    np.exp(logp[q, kept]).tolist())
             self._write(doc, None if doc_tags is None else doc_tags[q], None if offsets is None else offsets[q],
                         None if span_p is None else span_p[q])
 
@@ -759,10 +793,15 @@ def check_labels(target: str, labels: Sequence[str], name: str) -> None:
                 raise ValueError(Errors.E009.format(label=label, name=name))
 
 
+def _check_n_best(n_best) -> None:
+    if isinstance(n_best, bool) or not isinstance(n_best, int) or not 0 <= n_best <= crf.MAX_NBEST:
+        raise ValueError(Errors.E180.format(maximum=crf.MAX_NBEST, value=n_best))
+
+
 def _check_loaded_cfg(cfg: dict) -> None:
     """The settings a model file carries, checked as the constructor checks them."""
     kinds = {"spans_key": str, "token_attr": str, "decode": str, "constrain_bio": bool, "store_scores": bool,
-             "overwrite": bool, "round_every": str, "rounds": int, "corpus_size": int}
+             "n_best": int, "overwrite": bool, "round_every": str, "rounds": int, "corpus_size": int}
     for key, typ in kinds.items():
         if key in cfg and (not isinstance(cfg[key], typ) or (typ is int and isinstance(cfg[key], bool))):
             raise ValueError(Errors.E110.format(key=key, type_name=typ.__name__, cfg=cfg[key]))
@@ -770,6 +809,8 @@ def _check_loaded_cfg(cfg: dict) -> None:
         raise ValueError(Errors.E104.format(decoders=DECODERS, cfg=cfg['decode']))
     if "round_every" in cfg and cfg["round_every"] not in ROUND_EVERY:
         raise ValueError(Errors.E171.format(choices=ROUND_EVERY, value=cfg["round_every"]))
+    if "n_best" in cfg:
+        _check_n_best(cfg["n_best"])
     for key in ("rounds", "corpus_size"):
         if key in cfg and cfg[key] < 0:
             raise ValueError(Errors.E110.format(key=key, type_name="non-negative int", cfg=cfg[key]))

@@ -119,6 +119,42 @@ def test_span_prob_extension_survives_serialization_and_processes():
     assert all(e._.treecrf_prob is None for d in nlp.pipe(texts) for e in d.ents)
 
 
+def test_n_best_analyses_are_the_top_paths_by_brute_force():
+    """Doc._.treecrf_nbest: the n most probable BIO taggings of the doc under the model's own potentials (all
+    label paths enumerated), best first, the first the Viterbi tags, each with its spans; kept through
+    serialization and n_process."""
+    from spacy.tokens import DocBin
+
+    from brute import all_path_scores, logsumexp
+
+    nlp, _ = trained_ner(rounds=3, n_best=4)
+    crf = nlp.get_pipe("treecrf")
+    doc = nlp("Bob flew to New York")
+    analyses = doc._.treecrf_nbest["treecrf"]
+    assert len(analyses) == 4
+    indptr, indices = crf._rows([doc])[:2]
+    phi = np.where(crf.allowed[None], crf.ensemble.potentials(indptr, indices), -np.inf)
+    paths, scores = all_path_scores(phi, 0, len(doc))
+    order = np.argsort(-scores, kind="stable")[:4]
+    want = [([crf.labels[k] for k in paths[i]], float(np.exp(scores[i] - logsumexp(scores)))) for i in order]
+    assert [a["tags"] for a in analyses] == [tags for tags, _ in want]
+    assert [a["probability"] for a in analyses] == pytest.approx([p for _, p in want], rel=1e-5)
+    assert [(e.start, e.end, e.label_) for e in analyses[0]["spans"]] == [(e.start, e.end, e.label_) for e in doc.ents]
+    assert analyses[0]["spans"].attrs["probability"] == analyses[0]["probability"]
+    texts = ["Alice flew to New York .", "Rome is big .", "Bob met Carol", "Paris"]
+    here = [d._.treecrf_nbest for d in nlp.pipe(texts)]
+    def plain(nbest):
+        return [(a["tags"], a["probability"]) for a in nbest["treecrf"]]
+    assert [plain(d._.treecrf_nbest) for d in DocBin(docs=list(nlp.pipe(texts)), store_user_data=True).get_docs(
+        nlp.vocab)] == [plain(n) for n in here]
+    assert [plain(d._.treecrf_nbest) for d in nlp.pipe(texts, n_process=2, batch_size=2)] == [plain(n) for n in here]
+    assert len(nlp("Paris")._.treecrf_nbest["treecrf"]) == crf.allowed[0].sum() < 4  # the labels BIO lets start
+    for bad in (-1, 1.5, True, 10 ** 6):
+        with pytest.raises(ValueError, match="n_best"):
+            trained_ner(rounds=0, n_best=bad)
+    assert trained_ner(rounds=1)[0]("Bob")._.treecrf_nbest is None  # off by default
+
+
 def test_missing_gold_is_unknown_not_outside():
     nlp = spacy.blank("en")
     crf = nlp.add_pipe("treecrf")

@@ -327,6 +327,9 @@ def _viterbi_pass(P, a, b, back, best, logs):
     return True
 
 
+MAX_NBEST = 1000  # the most paths nbest keeps: k-best Viterbi holds n partial paths per position and label
+
+
 @njit(**NOGIL)
 def nbest(P, seq_starts, log_z, n):
     """The n most probable label sequences of every sequence (k-best Viterbi; forbidden cells are 0 in E): paths
