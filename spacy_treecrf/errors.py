@@ -30,6 +30,9 @@ class Warnings(metaclass=_WithCodes):
             "(target {target!r} gives {keys}), so spaCy would keep the untrained model of step 0 as model-best: "
             "set e.g. --training.score_weights.{key} 1.0 {unset}.")
 
+    W006 = ("TreeCRF.fit with warm_start: the model has {rounds} rounds and n_rounds is {n_rounds}, so no round is "
+            "added (n_rounds is the total: raise it to continue).")
+
 
 class Errors(metaclass=_WithCodes):
     # the treecrf component (pipe.py)
@@ -130,6 +133,10 @@ class Errors(metaclass=_WithCodes):
     E170 = 'The model file says shared_trees={setting} but its ensemble holds {kind} trees'
     E171 = "treecrf: 'round_every' must be one of {choices} (a round per pass over the corpus or per batch), got {value!r}"
     E180 = "treecrf: 'n_best' must be an integer in [0, {maximum}] (0: no n-best analyses stored), got {value!r}"
+    E181 = 'Ensemble.with_labels: a model of {had} labels cannot lose labels (asked for {n_labels})'
+    E182 = "TreeCRF: 'warm_start' must be true or false, got {value!r}"
+    E183 = ('fit with warm_start: shared_trees={setting} but the fitted model holds {kind} trees (a continued fit '
+            'adds trees of the kind it has; set shared_trees back, or warm_start=False to start over)')
     E172 = "TreeCRF: 'early_stopping' must be one of {choices}, got {value!r}"
     E173 = "TreeCRF: 'validation_fraction' must be a number in (0, 1), got {value!r}"
     E174 = ('fit: early_stopping=True holds out validation sequences from the training data, which needs at least 2 '

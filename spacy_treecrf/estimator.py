@@ -2,6 +2,7 @@
 import dataclasses
 import inspect
 import time
+import warnings
 from collections import Counter
 from itertools import chain, repeat
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
@@ -17,7 +18,7 @@ from .engine.crf import MAX_NBEST
 from .engine.missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
 from .engine.sparse import pairs_to_rows
 from .engine.trees import Rows, no_missing
-from .errors import Errors
+from .errors import Errors, Warnings
 
 Position = Union[Dict[str, object], Iterable[str]]
 BOOST_SETTINGS = {f.name: f.default for f in dataclasses.fields(BoostParams)}
@@ -178,8 +179,11 @@ class FeatureIndex:
     def learn_fill(self, indptr, indices, missing_rows: MissingRows, strategy: str):
         """From the training rows: the imputation table (missing.most_common_columns) or one indicator feature per
         variable ('<key> missing', belonging to no variable)."""
-        if strategy == "imputation":
-            self.impute = missing.most_common_columns(indptr, indices, missing_rows)
+        if strategy == "imputation":  # a continued fit keeps the values its trees were grown with
+            fresh = missing.most_common_columns(indptr, indices, missing_rows)
+            kept = np.full(len(fresh), -1, dtype=fresh.dtype)
+            kept[:min(len(fresh), len(self.impute))] = self.impute[:len(fresh)]
+            self.impute = np.where(kept >= 0, kept, fresh)
         else:
             names = [f"{key} missing" for key in self.variables]
             self.indicator = np.array([self.ids[n] if n in self.ids else self._column(n, -1) for n in names],
@@ -218,11 +222,16 @@ class TreeCRF:
     position. ``missing`` chooses how they are handled (paper Sec. 6, 7.4): "instance_weighting" (C4.5's
     proportional distribution, in training and prediction), "surrogate" (CART's surrogate splits),
     "imputation" (the variable's most common training value) or "indicator" (a '<key> missing' feature).
+
+    ``warm_start`` (scikit-learn's sense): ``fit`` on a fitted model continues it, on the data it is given,
+    rather than starting over: ``n_rounds`` stays the total (raise it to add rounds), labels y brings that the
+    model has not seen join it (their trees start from zero; the old trees keep their meaning), and so do new
+    feature names. With validation data it keeps only the new rounds that beat the model as it was.
     """
 
     def __init__(self, n_rounds: int = 100, decode: str = "viterbi", allowed_transitions=None,
                  patience: Optional[int] = None, early_stopping: Union[str, bool] = "auto",
-                 validation_fraction: float = 0.1, verbose: bool = False, **settings):
+                 validation_fraction: float = 0.1, verbose: bool = False, warm_start: bool = False, **settings):
         """``settings``: the boosting settings (BoostParams' fields, the same as a treecrf component's [booster]
         block). Every argument is stored as given (scikit-learn's convention: ``clone`` and ``set_params``
         rebuild an estimator from ``get_params``) and checked here and at ``set_params``."""
@@ -236,6 +245,7 @@ class TreeCRF:
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
         self.verbose = verbose
+        self.warm_start = warm_start
         for name, default in BOOST_SETTINGS.items():
             setattr(self, name, settings.get(name, default))
         self._check_settings()
@@ -257,6 +267,8 @@ class TreeCRF:
         if not any(self.early_stopping is choice or (isinstance(choice, str) and self.early_stopping == choice)
                    for choice in EARLY_STOPPING):
             raise ValueError(Errors.E172.format(choices=EARLY_STOPPING, value=self.early_stopping))
+        if not isinstance(self.warm_start, (bool, np.bool_)):
+            raise ValueError(Errors.E182.format(value=self.warm_start))
         fraction = self.validation_fraction
         if (isinstance(fraction, (bool, np.bool_)) or not isinstance(fraction, (int, float, np.integer, np.floating))
                 or not 0 < fraction < 1):
@@ -343,8 +355,16 @@ class TreeCRF:
         return tuple([seq for seq, h in zip(data, held) if h == flag] for flag in (False, True) for data in (X, y))
 
     def _fit(self, classes, X, y, X_dev, y_dev) -> "TreeCRF":
+        warm = self.warm_start and self.ensemble is not None and self.ensemble.n_trees > 0
+        if warm:
+            if self.params.shared_trees != self.ensemble.shared:
+                raise ValueError(Errors.E183.format(setting=self.params.shared_trees,
+                                                    kind="shared" if self.ensemble.shared else "per-label"))
+            classes = self.classes_ + [label for label in classes if label not in self.classes_]
+        else:
+            self.features = FeatureIndex()
+            self.best_round_ = 0
         self.classes_ = classes
-        self.features = FeatureIndex()
         indptr, indices, seq_starts, missing_rows = self._rows(X, fit=True)
         label_ids = self._label_ids(y)
         self.allowed = transitions_allowed(self.classes_, self.allowed_transitions)
@@ -354,26 +374,42 @@ class TreeCRF:
             raise ValueError(Errors.E156.format(label=self.classes_[k], q=q, t=t, prev=(
                 "the start of the sequence" if prev < 0 else repr(self.classes_[prev]))))
         K = len(self.classes_)
-        self.ensemble = Ensemble(K + 1, K, N_SURROGATES if self.params.missing == "surrogate" else 0,
-                                 shared=self.params.shared_trees)
+        if warm:
+            self.ensemble = self.ensemble.with_labels(K)
+        else:
+            self.ensemble = Ensemble(K + 1, K, N_SURROGATES if self.params.missing == "surrogate" else 0,
+                                     shared=self.params.shared_trees)
+        kept_rounds, kept_trees = self.best_round_, self.ensemble.n_trees
+
+        def current(rows_of):  # the rows' potentials under the trees there are (None: no trees yet)
+            d_indptr, d_indices, d_starts, d_missing = rows_of
+            return self.ensemble.scaled_potentials(d_indptr, d_indices, self.allowed, d_starts, self.params.threads,
+                                                   d_missing) if kept_trees else None
         trainer = boost.Trainer(indptr, indices, len(self.features.names), label_ids, seq_starts, self.allowed,
-                                self.params, missing_rows=missing_rows)
+                                self.params, initial=current((indptr, indices, seq_starts, missing_rows)),
+                                missing_rows=missing_rows)
         dev = None
-        if X_dev is not None:
-            d_indptr, d_indices, d_starts, d_missing = self._rows(X_dev)
-            dev = boost.DevCache(d_indptr, d_indices, d_starts, self.allowed, missing_rows=d_missing)
-            dev_gold = np.array([self._label_index(label) for ys in y_dev for label in ys], dtype=np.int64)
-        self.history_ = []
         best_acc, best_round = -1.0, 0
-        start = time.perf_counter()
-        for r in range(1, self.n_rounds + 1):
-            objective = trainer.fit_round(self.ensemble, on_tree=dev.add_tree if dev else None)
-            entry = {"round": r, "train_loss_before": -objective, "seconds": time.perf_counter() - start}
-            if dev is not None:
-                known = dev_gold != -1  # unseen labels (-2) count as errors
+        if X_dev is not None:
+            dev_rows = self._rows(X_dev)
+            dev = boost.DevCache(*dev_rows[:3], self.allowed, missing_rows=dev_rows[3], initial=current(dev_rows))
+            dev_gold = np.array([self._label_index(label) for ys in y_dev for label in ys], dtype=np.int64)
+            known = dev_gold != -1  # unseen labels (-2) count as errors
+
+            def dev_accuracy() -> float:
                 pred = dev.predict(self.decode, self.params.threads)
-                acc = float((pred[known] == dev_gold[known]).mean()) if known.any() else 0.0
-                entry["dev_accuracy"] = acc
+                return float((pred[known] == dev_gold[known]).mean()) if known.any() else 0.0
+            if kept_trees:  # a continued fit keeps only rounds that beat the model as it was
+                best_acc = dev_accuracy()
+        self.history_ = []
+        start = time.perf_counter()
+        if warm and self.n_rounds <= kept_rounds:
+            warnings.warn(Warnings.W006.format(rounds=kept_rounds, n_rounds=self.n_rounds))
+        for r in range(1, self.n_rounds - kept_rounds + 1):
+            objective = trainer.fit_round(self.ensemble, on_tree=dev.add_tree if dev else None)
+            entry = {"round": kept_rounds + r, "train_loss_before": -objective, "seconds": time.perf_counter() - start}
+            if dev is not None:
+                entry["dev_accuracy"] = acc = dev_accuracy()
                 if acc > best_acc:
                     best_acc, best_round = acc, r
             self.history_.append(entry)
@@ -381,9 +417,10 @@ class TreeCRF:
                 print(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in entry.items()))
             if dev is not None and r - best_round >= (self.patience or DEFAULT_PATIENCE):
                 break
-        self.best_round_ = best_round if dev is not None else len(self.history_)
+        new_rounds = best_round if dev is not None else len(self.history_)
+        self.best_round_ = kept_rounds + new_rounds
         del trainer, dev  # their caches (T x S x K each) go before the trees are joined into one array
-        self.ensemble.truncate(self.best_round_ * (1 if self.params.shared_trees else K))
+        self.ensemble.truncate(kept_trees + new_rounds * (1 if self.params.shared_trees else K))
         return self
 
     def _rows(self, X, fit: bool = False):
@@ -517,7 +554,8 @@ class TreeCRF:
             loaded = TreeCRF(n_rounds=serialize.field(msg, "n_rounds", int), decode=serialize.field(msg, "decode", str),
                              patience=msg.get("patience"), early_stopping=msg.get("early_stopping", "auto"),
                              validation_fraction=msg.get("validation_fraction", 0.1),
-                             allowed_transitions=self.allowed_transitions, verbose=self.verbose, **settings)
+                             allowed_transitions=self.allowed_transitions, verbose=self.verbose,
+                             warm_start=self.warm_start, **settings)
         except (TypeError, ValueError) as err:
             raise ValueError(Errors.E060.format(err=err)) from None
         params = loaded.params

@@ -26,8 +26,9 @@ from .predict_partition import Cells, block_rows, label_state_words, partition_i
 from .predict_walk import walk_moves, walk_potentials
 from .project import low_rank_rows, principal_directions
 from .sparse import csc_index
-from .trees import (LEAF, Forest, GrowSettings, LeafVectors, LowRank, Rows, Target, Tree, TREE_FIELDS, concat_trees,
-                    concat_vectors, empty_tree, is_shared, no_missing, scaled_tree, sparse_vectors, tree_depth)
+from .trees import (FEATURE, LEAF, Forest, GrowSettings, LeafVectors, LowRank, Rows, Target, Tree, TREE_FIELDS,
+                    concat_trees, concat_vectors, empty_tree, is_shared, no_missing, scaled_tree, sparse_vectors,
+                    tree_depth)
 from ..errors import Errors
 
 LOSSES = ("crf", "pseudo_likelihood", "hamming", "rank")
@@ -319,6 +320,22 @@ class Ensemble:
         self.depths = np.concatenate([self.depths, np.array([tree_depth(tree.yes, tree.no) for _, tree, _ in parts],
                                                             dtype=np.int32)])
 
+    def with_labels(self, n_labels: int) -> "Ensemble":
+        """A copy for ``n_labels`` labels (at least as many as now; new ones numbered after the old): the new
+        labels have no trees yet (a potential of 0 until rounds fit them) and, as previous labels, go at every
+        state split to the child that held more training weight (no tree saw them; the no-child on a tie), so
+        every old tree scores the old labels as before."""
+        self._flush()
+        add = n_labels - self.n_labels
+        if add < 0:
+            raise ValueError(Errors.E181.format(had=self.n_labels, n_labels=n_labels))
+        ens = Ensemble(self.n_states + add, n_labels, self.n_surrogates, self.shared)
+        column = _majority_states(self.nodes, self.roots)
+        ens.nodes = self.nodes._replace(states=np.concatenate([self.nodes.states, np.repeat(column[:, None], add, 1)],
+                                                              axis=1))
+        ens.vectors, ens.roots, ens.labels, ens.depths = self.vectors, self.roots, self.labels, self.depths
+        return ens
+
     def truncate(self, n_trees: int):
         """Keep the first n_trees trees (early stopping keeps the best round)."""
         self._flush()
@@ -447,6 +464,24 @@ class Ensemble:
         ens.depths = np.array([tree_depth(ens.nodes.yes[a:b], ens.nodes.no[a:b])
                                for a, b in zip(ens.roots[:-1], ens.roots[1:])], dtype=np.int32)
         return ens
+
+
+def _majority_states(nodes: Tree, roots: np.ndarray) -> np.ndarray:
+    """Per node, whether a previous state no tree has seen reaches it: every root, both children of a feature
+    split, and at a state split the child with the larger training weight (count; the no-child on a tie)."""
+    reach = np.zeros(len(nodes.kind), dtype=np.bool_)
+    reach[roots[:-1]] = True
+    root_of = np.repeat(roots[:-1], np.diff(roots)).tolist()
+    kind, yes, no, count = nodes.kind.tolist(), nodes.yes.tolist(), nodes.no.tolist(), nodes.count.tolist()
+    for node in range(len(kind)):  # children follow their parent
+        if not reach[node] or kind[node] == LEAF:
+            continue
+        a, b = root_of[node] + yes[node], root_of[node] + no[node]
+        if kind[node] == FEATURE:
+            reach[a] = reach[b] = True
+        else:
+            reach[a if count[a] > count[b] else b] = True
+    return reach
 
 
 def potentials_to_scaled(phi: np.ndarray, allowed: np.ndarray, seq_starts: np.ndarray) -> Potentials:
@@ -871,11 +906,13 @@ class DevCache:
     """Scaled potentials of held-out rows, moved by the trees added since the last prediction, so per-round dev
     scores cost no re-evaluation."""
 
-    def __init__(self, indptr, indices, seq_starts, allowed, missing_rows: MissingRows = None):
+    def __init__(self, indptr, indices, seq_starts, allowed, missing_rows: MissingRows = None,
+                 initial: Potentials = None):
+        """``initial``: the rows' potentials under the trees there are already (a continued fit), else none."""
         self.rows = Rows(np.ascontiguousarray(indptr, dtype=np.int64), np.ascontiguousarray(indices, dtype=np.int32))
         self.seq_starts = np.ascontiguousarray(seq_starts, dtype=np.int64)
         T = len(self.rows.indptr) - 1
-        self.P = crf.initial_potentials(T, allowed, self.seq_starts)
+        self.P = initial if initial is not None else crf.initial_potentials(T, allowed, self.seq_starts)
         self.positions = np.arange(T, dtype=np.int64)
         self.missing_rows = missing_rows
         self.pending = []  # (label, tree, positions) of the trees added since the last prediction
