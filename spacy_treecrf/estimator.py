@@ -419,7 +419,7 @@ class TreeCRF:
                 break
         new_rounds = best_round if dev is not None else len(self.history_)
         self.best_round_ = kept_rounds + new_rounds
-        del trainer, dev  # their caches (T x S x K each) go before the trees are joined into one array
+        trainer = dev = None  # their caches (T x S x K each) go before the trees are joined into one array
         self.ensemble.truncate(kept_trees + new_rounds * (1 if self.params.shared_trees else K))
         return self
 

@@ -858,6 +858,51 @@ class WindowFeaturizer:
             if labels is None:
                 raise ValueError(Errors.E094)
             self._label_counts = _count_labels(docs, labels)
+        mapping, seen, pad_seen = self._count_atoms(docs, labels, first_new=0)
+        col_offset, col_atom = self._new_columns(seen, pad_seen)
+        self._set_columns(np.asarray(col_offset, np.int32), np.asarray(col_atom, np.int32))
+        # Keep the caches, renumbered to the frozen vocabulary (monotone, so arrays stay sorted).
+        for orth, arr in self._lexeme_cache.items():
+            new = mapping[arr]
+            self._lexeme_cache[orth] = new[new >= 0]
+        self._attr_cache = {key: (int(mapping[v]) if v >= 0 else -1) for key, v in self._attr_cache.items()}
+        self._frozen = True
+        self.initialized = True
+
+    def extend(self, docs: Iterable[Doc], labels: Optional[Sequence[Sequence[Optional[str]]]] = None) -> int:
+        """Grow an initialized index with what more training docs bring, for a model that goes on training: their
+        gold ``labels`` join the label dictionary's counts, the atomic tests they have that the index lacks join
+        it (word tests that occur min_freq times in them), and every (test, offset) they show without a column
+        gets one. Old atoms and columns keep their ids, so trees grown on them keep their meaning; the new
+        columns come after them. Returns how many columns were added."""
+        docs = list(docs)
+        if self.label_dictionary:
+            if labels is None:
+                raise ValueError(Errors.E094)
+            for word, counts in _count_labels(docs, labels).items():
+                known = self._label_counts.setdefault(word, {})
+                for label, n in counts.items():
+                    known[label] = known.get(label, 0) + n
+        first_new = len(self._atom_names)
+        self._frozen = False
+        self._clear_caches()  # cached lexeme tests lack the new dictionary labels
+        try:
+            _, seen, pad_seen = self._count_atoms(docs, labels, first_new)
+        finally:
+            self._frozen = True
+            self._clear_caches()  # counting cached atoms that were not kept
+        seen[:first_new] &= self._colmap[:first_new] < 0  # (test, offset) pairs that have a column already
+        pad_seen &= self._padcol < 0
+        col_offset, col_atom = self._new_columns(seen, pad_seen)
+        self._set_columns(np.concatenate([self._col_offset, np.asarray(col_offset, np.int32)]),
+                          np.concatenate([self._col_atom, np.asarray(col_atom, np.int32)]))
+        return len(col_atom)
+
+    def _count_atoms(self, docs: List[Doc], labels, first_new: int):
+        """Count the atomic tests of ``docs`` (interning new ones: the index must not be frozen) and keep, of the
+        atoms from ``first_new`` on, those that occur (word tests: min_freq times); the others are dropped and
+        the kept ones renumbered after ``first_new``. Returns (mapping: old id -> kept id or -1, seen: kept atom x
+        window offset where it occurs, pad_seen: window offsets where padding occurs)."""
         W = 2 * self.window + 1
         counts = np.zeros(0, np.int64)
         seen = np.zeros((0, W), bool)
@@ -870,18 +915,26 @@ class WindowFeaturizer:
                 seen = np.concatenate([seen, np.zeros((A - len(seen), W), bool)])
             counts += np.bincount(a_ids, minlength=A)
             _mark_seen(a_indptr, a_ids, doc_starts, self.window, seen, pad_seen)
+        A = len(self._atom_names)
+        counts = np.concatenate([counts, np.zeros(A - len(counts), np.int64)])
+        seen = np.concatenate([seen, np.zeros((A - len(seen), W), bool)])
         keep = counts >= 1
+        keep[:first_new] = True
         if self.min_freq > 1:
-            for i, name in enumerate(self._atom_names):
-                if name.startswith(_FREQ_FAMILIES) and counts[i] < self.min_freq:
+            for i in range(first_new, A):
+                if self._atom_names[i].startswith(_FREQ_FAMILIES) and counts[i] < self.min_freq:
                     keep[i] = False
         mapping = np.full(len(keep), -1, np.int32)
         mapping[keep] = np.arange(int(keep.sum()), dtype=np.int32)
         self._atom_names = [name for name, k in zip(self._atom_names, keep.tolist()) if k]
         self._atom_ids = {name: i for i, name in enumerate(self._atom_names)}
-        seen = seen[keep]
+        return mapping, seen[keep], pad_seen
+
+    def _new_columns(self, seen: np.ndarray, pad_seen: np.ndarray) -> Tuple[List[int], List[int]]:
+        """(offsets, atoms) of the columns of ``seen`` (atom x window offset) and ``pad_seen``, offset by offset
+        (padding first), atoms ascending."""
         col_offset, col_atom = [], []
-        for j in range(W):
+        for j in range(2 * self.window + 1):
             off = j - self.window
             if off != 0 and pad_seen[j]:
                 col_offset.append(off)
@@ -889,14 +942,7 @@ class WindowFeaturizer:
             atoms = np.flatnonzero(seen[:, j])
             col_offset.extend([off] * len(atoms))
             col_atom.extend(atoms.tolist())
-        self._set_columns(np.asarray(col_offset, np.int32), np.asarray(col_atom, np.int32))
-        # Keep the caches, renumbered to the frozen vocabulary (monotone, so arrays stay sorted).
-        for orth, arr in self._lexeme_cache.items():
-            new = mapping[arr]
-            self._lexeme_cache[orth] = new[new >= 0]
-        self._attr_cache = {key: (int(mapping[v]) if v >= 0 else -1) for key, v in self._attr_cache.items()}
-        self._frozen = True
-        self.initialized = True
+        return col_offset, col_atom
 
     def _set_columns(self, col_offset: np.ndarray, col_atom: np.ndarray) -> None:
         W = 2 * self.window + 1

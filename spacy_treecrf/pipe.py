@@ -325,15 +325,17 @@ class TreeCRFComponent(TrainablePipe):
 
     # ---- initialize / update ---------------------------------------------------------------------------------
     def initialize(self, get_examples: Callable[[], Iterable[Example]], *, nlp: Optional[Language] = None,
-                   labels: Optional[Sequence[str]] = None, lexicons: Optional[Dict[str, str]] = None):
-        """Collect the labels and freeze the feature index; no boosting happens here."""
+                   labels: Optional[Sequence[str]] = None, lexicons: Optional[Dict[str, str]] = None,
+                   resume_from: Optional[str] = None):
+        """Collect the labels and freeze the feature index; no boosting happens here. ``resume_from`` (a trained
+        pipeline's directory holding a component of this name, or that component's own directory): go on
+        training that model instead of starting over (see _resume)."""
         validate_get_examples(get_examples, "TreeCRFComponent.initialize")
         examples = list(get_examples())
-        if labels is None:
-            found = {label for eg in examples for label in self._reference_labels(eg.reference) if label}
-            if self.target in BIO_TARGETS and found:  # no annotation at all stays an error (E005)
-                found |= {"O"} | {"B-" + lab[2:] for lab in found if lab.startswith("I-")}
-            labels = sorted(found)
+        if resume_from is not None:
+            self._resume(examples, resume_from, nlp, labels)
+            return
+        labels = labels if labels is not None else self._found_labels(examples)
         if not labels:
             raise ValueError(Errors.E005.format(target=self.target))
         check_labels(self.target, labels, self.name)
@@ -527,6 +529,42 @@ class TreeCRFComponent(TrainablePipe):
                                       initial=initial, missing_rows=missing_rows)
         self._trainer_key = key
         return self._trainer
+
+    def _found_labels(self, examples: List[Example]) -> List[str]:
+        """The labels the examples' gold annotation holds (BIO targets: with O and the B- of every I-)."""
+        found = {label for eg in examples for label in self._reference_labels(eg.reference) if label}
+        if self.target in BIO_TARGETS and found:  # no annotation at all stays an error (E005)
+            found |= {"O"} | {"B-" + lab[2:] for lab in found if lab.startswith("I-")}
+        return sorted(found)
+
+    def _resume(self, examples: List[Example], resume_from, nlp: Optional[Language], labels) -> None:
+        """Initialize from a trained model to go on training it on ``examples``: its trees, labels, feature
+        index and rounds, with this component's settings (as from_disk). Labels the examples bring (or
+        ``labels`` names) that the model lacks join it, their trees starting from zero (Ensemble.with_labels:
+        the old trees keep their meaning); the feature index grows with the examples' words and labels
+        (featurizer.extend: new columns after the old); a round is again one pass over these examples."""
+        path = util.ensure_path(resume_from)
+        self.from_disk(path if (path / "model.msgpack").exists() else path / self.name)
+        old = self.cfg["labels"]
+        wanted = list(labels) if labels is not None else self._found_labels(examples)
+        new = sorted(set(wanted) - set(old))
+        check_labels(self.target, old + new, self.name)
+        if nlp is not None:
+            self._check_score_weights(nlp)
+        docs = [eg.predicted for eg in examples]
+        n_old = self.featurizer.n_features
+        added = self.featurizer.extend(docs, self._own_labels(examples).get("own_labels"))
+        ensemble = self.ensemble.with_labels(len(old) + len(new)) if new else self.ensemble
+        if added and self.params.missing == "indicator":  # the indicator columns come after the featurizer's
+            ensemble = ensemble.with_shifted_features(n_old, added)
+        self.ensemble = ensemble
+        self.cfg["labels"] = old + new
+        self.allowed = self._transition_mask(self.cfg["labels"])
+        self.cfg["corpus_size"] = len(examples)
+        if nlp is not None and self.cfg["round_every"] == "corpus":
+            self._check_pass_length(nlp, examples)
+        self._trainer = self._trainer_key = self._passes = None
+        self._pending = []
 
     def _checked_labels(self, examples: List[Example]) -> Tuple[List[List[Optional[str]]], np.ndarray]:
         """The gold labels of the examples (per example, on the predicted tokens) and their label ids, one array

@@ -117,3 +117,72 @@ def test_warm_start_with_validation_keeps_only_rounds_that_beat_the_model():
     model.set_params(n_rounds=60).fit(X, y, X[:40], y[:40])  # already perfect on dev: nothing beats it
     assert model.best_round_ == rounds and model.ensemble.n_trees == trees
     assert [h["round"] for h in model.history_][0] == rounds + 1
+
+
+def loc_missing(examples):
+    """The examples with their LOC entities unannotated (missing: unknown labels, not O)."""
+    from spacy.tokens import Span
+    from spacy.training import Example
+
+    out = []
+    for eg in examples:
+        ref = eg.reference.copy()
+        ref.set_ents([Span(ref, e.start, e.end, e.label_) for e in ref.ents if e.label_ != "LOC"],
+                     missing=[Span(ref, e.start, e.end) for e in ref.ents if e.label_ == "LOC"], default="outside")
+        out.append(Example(eg.predicted.copy(), ref))
+    return out
+
+
+@pytest.mark.parametrize("config", [{}, {"missing": "indicator", "features": {
+    "@misc": "spacy_treecrf.window_features.v1", "missing_text": "?", "label_dictionary": True}}])
+def test_component_resumes_a_trained_model_with_a_new_label(tmp_path, config):
+    from conftest import make_nlp, ner_examples, train
+
+    nlp, crf = make_nlp(**config)
+    full = ner_examples(nlp) + ner_examples(nlp, [("We saw ? in Rome", [(12, 16, "LOC")])])
+    train(nlp, loc_missing(full), rounds=4)
+    assert "B-LOC" not in crf.labels
+    nlp.to_disk(tmp_path / "first")
+    docs = [nlp.make_doc(text) for text in ("Alice lives in Paris .", "We saw ? in Rome")]
+    indptr, indices = crf._rows(docs)[:2]
+    before = crf.ensemble.potentials(indptr, indices)
+    n_columns = crf.featurizer.n_features
+
+    again, crf2 = make_nlp(**config)
+    again.config["initialize"]["components"]["treecrf"] = {"resume_from": str(tmp_path / "first")}
+    again.initialize(lambda: full)
+    assert crf2.labels[:len(crf.labels)] == crf.labels and {"B-LOC", "I-LOC"} <= set(crf2.labels)
+    assert crf2.cfg["rounds"] == 4
+    if config:  # the label dictionary learns that Paris and Rome were LOC: new columns, after the old
+        assert "ld=B-LOC@0" in crf2.featurizer.feature_names()[n_columns:]
+    assert crf2.featurizer.feature_names()[:n_columns] == crf.featurizer.feature_names()
+    indptr, indices = crf2._rows(docs)[:2]
+    after = crf2.ensemble.potentials(indptr, indices)
+    S, K = before.shape[1:]
+    assert np.allclose(after[:, :S, :K], before)  # the old trees read the same columns
+    for _ in range(6):
+        again.update(full)
+    assert crf2.cfg["rounds"] == 10
+    assert again.evaluate(full)["ents_f"] == 1.0
+    assert ("Paris", "LOC") in [(e.text, e.label_) for e in again("Alice lives in Paris .").ents]
+
+
+def test_resume_from_a_path_without_the_component_names_it(tmp_path):
+    from conftest import make_nlp, ner_examples
+
+    nlp, _ = make_nlp()
+    with pytest.raises(ValueError, match="model.msgpack"):
+        nlp.get_pipe("treecrf").initialize(lambda: ner_examples(nlp), resume_from=str(tmp_path))
+
+
+def test_with_shifted_features_reads_the_moved_columns():
+    X, y = words_data(60)
+    model = paper_crf(n_rounds=3, max_leaves=8).fit(X, y)
+    indptr, indices = model._rows(X)[:2]
+    n = len(model.features.names)
+    start, shift = n // 2, 7
+    moved = model.ensemble.with_shifted_features(start, shift)
+    shifted = np.where(indices >= start, indices + shift, indices).astype(np.int32)
+    assert (model.ensemble.forest().nodes.feature >= start).any()
+    assert np.array_equal(moved.potentials(indptr, shifted), model.ensemble.potentials(indptr, indices))
+    assert not np.array_equal(model.ensemble.potentials(indptr, shifted), model.ensemble.potentials(indptr, indices))

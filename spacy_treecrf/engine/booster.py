@@ -336,6 +336,17 @@ class Ensemble:
         ens.vectors, ens.roots, ens.labels, ens.depths = self.vectors, self.roots, self.labels, self.depths
         return ens
 
+    def with_shifted_features(self, start: int, shift: int) -> "Ensemble":
+        """A copy whose trees test feature f + shift wherever they tested f >= start (surrogates too): the
+        columns from ``start`` on moved up by ``shift`` (new columns went in before them)."""
+        self._flush()
+        ens = Ensemble(self.n_states, self.n_labels, self.n_surrogates, self.shared)
+        feature, surr = self.nodes.feature, self.nodes.surr_feature
+        ens.nodes = self.nodes._replace(feature=np.where(feature >= start, feature + shift, feature).astype(np.int32),
+                                        surr_feature=np.where(surr >= start, surr + shift, surr).astype(np.int32))
+        ens.vectors, ens.roots, ens.labels, ens.depths = self.vectors, self.roots, self.labels, self.depths
+        return ens
+
     def truncate(self, n_trees: int):
         """Keep the first n_trees trees (early stopping keeps the best round)."""
         self._flush()
