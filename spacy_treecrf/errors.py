@@ -243,3 +243,4 @@ class Errors(metaclass=_WithCodes):
     E178 = ('treecrf.explain: labels must be a list of {n} labels, one per token, each one of the component\'s '
             'labels {known}; got {labels!r}')
     E179 = 'explain: no treecrf component named {name!r} in {pipeline} (it has {names})'
+    E184 = "treecrf '{name}': explain_span explains ner and spans targets, not {target!r} (use explain(doc))"

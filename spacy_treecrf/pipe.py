@@ -716,6 +716,20 @@ class TreeCRFComponent(TrainablePipe):
         return explain_sequence(self.ensemble.forest(), Rows(indptr, indices), route, 0, ids, self._test_names(),
                                 self.cfg["labels"], self.allowed)
 
+    def explain_span(self, span: Span) -> List[Explanation]:
+        """The Explanations of a span's tokens labelled as the span says (B- and I- of its label), the doc's
+        other tokens as the component predicts them (ner / spans): what each tree added to the span, token by
+        token; their potentials' sum is the span's share of the labelling's score."""
+        if self.target not in BIO_TARGETS:
+            raise ValueError(Errors.E184.format(name=self.name, target=self.target))
+        doc = span.doc
+        labels = [self.cfg["labels"][k] for k in self.predict([doc])["ids"]]
+        inside = [f"B-{span.label_}"] + [f"I-{span.label_}"] * (len(span) - 1)
+        labels[span.start:span.end] = inside
+        if span.end < len(doc) and labels[span.end] == f"I-{span.label_}":  # the span ends where it says
+            labels[span.end] = "O"
+        return self.explain(doc, labels)[span.start:span.end]
+
     def _test_names(self) -> "ReadableTests":
         return ReadableTests(self.featurizer, self.params.missing == "indicator")
 

@@ -148,3 +148,16 @@ def test_cli_explain(tmp_path):
     assert 'word[0] = "Alice"' in out.output or "seen_as" in out.output or "pattern" in out.output
     out = runner.invoke(app, ["explain", str(tmp_path / "model"), "Alice", "--component", "nope"])
     assert out.exit_code == 1 and Errors.E179.split("{")[0] in out.output
+
+
+def test_explain_span():
+    nlp, crf = make_nlp()
+    train(nlp, ner_examples(nlp), rounds=4)
+    doc = nlp("Bob visited New York today .")
+    for ent in doc.ents:  # a predicted span: its tokens' explanations under the prediction
+        assert crf.explain_span(ent) == crf.explain(doc)[ent.start:ent.end]
+    other = doc.char_span(4, 11, "LOC")  # "visited": labelled as the span says, the rest as predicted
+    assert [e.label for e in crf.explain_span(other)] == ["B-LOC"]
+    tagger = make_nlp(target="tag")[1]
+    with pytest.raises(ValueError, match="explain_span"):
+        tagger.explain_span(other)
