@@ -50,7 +50,8 @@ def train(config: Path, train_file: Path, dev_file: Path, out: Path, resume_from
                               encoding="utf8")
         defaults.run([sys.executable, defaults.SCRIPTS / "timed.py", out / "run.json", "--log", out / "train.log",
                       "--", sys.executable, "-m", "spacy", "train", config, "--paths.train", train_file,
-                      "--paths.dev", dev_file, "--output", out, "--code", defaults.SCRIPTS / "training_log.py"])
+                      "--paths.dev", dev_file, "--output", out, "--code", defaults.SCRIPTS / "training_log.py",
+                      "--training.logger.path", out / "log.jsonl"])
     record = json.loads((out / "run.json").read_text())
     if record["exit_code"]:
         raise SystemExit(f"spacy train failed: see {out / 'train.log'}")
