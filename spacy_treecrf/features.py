@@ -871,10 +871,15 @@ class WindowFeaturizer:
 
     def extend(self, docs: Iterable[Doc], labels: Optional[Sequence[Sequence[Optional[str]]]] = None) -> int:
         """Grow an initialized index with what more training docs bring, for a model that goes on training: their
-        gold ``labels`` join the label dictionary's counts, the atomic tests they have that the index lacks join
-        it (word tests that occur min_freq times in them), and every (test, offset) they show without a column
-        gets one. Old atoms and columns keep their ids, so trees grown on them keep their meaning; the new
-        columns come after them. Returns how many columns were added."""
+        gold ``labels`` join the label dictionary, the atomic tests they have that the index lacks join it (word
+        tests that occur min_freq times in them), and every (test, offset) they show without a column gets one.
+        Old atoms and columns keep their ids, so trees grown on them keep their meaning; the new columns come
+        after them. Returns how many columns were added.
+
+        A word's dictionary count of a label becomes the larger of the old and the new docs' (not their sum): the
+        new docs often hold the old ones (more data, or the same data with a new label), and a summed count would
+        let a word seen once keep its own label in its training rows (token_atoms leaves a doc's own labels out
+        only where the doc holds every occurrence): the trees would learn to trust the dictionary too much."""
         docs = list(docs)
         if self.label_dictionary:
             if labels is None:
@@ -882,7 +887,7 @@ class WindowFeaturizer:
             for word, counts in _count_labels(docs, labels).items():
                 known = self._label_counts.setdefault(word, {})
                 for label, n in counts.items():
-                    known[label] = known.get(label, 0) + n
+                    known[label] = max(known.get(label, 0), n)
         first_new = len(self._atom_names)
         self._frozen = False
         self._clear_caches()  # cached lexeme tests lack the new dictionary labels

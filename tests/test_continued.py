@@ -154,7 +154,10 @@ def test_component_resumes_a_trained_model_with_a_new_label(tmp_path, config):
     assert crf2.labels[:len(crf.labels)] == crf.labels and {"B-LOC", "I-LOC"} <= set(crf2.labels)
     assert crf2.cfg["rounds"] == 4
     if config:  # the label dictionary learns that Paris and Rome were LOC: new columns, after the old
-        assert "ld=B-LOC@0" in crf2.featurizer.feature_names()[n_columns:]
+        names = crf2.featurizer.feature_names()
+        assert "ld=B-LOC@0" in names[n_columns:]
+        carol = crf2._rows([full[3].predicted], crf2._own_labels([full[3]]))  # Carol (B-PER) occurs once
+        assert "ld=B-PER@0" not in [names[c] for c in carol[1][carol[0][0]:carol[0][1]]]
     assert crf2.featurizer.feature_names()[:n_columns] == crf.featurizer.feature_names()
     indptr, indices = crf2._rows(docs)[:2]
     after = crf2.ensemble.potentials(indptr, indices)
