@@ -869,12 +869,12 @@ class WindowFeaturizer:
         self._frozen = True
         self.initialized = True
 
-    def extend(self, docs: Iterable[Doc], labels: Optional[Sequence[Sequence[Optional[str]]]] = None) -> int:
+    def extend(self, docs: Iterable[Doc], labels: Optional[Sequence[Sequence[Optional[str]]]] = None) -> np.ndarray:
         """Grow an initialized index with what more training docs bring, for a model that goes on training: their
         gold ``labels`` join the label dictionary, the atomic tests they have that the index lacks join it (word
         tests that occur min_freq times in them), and every (test, offset) they show without a column gets one.
-        Old atoms and columns keep their ids, so trees grown on them keep their meaning; the new columns come
-        after them. Returns how many columns were added.
+        Old atoms keep their ids, and old columns their tests: the new columns go, in the order of the columns (offset, then atom: a row's columns stay ascending). Returns
+        where each old column went (column ids, old id -> new id) for whatever reads columns by id (trees).
 
         A word's dictionary count of a label becomes the larger of the old and the new docs' (not their sum): the
         new docs often hold the old ones (more data, or the same data with a new label), and a summed count would
@@ -899,9 +899,13 @@ class WindowFeaturizer:
         seen[:first_new] &= self._colmap[:first_new] < 0  # (test, offset) pairs that have a column already
         pad_seen &= self._padcol < 0
         col_offset, col_atom = self._new_columns(seen, pad_seen)
-        self._set_columns(np.concatenate([self._col_offset, np.asarray(col_offset, np.int32)]),
-                          np.concatenate([self._col_atom, np.asarray(col_atom, np.int32)]))
-        return len(col_atom)
+        offsets = np.concatenate([self._col_offset, np.asarray(col_offset, np.int32)])
+        atoms = np.concatenate([self._col_atom, np.asarray(col_atom, np.int32)])
+        order = np.lexsort((atoms, offsets))  # padding (atom -1) first within an offset, as _new_columns
+        moved = np.empty(len(order), np.int64)
+        moved[order] = np.arange(len(order))
+        self._set_columns(offsets[order], atoms[order])
+        return moved[:len(offsets) - len(col_atom)]
 
     def _count_atoms(self, docs: List[Doc], labels, first_new: int):
         """Count the atomic tests of ``docs`` (interning new ones: the index must not be frozen) and keep, of the

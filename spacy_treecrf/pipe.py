@@ -552,12 +552,13 @@ class TreeCRFComponent(TrainablePipe):
         if nlp is not None:
             self._check_score_weights(nlp)
         docs = [eg.predicted for eg in examples]
-        n_old = self.featurizer.n_features
-        added = self.featurizer.extend(docs, self._own_labels(examples).get("own_labels"))
+        moved = self.featurizer.extend(docs, self._own_labels(examples).get("own_labels"))
+        if self.params.missing == "indicator":  # the indicator columns come after the featurizer's
+            added = self.featurizer.n_features - len(moved)
+            moved = np.concatenate([moved, len(moved) + added + np.arange(self.featurizer.n_variables)])
         ensemble = self.ensemble.with_labels(len(old) + len(new)) if new else self.ensemble
-        if added and self.params.missing == "indicator":  # the indicator columns come after the featurizer's
-            ensemble = ensemble.with_shifted_features(n_old, added)
-        self.ensemble = ensemble
+        self.ensemble = ensemble.with_feature_map(moved)
+        self.impute = np.where(self.impute >= 0, moved[np.maximum(self.impute, 0)], -1).astype(np.int32)
         self.cfg["labels"] = old + new
         self.allowed = self._transition_mask(self.cfg["labels"])
         self.cfg["corpus_size"] = len(examples)

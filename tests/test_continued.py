@@ -4,6 +4,7 @@ import warnings
 
 import numpy as np
 import pytest
+import spacy
 
 from conftest import paper_crf
 from spacy_treecrf.engine.booster import Ensemble
@@ -133,8 +134,9 @@ def loc_missing(examples):
     return out
 
 
-@pytest.mark.parametrize("config", [{}, {"missing": "indicator", "features": {
-    "@misc": "spacy_treecrf.window_features.v1", "missing_text": "?", "label_dictionary": True}}])
+@pytest.mark.parametrize("config", [{}] + [{"missing": strategy, "features": {
+    "@misc": "spacy_treecrf.window_features.v1", "missing_text": "?", "label_dictionary": True}}
+    for strategy in ("indicator", "imputation")])
 def test_component_resumes_a_trained_model_with_a_new_label(tmp_path, config):
     from conftest import make_nlp, ner_examples, train
 
@@ -146,19 +148,23 @@ def test_component_resumes_a_trained_model_with_a_new_label(tmp_path, config):
     docs = [nlp.make_doc(text) for text in ("Alice lives in Paris .", "We saw ? in Rome")]
     indptr, indices = crf._rows(docs)[:2]
     before = crf.ensemble.potentials(indptr, indices)
-    n_columns = crf.featurizer.n_features
 
     again, crf2 = make_nlp(**config)
     again.config["initialize"]["components"]["treecrf"] = {"resume_from": str(tmp_path / "first")}
     again.initialize(lambda: full)
     assert crf2.labels[:len(crf.labels)] == crf.labels and {"B-LOC", "I-LOC"} <= set(crf2.labels)
     assert crf2.cfg["rounds"] == 4
-    if config:  # the label dictionary learns that Paris and Rome were LOC: new columns, after the old
+    if config:  # the label dictionary learns that Paris and Rome were LOC: new columns
         names = crf2.featurizer.feature_names()
-        assert "ld=B-LOC@0" in names[n_columns:]
+        assert "ld=B-LOC@0" in set(names) - set(crf.featurizer.feature_names())
         carol = crf2._rows([full[3].predicted], crf2._own_labels([full[3]]))  # Carol (B-PER) occurs once
         assert "ld=B-PER@0" not in [names[c] for c in carol[1][carol[0][0]:carol[0][1]]]
-    assert crf2.featurizer.feature_names()[:n_columns] == crf.featurizer.feature_names()
+    old_names, names = crf.featurizer.feature_names(), crf2.featurizer.feature_names()
+    assert set(old_names) <= set(names)
+    indptr2, indices2 = crf2._rows(docs + [eg.predicted for eg in full])[:2]  # each row ascending
+    assert all(np.all(np.diff(indices2[a:b]) > 0) for a, b in zip(indptr2[:-1], indptr2[1:]))
+    again.to_disk(tmp_path / "second")  # a grown index saves and loads
+    assert spacy.load(tmp_path / "second").get_pipe("treecrf").featurizer.feature_names() == names
     indptr, indices = crf2._rows(docs)[:2]
     after = crf2.ensemble.potentials(indptr, indices)
     S, K = before.shape[1:]
@@ -178,14 +184,13 @@ def test_resume_from_a_path_without_the_component_names_it(tmp_path):
         nlp.get_pipe("treecrf").initialize(lambda: ner_examples(nlp), resume_from=str(tmp_path))
 
 
-def test_with_shifted_features_reads_the_moved_columns():
+def test_with_feature_map_reads_the_moved_columns():
     X, y = words_data(60)
     model = paper_crf(n_rounds=3, max_leaves=8).fit(X, y)
     indptr, indices = model._rows(X)[:2]
     n = len(model.features.names)
-    start, shift = n // 2, 7
-    moved = model.ensemble.with_shifted_features(start, shift)
-    shifted = np.where(indices >= start, indices + shift, indices).astype(np.int32)
-    assert (model.ensemble.forest().nodes.feature >= start).any()
-    assert np.array_equal(moved.potentials(indptr, shifted), model.ensemble.potentials(indptr, indices))
-    assert not np.array_equal(model.ensemble.potentials(indptr, shifted), model.ensemble.potentials(indptr, indices))
+    moved = np.arange(n) + 7 * (np.arange(n) >= n // 2)  # new columns went in before the second half
+    assert (model.ensemble.forest().nodes.feature >= n // 2).any()
+    renumbered = model.ensemble.with_feature_map(moved)
+    assert np.array_equal(renumbered.potentials(indptr, moved[indices].astype(np.int32)),
+                          model.ensemble.potentials(indptr, indices))

@@ -336,14 +336,15 @@ class Ensemble:
         ens.vectors, ens.roots, ens.labels, ens.depths = self.vectors, self.roots, self.labels, self.depths
         return ens
 
-    def with_shifted_features(self, start: int, shift: int) -> "Ensemble":
-        """A copy whose trees test feature f + shift wherever they tested f >= start (surrogates too): the
-        columns from ``start`` on moved up by ``shift`` (new columns went in before them)."""
+    def with_feature_map(self, moved: np.ndarray) -> "Ensemble":
+        """A copy whose trees test feature moved[f] wherever they tested f (surrogates too): the feature columns
+        were renumbered (new columns went in among them)."""
         self._flush()
         ens = Ensemble(self.n_states, self.n_labels, self.n_surrogates, self.shared)
+        moved = np.asarray(moved, dtype=np.int64)
         feature, surr = self.nodes.feature, self.nodes.surr_feature
-        ens.nodes = self.nodes._replace(feature=np.where(feature >= start, feature + shift, feature).astype(np.int32),
-                                        surr_feature=np.where(surr >= start, surr + shift, surr).astype(np.int32))
+        ens.nodes = self.nodes._replace(feature=np.where(feature >= 0, moved[feature], -1).astype(np.int32),
+                                        surr_feature=np.where(surr >= 0, moved[surr], -1).astype(np.int32))
         ens.vectors, ens.roots, ens.labels, ens.depths = self.vectors, self.roots, self.labels, self.depths
         return ens
 
