@@ -329,22 +329,24 @@ class Ensemble:
         add = n_labels - self.n_labels
         if add < 0:
             raise ValueError(Errors.E181.format(had=self.n_labels, n_labels=n_labels))
-        ens = Ensemble(self.n_states + add, n_labels, self.n_surrogates, self.shared)
         column = _majority_states(self.nodes, self.roots)
-        ens.nodes = self.nodes._replace(states=np.concatenate([self.nodes.states, np.repeat(column[:, None], add, 1)],
-                                                              axis=1))
-        ens.vectors, ens.roots, ens.labels, ens.depths = self.vectors, self.roots, self.labels, self.depths
-        return ens
+        states = np.concatenate([self.nodes.states, np.repeat(column[:, None], add, 1)], axis=1)
+        return self._with_nodes(self.nodes._replace(states=states), n_labels)
 
     def with_feature_map(self, moved: np.ndarray) -> "Ensemble":
         """A copy whose trees test feature moved[f] wherever they tested f (surrogates too): the feature columns
         were renumbered (new columns went in among them)."""
         self._flush()
-        ens = Ensemble(self.n_states, self.n_labels, self.n_surrogates, self.shared)
         moved = np.asarray(moved, dtype=np.int64)
         feature, surr = self.nodes.feature, self.nodes.surr_feature
-        ens.nodes = self.nodes._replace(feature=np.where(feature >= 0, moved[feature], -1).astype(np.int32),
-                                        surr_feature=np.where(surr >= 0, moved[surr], -1).astype(np.int32))
+        return self._with_nodes(self.nodes._replace(
+            feature=np.where(feature >= 0, moved[feature], -1).astype(np.int32),
+            surr_feature=np.where(surr >= 0, moved[surr], -1).astype(np.int32)), self.n_labels)
+
+    def _with_nodes(self, nodes: Tree, n_labels: int) -> "Ensemble":
+        """A copy of these trees with their node arrays replaced by ``nodes`` (n_labels labels)."""
+        ens = Ensemble(n_labels + 1, n_labels, self.n_surrogates, self.shared)
+        ens.nodes = nodes
         ens.vectors, ens.roots, ens.labels, ens.depths = self.vectors, self.roots, self.labels, self.depths
         return ens
 
