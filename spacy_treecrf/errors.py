@@ -33,6 +33,10 @@ class Warnings(metaclass=_WithCodes):
     W006 = ("TreeCRF.fit with warm_start: the model has {rounds} rounds and n_rounds is {n_rounds}, so no round is "
             "added (n_rounds is the total: raise it to continue).")
 
+    W007 = ("Component '{name}': the training data has gold labels {labels} that are not among its labels {known}; "
+            "they are trained as unknown. To add labels to a trained model, go on training it with "
+            "[initialize.components.{name}] resume_from = <its pipeline> (or pass labels= to initialize).")
+
 
 class Errors(metaclass=_WithCodes):
     # the treecrf component (pipe.py)

@@ -260,6 +260,7 @@ class TreeCRFComponent(TrainablePipe):
         self._trainer_key: Optional[tuple] = None
         self._pending: List[Example] = []
         self._passes = None
+        self._unseen_warned: set = set()  # gold labels outside cfg["labels"] already warned about
 
     # ---- labels -------------------------------------------------------------------------------------------
     @property
@@ -574,6 +575,10 @@ class TreeCRFComponent(TrainablePipe):
         gold = [self._gold(eg) for eg in examples]
         y = np.array([index.get(label, -1) if label is not None else -1 for labels in gold for label in labels],
                      dtype=np.int32)
+        unseen = {label for labels in gold for label in labels if label is not None and label not in index}
+        if unseen - self._unseen_warned:  # trained as unknown; once per label
+            self._unseen_warned |= unseen
+            warnings.warn(Warnings.W007.format(name=self.name, labels=sorted(unseen), known=self.cfg["labels"]))
         seq_starts = np.cumsum([0] + [len(labels) for labels in gold], dtype=np.int64)
         bad = first_forbidden(y, seq_starts, self.allowed)
         if bad is not None:

@@ -194,3 +194,20 @@ def test_with_feature_map_reads_the_moved_columns():
     renumbered = model.ensemble.with_feature_map(moved)
     assert np.array_equal(renumbered.potentials(indptr, moved[indices].astype(np.int32)),
                           model.ensemble.potentials(indptr, indices))
+
+
+def test_a_sourced_component_goes_on_training_and_warns_of_labels_it_lacks():
+    import spacy
+
+    from conftest import make_nlp, ner_examples, train
+
+    nlp, crf = make_nlp()
+    train(nlp, loc_missing(ner_examples(nlp)), rounds=3)
+    sourced = spacy.blank(nlp.lang)
+    sourced.add_pipe("treecrf", source=nlp)
+    again = sourced.get_pipe("treecrf")
+    trees = again.ensemble.n_trees
+    sourced.update(loc_missing(ner_examples(sourced)))
+    assert again.cfg["rounds"] == 4 and again.ensemble.n_trees > trees
+    with pytest.warns(UserWarning, match=r"W007.*B-LOC.*resume_from"):
+        sourced.update(ner_examples(sourced))

@@ -105,7 +105,7 @@ def potential_parts(forest, rows, missing, t: int, s: int, k: int, feature_names
                     allowed: Optional[np.ndarray] = None, parent: Optional[np.ndarray] = None) -> List[Part]:
     """The Parts of phi(t, s, k) for rows (trees.Rows) and their MissingIndex (trees.no_missing() for none), in
     tree order: every leaf position t reaches from previous state s that holds a value for label k. Their
-    values add up to walk_potentials' phi[t, s, k]. ``parent``: the forest's _parents, if the caller has them."""
+    values add up to walk_potentials' phi[t, s, k]. ``parent``: the forest's parents(), if the caller has them."""
     nodes, labels, vectors = forest.nodes, forest.labels, forest.vectors
     S = nodes.states.shape[1]
     allowed = _allowed(allowed, S, len(classes))
