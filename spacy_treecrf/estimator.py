@@ -520,7 +520,7 @@ class TreeCRF:
             ids = np.array([index[label] for label in labels], dtype=np.int64)
         route = missing_rows.index() if missing_rows is not None and missing_rows.any else no_missing()
         return explain_sequence(self.ensemble.forest(), Rows(indptr, indices), route, 0, ids, self.features.names,
-                                self.classes_, self.allowed)
+                                self.classes_, self.allowed, self.ensemble.path_tables())
 
     # ---- serialization --------------------------------------------------------------------------------------
     def to_bytes(self) -> bytes:

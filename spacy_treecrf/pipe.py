@@ -720,7 +720,7 @@ class TreeCRFComponent(TrainablePipe):
             ids = np.array([index[label] for label in labels], dtype=np.int64)
         route = missing_rows.index() if missing_rows is not None and missing_rows.any else no_missing()
         return explain_sequence(self.ensemble.forest(), Rows(indptr, indices), route, 0, ids, self._test_names(),
-                                self.cfg["labels"], self.allowed)
+                                self.cfg["labels"], self.allowed, self.ensemble.path_tables())
 
     def explain_span(self, span: Span) -> List[Explanation]:
         """The Explanations of a span's tokens labelled as the span says (B- and I- of its label), the doc's

@@ -24,6 +24,7 @@ from .missing import MissingRows
 from .predict_bitmask import bitmask_index, bitmask_potentials
 from .predict_partition import Cells, block_rows, label_state_words, partition_index, partition_potentials
 from .predict_walk import walk_moves, walk_potentials
+from .rules import path_tables
 from .project import low_rank_rows, principal_directions
 from .sparse import csc_index
 from .trees import (FEATURE, LEAF, Forest, GrowSettings, LeafVectors, LowRank, Rows, Target, Tree, TREE_FIELDS,
@@ -428,6 +429,13 @@ class Ensemble:
         if scaled:
             return crf.join(parts)
         return np.concatenate(parts)
+
+    def path_tables(self):
+        """rules.path_tables of the trees, kept until they change (each explanation climbs leaf-to-root paths)."""
+        self._flush()
+        if "paths" not in self._indexes:
+            self._indexes["paths"] = path_tables(self.forest())
+        return self._indexes["paths"]
 
     def _bitmask_fits(self) -> bool:
         """Whether the bit-mask tables stay small next to the trees: they hold, per tree, a word of bits per 64

@@ -184,14 +184,29 @@ def _walk_forest(t, present, rows, forest, missing, scratch, out):
 
 
 @njit(cache=True, nogil=True)
-def forest_leaves(t, rows, forest, missing, n_states):
-    """The ForestWalk of position t, trimmed to the leaves reached (for explanations: the walk_potentials of
-    one position, leaf by leaf)."""
+def forest_leaves(at, rows, forest, missing, n_states):
+    """The leaves the positions ``at`` reach in every tree (for explanations: walk_potentials leaf by leaf):
+    (ptr, ForestWalk), position at[i]'s leaves being ForestWalk entries ptr[i]:ptr[i + 1]."""
     scratch, out = _forest_scratch(forest, n_states)
     present = _present_marks(forest.nodes)
-    mark_row(present, 1, rows.indptr, rows.indices, t)
-    m = _walk_forest(t, present, rows, forest, missing, scratch, out)
-    return ForestWalk(out.tree[:m].copy(), out.leaf[:m].copy(), out.weight[:m].copy())
+    ptr = np.zeros(at.shape[0] + 1, dtype=np.int64)
+    tree = np.empty(16, dtype=np.int64)
+    leaf = np.empty(16, dtype=np.int64)
+    weight = np.empty(16)
+    for i in range(at.shape[0]):
+        mark_row(present, 1, rows.indptr, rows.indices, at[i])
+        m = _walk_forest(at[i], present, rows, forest, missing, scratch, out)
+        mark_row(present, 0, rows.indptr, rows.indices, at[i])
+        a = ptr[i]
+        tree = with_room(tree, a + m)
+        leaf = with_room(leaf, a + m)
+        weight = with_room(weight, a + m)
+        tree[a:a + m] = out.tree[:m]
+        leaf[a:a + m] = out.leaf[:m]
+        weight[a:a + m] = out.weight[:m]
+        ptr[i + 1] = a + m
+    n = ptr[at.shape[0]]
+    return ptr, ForestWalk(tree[:n].copy(), leaf[:n].copy(), weight[:n].copy())
 
 
 @njit(cache=True, nogil=True)

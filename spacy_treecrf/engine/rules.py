@@ -28,14 +28,15 @@ class Part(NamedTuple):
     rule: str
 
 
-def conditions(present, absent, states, state_names, allowed_states) -> str:
-    """A path's tests as a conjunction: ``present`` tests by name, ``absent`` ones summarised (the first
-    SHOWN_ABSENT by name, then how many more), and the previous states the leaf admits (``states``, bool S)
-    among ``allowed_states`` (nothing when it admits all of them)."""
+def conditions(present, absent, feature_names, states, state_names, allowed_states) -> str:
+    """A path's tests as a conjunction: ``present`` tests by name, ``absent`` ones (feature ids, root first)
+    summarised: the first SHOWN_ABSENT by name (``feature_names``; only those are named: naming costs more than
+    the walk), then how many more; and the previous states the leaf admits (``states``, bool S) among
+    ``allowed_states`` (nothing when it admits all of them)."""
     conds = list(present)
     if absent:
         more = len(absent) - SHOWN_ABSENT
-        conds.append("NOT " + ", NOT ".join(absent[:SHOWN_ABSENT])
+        conds.append("NOT " + ", NOT ".join(feature_names[f] for f in absent[:SHOWN_ABSENT])
                      + (f" (and {more} more absent test{'s' if more > 1 else ''})" if more > 0 else ""))
     admitted = states & allowed_states
     if not admitted[allowed_states].all():
@@ -88,12 +89,11 @@ def ensemble_rules(ensemble, feature_names, classes, top: int, min_support: floa
                     label = classes[k] + "".join(f" ({classes[j]} {vector[j]:+.3f})" for j in live[1:])
                 if not (states[g] & allowed[:, k]).any():
                     continue
-                found.append((label, conditions(present, absent, states[g], state_names, allowed[:, k]), v,
-                              float(count[g])))
+                found.append((label, conditions([feature_names[f] for f in present], absent, feature_names,
+                                                states[g], state_names, allowed[:, k]), v, float(count[g])))
             elif kind[g] == FEATURE:
-                name = feature_names[feature[g]]
-                stack.append((yes[g], present + (name,), absent))
-                stack.append((no[g], present, absent + (name,)))
+                stack.append((yes[g], present + (feature[g],), absent))
+                stack.append((no[g], present, absent + (feature[g],)))
             else:
                 stack.append((yes[g], present, absent))
                 stack.append((no[g], present, absent))
@@ -101,19 +101,39 @@ def ensemble_rules(ensemble, feature_names, classes, top: int, min_support: floa
     return found[:top]
 
 
-def potential_parts(forest, rows, missing, t: int, s: int, k: int, feature_names, classes,
-                    allowed: Optional[np.ndarray] = None, parent: Optional[np.ndarray] = None) -> List[Part]:
-    """The Parts of phi(t, s, k) for rows (trees.Rows) and their MissingIndex (trees.no_missing() for none), in
-    tree order: every leaf position t reaches from previous state s that holds a value for label k. Their
-    values add up to walk_potentials' phi[t, s, k]. ``parent``: the forest's parents(), if the caller has them."""
+class PathTables(NamedTuple):
+    """A Forest's node arrays as Python lists, for climbing from a leaf to its root (list items cost a tenth of
+    numpy scalar reads): each node's parent (-1 at roots), kind, no-child (relative to its root) and feature,
+    and each tree's root."""
+    parent: list
+    kind: list
+    no: list
+    feature: list
+    root: list
+
+
+def path_tables(forest) -> PathTables:
+    nodes, roots = forest.nodes, forest.roots
+    root_of = np.repeat(roots[:-1], np.diff(roots))
+    parent = np.full(len(nodes.kind), -1, dtype=np.int64)
+    inner = np.flatnonzero((nodes.kind == FEATURE) | (nodes.kind == STATE))
+    parent[root_of[inner] + nodes.yes[inner]] = inner
+    parent[root_of[inner] + nodes.no[inner]] = inner
+    return PathTables(parent.tolist(), nodes.kind.tolist(), nodes.no.tolist(), nodes.feature.tolist(),
+                      roots.tolist())
+
+
+def potential_parts(forest, rows, t: int, walk, s: int, k: int, feature_names, classes, allowed: np.ndarray,
+                    tables: PathTables) -> List[Part]:
+    """The Parts of phi(t, s, k), in tree order: every leaf position t of rows (trees.Rows) reaches from previous
+    state s that holds a value for label k, from ``walk`` (position t's ForestWalk entries, as lists: tree,
+    leaf, weight; predict_walk.forest_leaves). Their values add up to walk_potentials' phi[t, s, k]."""
     nodes, labels, vectors = forest.nodes, forest.labels, forest.vectors
-    S = nodes.states.shape[1]
-    allowed = _allowed(allowed, S, len(classes))
     state_names = ["<start>"] + list(classes)
-    walk = forest_leaves(t, rows, forest, missing, S)
     row = set(rows.indices[rows.indptr[t]:rows.indptr[t + 1]].tolist())
+    parent, kind, no, feature, root = tables
     parts = []
-    for tree, leaf, weight in zip(walk.tree.tolist(), walk.leaf.tolist(), walk.weight.tolist()):
+    for tree, leaf, weight in zip(*walk):
         if not nodes.states[leaf, s]:
             continue
         if labels[tree] >= 0:
@@ -126,33 +146,20 @@ def potential_parts(forest, rows, missing, t: int, s: int, k: int, feature_names
             if not len(hit):
                 continue
             value = vectors.value[span][hit[0]]
-        if parent is None:
-            parent = parents(forest)
         present, absent = [], []
         child = leaf
         while parent[child] >= 0:
             node = parent[child]
-            if nodes.kind[node] == FEATURE:
-                f = nodes.feature[node]
-                if nodes.no[node] == child - forest.roots[tree]:
-                    absent.append(feature_names[f])
+            if kind[node] == FEATURE:
+                f = feature[node]
+                if no[node] == child - root[tree]:
+                    absent.append(f)
                 else:  # the yes side: the feature is present, or its variable is missing and was routed here
                     present.append(feature_names[f] + ("" if f in row else " (missing, routed here)"))
             child = node
-        rule = conditions(present[::-1], absent[::-1], nodes.states[leaf], state_names, allowed[:, k])
+        rule = conditions(present[::-1], absent[::-1], feature_names, nodes.states[leaf], state_names, allowed[:, k])
         parts.append(Part(tree, float(weight * value), rule))
     return parts
-
-
-def parents(forest) -> np.ndarray:
-    """Each node's parent in the Forest (-1 at roots)."""
-    nodes, roots = forest.nodes, forest.roots
-    root_of = np.repeat(roots[:-1], np.diff(roots))
-    parent = np.full(len(nodes.kind), -1, dtype=np.int64)
-    inner = np.flatnonzero((nodes.kind == FEATURE) | (nodes.kind == STATE))
-    parent[root_of[inner] + nodes.yes[inner]] = inner
-    parent[root_of[inner] + nodes.no[inner]] = inner
-    return parent
 
 
 class Explanation(NamedTuple):
@@ -170,18 +177,22 @@ class Explanation(NamedTuple):
 
 
 def explain_sequence(forest, rows, missing, start: int, ids, feature_names, classes,
-                     allowed: Optional[np.ndarray] = None) -> List[Explanation]:
+                     allowed: Optional[np.ndarray] = None, tables: Optional[PathTables] = None) -> List[Explanation]:
     """The Explanation of each position of the sequence at rows start.. start + len(ids) labelled ``ids``
-    (label ids; ``missing``: the rows' MissingIndex, trees.no_missing() for none)."""
+    (label ids; ``missing``: the rows' MissingIndex, trees.no_missing() for none; ``tables``: the forest's
+    path_tables, if the caller keeps them)."""
     S, K = forest.nodes.states.shape[1], len(classes)
+    allowed = _allowed(allowed, S, K)
+    tables = tables or path_tables(forest)
     at = np.arange(start, start + len(ids), dtype=np.int64)
     phi = walk_potentials(at, rows, forest, missing, S, K)
-    parent = parents(forest)
+    ptr, walk = forest_leaves(at, rows, forest, missing, S)
+    walk = [column.tolist() for column in walk]
     out = []
     for i, k in enumerate(ids):
         s = 0 if i == 0 else int(ids[i - 1]) + 1
-        parts = potential_parts(forest, rows, missing, int(at[i]), s, int(k), feature_names, classes, allowed,
-                                parent)
+        here = [column[ptr[i]:ptr[i + 1]] for column in walk]
+        parts = potential_parts(forest, rows, int(at[i]), here, s, int(k), feature_names, classes, allowed, tables)
         out.append(Explanation(classes[k], None if i == 0 else classes[ids[i - 1]], float(phi[i, s, k]), parts))
     return out
 
