@@ -16,6 +16,7 @@ import numpy as np
 
 from spacy_treecrf.engine.grow import grow_tree
 from spacy_treecrf.engine.sparse import csc_index
+from spacy_treecrf.engine.numeric import no_numeric
 from spacy_treecrf.engine.trees import GrowSettings, Rows, Target, Tree, no_missing
 
 
@@ -42,7 +43,7 @@ def main():
     settings = GrowSettings(300, 10.0, 1.0, 0.0, args.label_splits == "fallback", 0)
     positions = np.arange(target.D.shape[0], dtype=np.int64)
     ok = np.ones(F, dtype=bool)
-    grow = lambda: grow_tree(rows, index, target, positions, settings, ok, no_missing())  # noqa: E731
+    grow = lambda: grow_tree(rows, index, target, positions, settings, ok, no_missing(), no_numeric())  # noqa: E731
     tree = grow()[0]  # compiles (or loads the cache)
     times = []
     for _ in range(args.repeats):

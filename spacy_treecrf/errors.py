@@ -248,3 +248,4 @@ class Errors(metaclass=_WithCodes):
             'labels {known}; got {labels!r}')
     E179 = 'explain: no treecrf component named {name!r} in {pipeline} (it has {names})'
     E184 = "treecrf '{name}': explain_span explains ner and spans targets, not {target!r} (use explain(doc))"
+    E185 = 'TreeCRF model bytes: invalid numeric columns: {problem}'

@@ -16,11 +16,13 @@ from .engine.transitions import first_forbidden, transitions_allowed
 from .engine import crf, missing, serialize
 from .engine.crf import MAX_NBEST
 from .engine.missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
+from .engine.numeric import NumericIndex, bin_uppers, bins_of, numeric_index
 from .engine.sparse import pairs_to_rows
-from .engine.trees import Rows, no_missing
+from .engine.trees import no_missing
 from .errors import Errors, Warnings
 
 Position = Union[Dict[str, object], Iterable[str]]
+NUMBERS = (int, float, np.integer, np.floating)  # a dict value of these types (not bool) is a number
 BOOST_SETTINGS = {f.name: f.default for f in dataclasses.fields(BoostParams)}
 EARLY_STOPPING = ("auto", True, False)
 AUTO_MIN_VALIDATION = 1_000  # early_stopping="auto" holds out sequences that hold at least this many positions
@@ -31,12 +33,22 @@ class FeatureIndex:
     """Feature name -> column id and dict key -> variable id, frozen after fitting; unknown names are dropped at
     prediction. ``feature_var``: each feature's variable (-1: from a list of names). ``impute`` / ``indicator``:
     per variable, the feature that stands in for it when it is missing (-1: none), set by the 'imputation' /
-    'indicator' strategies."""
+    'indicator' strategies (and 'learned_direction', for variables without a numeric column).
+
+    A key with int or float values is a numeric column (engine/numeric.py): ``numeric_keys`` in the order their
+    columns were made, each with its bins' upper bounds (``uppers``, from the first fit's values) and its
+    consecutive ids from ``numeric_base``; those ids' names read as their tests ('key <= 0.5'; the last bin's
+    'key present') and are no feature names (not in ``ids``)."""
 
     def __init__(self, names: Sequence[str] = (), variables: Sequence[str] = (), feature_var=None, impute=None,
-                 indicator=None):
+                 indicator=None, numeric_keys: Sequence[str] = (), uppers=(), numeric_base=()):
         self.names = list(names)
-        self.ids = {name: i for i, name in enumerate(self.names)}
+        self.numeric_keys = list(numeric_keys)
+        self.numeric_of = {key: c for c, key in enumerate(self.numeric_keys)}
+        self.uppers = [np.asarray(u, dtype=np.float64) for u in uppers]
+        self.numeric_base = [int(b) for b in numeric_base]
+        bins = {a for b, u in zip(self.numeric_base, self.uppers) for a in range(b, b + len(u) + 1)}
+        self.ids = {name: i for i, name in enumerate(self.names) if i not in bins}
         self.variables = list(variables)
         self.var_ids = {name: i for i, name in enumerate(self.variables)}
         V = len(self.variables)
@@ -54,13 +66,22 @@ class FeatureIndex:
         self.feature_var.append(var)
         return col
 
+    def numeric_index(self) -> NumericIndex:
+        """The engine's view of the numeric columns (numeric.NumericIndex)."""
+        return numeric_index(len(self.names), self.numeric_base,
+                             [b + len(u) + 1 for b, u in zip(self.numeric_base, self.uppers)])
+
+    def test_names(self) -> "TestNames":
+        return TestNames(self)
+
     def rows(self, X, grow: bool):
         """CSR rows (indptr, indices), sequence offsets and the missing variables (MissingRows) of a list of
         sequences. A position is a dict or an iterable of feature names. A dict key is a variable: a string value
-        gives the feature 'key=value' (as sklearn-crfsuite does), another truthy value the feature 'key', a falsy
-        one no feature, and None marks the variable missing. Names of an iterable belong to no variable. While
-        growing, ``known`` counts per variable the positions where it has a value (what imputation counts over).
-        At prediction, dicts of string keys and string or bool values take _known_rows."""
+        gives the feature 'key=value' (as sklearn-crfsuite does), True the feature 'key', False none, an int or
+        float (not a bool) the key's numeric column, and None or NaN mark the variable missing. Names of an
+        iterable belong to no variable. While growing, ``known`` counts per variable the positions where it has a
+        value (what imputation counts over), and keys with numbers get their column and bins. At prediction,
+        dicts of string keys and string or bool values take _known_rows."""
         if not grow:
             known_rows = self._known_rows(X)
             if known_rows is not None:
@@ -72,6 +93,7 @@ class FeatureIndex:
         mindices: List[int] = []
         known = Counter()
         seq_starts = [0]
+        numbers: List[Tuple[int, str, float]] = []  # (position, key, value) of numeric values
         for q, seq in enumerate(X):
             for t, position in enumerate(seq):
                 row = set()
@@ -80,10 +102,13 @@ class FeatureIndex:
                     for key, value in position.items():
                         if isinstance(value, str):
                             name = f"{key}={value}"
-                        elif value is None:
+                        elif value is None or (is_number(value) and value != value):  # None, NaN
                             var = self._variable(str(key), grow)
                             if var >= 0:
                                 gone.append(var)
+                            continue
+                        elif is_number(value):
+                            numbers.append((len(indptr) - 1, str(key), float(value)))
                             continue
                         else:
                             name = str(key)
@@ -114,12 +139,46 @@ class FeatureIndex:
                     mindices.extend(sorted(set(gone)))
                 mindptr.append(len(mindices))
             seq_starts.append(len(indptr) - 1)
+        indptr, indices = np.array(indptr, dtype=np.int64), np.array(indices, dtype=np.int32)
+        if numbers:
+            indptr, indices = self._with_numbers(indptr, indices, numbers, grow, known)
         self._grow_tables()
         V = len(self.variables)
         missing_rows = MissingRows(np.array(mindptr), np.array(mindices), np.array(self.feature_var, dtype=np.int32),
                                    V, np.array([known[v] for v in range(V)], dtype=np.int64))
-        return (np.array(indptr, dtype=np.int64), np.array(indices, dtype=np.int32),
-                np.array(seq_starts, dtype=np.int64), missing_rows)
+        return indptr, indices, np.array(seq_starts, dtype=np.int64), missing_rows
+
+    def _with_numbers(self, indptr, indices, numbers, grow: bool, known: Counter):
+        """The rows with each (position, key, value) of ``numbers`` as its bin's id in the key's numeric column;
+        while growing, keys without a column get one, binned on these values (numeric.bin_uppers). Values of keys
+        without a column at prediction are dropped, as unknown names are."""
+        position, keys, values = zip(*numbers)
+        position, values = np.array(position, dtype=np.int64), np.array(values, dtype=np.float64)
+        keys = np.array(keys, dtype=object)
+        for key in dict.fromkeys(keys.tolist()):
+            if key not in self.numeric_of and grow:
+                self._numeric_column(key, bin_uppers(values[keys == key]))
+        column = np.array([self.numeric_of.get(key, -1) for key in keys.tolist()], dtype=np.int64)
+        if grow:
+            known.update(self.feature_var[self.numeric_base[c]] for c in column.tolist())
+        atoms = np.full(len(column), -1, dtype=np.int64)
+        for c in np.unique(column[column >= 0]).tolist():
+            at = column == c
+            atoms[at] = self.numeric_base[c] + bins_of(values[at], self.uppers[c])
+        keep = atoms >= 0
+        row_of = np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
+        return pairs_to_rows(np.concatenate([row_of, position[keep]]),
+                             np.concatenate([indices, atoms[keep]]).astype(np.int32), len(indptr) - 1)
+
+    def _numeric_column(self, key: str, uppers: np.ndarray):
+        """A numeric column for ``key``: one id per bin, named as its test."""
+        var = self._variable(key, True)
+        self.numeric_of[key] = len(self.numeric_keys)
+        self.numeric_keys.append(key)
+        self.uppers.append(uppers)
+        self.numeric_base.append(len(self.names))
+        self.names.extend([f"{key} <= {u:.6g}" for u in uppers.tolist()] + [f"{key} present"])
+        self.feature_var.extend([var] * (len(uppers) + 1))
 
     def _pair_table(self) -> Dict[Tuple[str, object], int]:
         """(key, value) -> column of every known name a dict item gives: 'key=value' under (key, value) for keys
@@ -128,7 +187,7 @@ class FeatureIndex:
         Rebuilt when the names have grown."""
         if self._pairs_of != len(self.names):
             pairs = {}
-            for col, name in enumerate(self.names):
+            for name, col in self.ids.items():
                 key, eq, value = name.partition("=")
                 pairs[(key, value) if eq else (name, True)] = col
             self._pairs, self._pairs_of = pairs, len(self.names)
@@ -147,6 +206,8 @@ class FeatureIndex:
                                dtype=np.int64)
         except TypeError:  # not a dict, or an unhashable value
             return None
+        if set(map(type, chain.from_iterable(map(dict.values, positions)))) - {str, bool}:
+            return None  # numbers, None (and 1 and 1.0 hash as True: the table would take them for the flag)
         lengths = np.fromiter(map(len, positions), dtype=np.int64, count=len(positions))
         row_of = np.repeat(np.arange(len(positions), dtype=np.int64), lengths)
         for row in np.unique(row_of[cols < 0]).tolist():
@@ -184,10 +245,11 @@ class FeatureIndex:
             kept = np.full(len(fresh), -1, dtype=fresh.dtype)
             kept[:min(len(fresh), len(self.impute))] = self.impute[:len(fresh)]
             self.impute = np.where(kept >= 0, kept, fresh)
-        else:
+        else:  # 'learned_direction': the trees choose where a numeric column's missing values go, no indicator
+            numeric = {self.feature_var[b] for b in self.numeric_base} if strategy == "learned_direction" else set()
             names = [f"{key} missing" for key in self.variables]
-            self.indicator = np.array([self.ids[n] if n in self.ids else self._column(n, -1) for n in names],
-                                      dtype=np.int32)
+            self.indicator = np.array([-1 if v in numeric else self.ids[n] if n in self.ids else self._column(n, -1)
+                                       for v, n in enumerate(names)], dtype=np.int32)
 
     def fill(self, indptr, indices, missing_rows: MissingRows, strategy: str):
         """Rows where each missing variable is replaced by its imputed / indicator feature (if any)."""
@@ -379,6 +441,8 @@ class TreeCRF:
         else:
             self.ensemble = Ensemble(K + 1, K, N_SURROGATES if self.params.missing == "surrogate" else 0,
                                      shared=self.params.shared_trees)
+        numeric = self.features.numeric_index()
+        self.ensemble.set_numeric(numeric)
         kept_rounds, kept_trees = self.best_round_, self.ensemble.n_trees
 
         def current(rows_of):  # the rows' potentials under the trees there are (None: no trees yet)
@@ -387,12 +451,13 @@ class TreeCRF:
                                                    d_missing) if kept_trees else None
         trainer = boost.Trainer(indptr, indices, len(self.features.names), label_ids, seq_starts, self.allowed,
                                 self.params, initial=current((indptr, indices, seq_starts, missing_rows)),
-                                missing_rows=missing_rows)
+                                missing_rows=missing_rows, numeric=numeric)
         dev = None
         best_acc, best_round = -1.0, 0
         if X_dev is not None:
             dev_rows = self._rows(X_dev)
-            dev = boost.DevCache(*dev_rows[:3], self.allowed, missing_rows=dev_rows[3], initial=current(dev_rows))
+            dev = boost.DevCache(*dev_rows[:3], self.allowed, missing_rows=dev_rows[3], initial=current(dev_rows),
+                                 numeric=numeric)
             dev_gold = np.array([self._label_index(label) for ys in y_dev for label in ys], dtype=np.int64)
             known = dev_gold != -1  # unseen labels (-2) count as errors
 
@@ -497,7 +562,7 @@ class TreeCRF:
         """The strongest root-to-leaf paths as (label, readable conjunction, value, support), by |value| x support;
         none that the transition constraints forbid."""
         self._check_fitted()
-        return ensemble_rules(self.ensemble, self.features.names, self.classes_, top, allowed=self.allowed)
+        return ensemble_rules(self.ensemble, self.features.test_names(), self.classes_, top, allowed=self.allowed)
 
     def explain(self, x, labels=None) -> List[Explanation]:
         """Why each position of the sequence ``x`` (one item of predict's X) gets its label: per position an
@@ -519,8 +584,8 @@ class TreeCRF:
                     raise ValueError(Errors.E176.format(n=len(x), t=t, label=label))
             ids = np.array([index[label] for label in labels], dtype=np.int64)
         route = missing_rows.index() if missing_rows is not None and missing_rows.any else no_missing()
-        return explain_sequence(self.ensemble.forest(), Rows(indptr, indices), route, 0, ids, self.features.names,
-                                self.classes_, self.allowed, self.ensemble.path_tables())
+        return explain_sequence(self.ensemble.forest(), self.ensemble.kernel_rows(indptr, indices), route, 0, ids,
+                                self.features.test_names(), self.classes_, self.allowed, self.ensemble.path_tables())
 
     # ---- serialization --------------------------------------------------------------------------------------
     def to_bytes(self) -> bytes:
@@ -533,6 +598,8 @@ class TreeCRF:
             "variables": self.features.variables,
             "feature_var": np.array(self.features.feature_var, dtype=np.int32),
             "impute": self.features.impute, "indicator": self.features.indicator,
+            "numeric_keys": self.features.numeric_keys, "numeric_uppers": self.features.uppers,
+            "numeric_base": np.array(self.features.numeric_base, dtype=np.int64),
         })
 
     def from_bytes(self, data: bytes) -> "TreeCRF":
@@ -543,12 +610,16 @@ class TreeCRF:
         features = serialize.field(msg, "features", list)
         K = len(classes)
         allowed = serialize.check_array(msg, "allowed", np.bool_, (K + 1, K))
-        ensemble = serialize.load_ensemble(serialize.field(msg, "ensemble", dict), K, len(features))
+        numeric = serialize.check_numeric(msg, len(features))
+        ensemble = serialize.load_ensemble(serialize.field(msg, "ensemble", dict), K, len(features),
+                                           numeric_index(len(features), numeric["base"], numeric["end"]))
         seen = set()
-        for name in features:
-            if not isinstance(name, str) or name in seen:
+        bins = set(np.flatnonzero(ensemble.numeric.column >= 0).tolist())
+        for f, name in enumerate(features):
+            if not isinstance(name, str) or (name in seen and f not in bins):
                 raise ValueError(Errors.E153.format(name=name))
-            seen.add(name)
+            if f not in bins:
+                seen.add(name)
         settings = {k: v for k, v in serialize.field(msg, "params", dict).items() if k in BOOST_SETTINGS}
         try:  # the file's settings, checked as TreeCRF(...) checks them
             loaded = TreeCRF(n_rounds=serialize.field(msg, "n_rounds", int), decode=serialize.field(msg, "decode", str),
@@ -572,11 +643,32 @@ class TreeCRF:
             setattr(self, name, value)
         self.classes_ = classes
         self.features = FeatureIndex(features, table["variables"], table["feature_var"], table["impute"],
-                                     table["indicator"])
+                                     table["indicator"], numeric["keys"], numeric["uppers"], numeric["base"])
         self.allowed = allowed
         self.ensemble = ensemble
         self.best_round_ = best_round
         return self
+
+
+def is_number(value) -> bool:
+    return isinstance(value, NUMBERS) and not isinstance(value, (bool, np.bool_))
+
+
+class TestNames:
+    """Readable names of the tests trees make, by test id (engine/numeric.py): a feature's name, a numeric
+    column's bin as 'key <= u' ('key present' for its last), and past every id 'key > u'."""
+
+    def __init__(self, features: FeatureIndex):
+        self.features = features
+        self.numeric = features.numeric_index()
+
+    def __getitem__(self, f: int) -> str:
+        names = self.features.names
+        if f < len(names):
+            return names[f]
+        a = f - len(names)
+        c = int(self.numeric.column[a])
+        return f"{self.features.numeric_keys[c]} > {self.features.uppers[c][a - self.numeric.base[c]]:.6g}"
 
 
 def is_label(label) -> bool:

@@ -8,7 +8,7 @@ It trains and runs tiny models on generated data along the paths a user's first 
 settings and with per-label trees: for each target, `initialize` and a few rounds of `update` (the training
 kernels), `evaluate` after a to_bytes / from_bytes round trip, and tagging a one-token doc and one of
 PARTITION_ROWS tokens (both prediction kernels); the estimator's fit with validation data, predict, marginals
-and n-best, with and without missing values. What these do not reach (another loss, newton leaves, other missing-value strategies)
+and n-best, with and without missing values, over a numeric column too. What these do not reach (another loss, newton leaves, other missing-value strategies)
 compiles on first use, as it would without this.
 
 numba keys a cached kernel on its source file's content, the argument types, the CPU and numba's version, and
@@ -77,8 +77,8 @@ def compile_estimator(shared_trees: bool, missing: bool) -> None:
     X, y = [], []
     for _ in range(N_DOCS):
         words = [rng.choice(WORDS) for _ in range(rng.randint(2, 10))]
-        X.append([{"w": w, "upper": w[0].isupper(), "len": None if missing and len(w) > 4 else str(len(w))}
-                  for w in words])
+        X.append([{"w": w, "upper": w[0].isupper(), "len": None if missing and len(w) > 4 else str(len(w)),
+                   "vowels": sum(c in "aeiou" for c in w) / len(w)} for w in words])
         y.append(["B" if w[0].isupper() else "O" for w in words])
     model = TreeCRF(n_rounds=3, shared_trees=shared_trees).fit(X, y, X[:10], y[:10])  # (validation: early stopping)
     model = TreeCRF().from_bytes(model.to_bytes())

@@ -9,6 +9,7 @@ from spacy.training import Example
 from spacy_treecrf.engine.booster import PAPER_SETTINGS
 from spacy_treecrf.engine.grow import grow_tree
 from spacy_treecrf.engine.sparse import csc_index
+from spacy_treecrf.engine.numeric import no_numeric
 from spacy_treecrf.engine.trees import GrowSettings, Rows, Target, Tree, no_missing
 
 TREE_KEYS = Tree._fields + ("pbuf", "pstart", "plen")
@@ -43,9 +44,10 @@ def start_mask(seq_starts, T):
 
 
 def grow(indptr, indices, n_features, D, is_start, allowed_k, positions=None, max_leaves=4, lam=0.0, min_leaf=1.0,
-         min_gain=0.0, feature_ok=None, states_last=False, missing=None, n_surrogates=0, kept_bytes=None):
+         min_gain=0.0, feature_ok=None, states_last=False, missing=None, n_surrogates=0, kept_bytes=None,
+         numeric=None):
     """grow_tree on plain arrays; D: T x S (one label's residuals) or T x S x d; ``missing``: a MissingRows (None:
-    no routing); kept_bytes: GrowSettings.kept_bytes (None: its default). Returns a dict of the Tree's fields and
+    no routing); ``numeric``: the atoms' NumericIndex (None: binary rows); kept_bytes: GrowSettings.kept_bytes (None: its default). Returns a dict of the Tree's fields and
     its segments (pbuf, pstart, plen)."""
     T = len(D)
     D = np.asarray(D, dtype=np.float64)
@@ -58,7 +60,8 @@ def grow(indptr, indices, n_features, D, is_start, allowed_k, positions=None, ma
                             int(n_surrogates))
     settings = settings if kept_bytes is None else settings._replace(kept_bytes=int(kept_bytes))
     tree, segments = grow_tree(Rows(indptr, indices), csc_index(indptr, indices, n_features), target, positions,
-                               settings, ok, no_missing() if missing is None else missing.index())
+                               settings, ok, no_missing() if missing is None else missing.index(),
+                               no_numeric() if numeric is None else numeric)
     return dict(zip(TREE_KEYS, tuple(tree) + tuple(segments)))
 
 

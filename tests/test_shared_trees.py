@@ -18,6 +18,7 @@ from spacy_treecrf.engine.predict_partition import Cells, label_state_words, par
 from spacy_treecrf.engine.predict_walk import walk_potentials
 from spacy_treecrf.engine.project import principal_directions
 from spacy_treecrf.engine.grow import grow_tree
+from spacy_treecrf.engine.numeric import no_numeric
 from spacy_treecrf.engine.trees import FEATURE, LEAF, GrowSettings, Rows, Target, no_missing
 
 LEAF_MODES = ("mean", "position_mean", "newton")
@@ -189,7 +190,8 @@ def test_low_rank_residuals_are_the_projected_residuals(seed, loss):
     allowed_any = tr.allowed.any(axis=1)
     settings = GrowSettings(6, 1.0, 0.0, 0.0, False, 0)
     positions = np.arange(T, dtype=np.int64)
-    trees = [grow_tree(tr.rows, tr.column_index, target, positions, settings, tr.all_features, no_missing()).tree
+    trees = [grow_tree(tr.rows, tr.column_index, target, positions, settings, tr.all_features, no_missing(),
+                       no_numeric()).tree
              for target in (Target(D @ W, tr.is_start, allowed_any),
                             Target(np.zeros((T, S, 0)), tr.is_start, allowed_any, low))]
     for name in ("kind", "feature", "yes", "no", "states"):

@@ -21,6 +21,7 @@ from .grow import Segments, grow_tree, influential_positions
 from .leaves import (CELL_MEAN, NEWTON, POSITION_MEAN, LeafSums, add_leaf_sums, leaf_values as leaf_value_kernel,
                      values_of)
 from .missing import MissingRows
+from .numeric import NumericIndex, expand, no_numeric, tested
 from .predict_bitmask import bitmask_index, bitmask_potentials
 from .predict_partition import Cells, block_rows, label_state_words, partition_index, partition_potentials
 from .predict_walk import walk_moves, walk_potentials
@@ -214,11 +215,15 @@ class MoveList:
         self.parts.append((position, which, which, tree.states[leaves], np.full(len(leaves), k, dtype=np.int64),
                            np.exp(scale * _leaf_values(k, tree)[leaves]).astype(np.float32)))
 
-    def add_walks(self, walks, rows: Rows, missing_rows: MissingRows, scale: float, threads: int = 1):
+    def add_walks(self, walks, rows: Rows, missing_rows: MissingRows, scale: float, threads: int = 1,
+                  numeric: NumericIndex = None):
         """E *= exp(scale * tree(x_t, s)) at the positions of each (k, tree, positions) of ``walks``, by walking
         the trees, in threads (a tree with surrogate slots takes the majority branch where a variable is missing,
-        one without follows both); the walks' moves are added in the order given."""
+        one without follows both); the walks' moves are added in the order given. ``rows``: atom rows, whose
+        numeric columns (``numeric``) are expanded once for all the walks' trees (numeric.py)."""
         index = missing_rows.index() if missing_rows is not None and missing_rows.any else no_missing()
+        if numeric is not None and walks:
+            rows = expand(rows, numeric, tested(numeric, np.concatenate([tree.feature for _, tree, _ in walks])))
 
         def walk(job):
             k, tree, positions = job
@@ -282,6 +287,7 @@ class Ensemble:
         self.depths = np.zeros(0, dtype=np.int32)
         self._pending: List[Tuple[int, Tree, LeafVectors]] = []  # trees added since the last join, vectors sparse
         self._indexes = {}  # the kernels' indexes of the current trees (and whether the bit masks fit), built lazily
+        self.numeric = no_numeric()  # the NumericIndex of the rows' atoms (numeric.py): set by who makes the rows
 
     @property
     def n_trees(self) -> int:
@@ -349,6 +355,7 @@ class Ensemble:
         ens = Ensemble(n_labels + 1, n_labels, self.n_surrogates, self.shared)
         ens.nodes = nodes
         ens.vectors, ens.roots, ens.labels, ens.depths = self.vectors, self.roots, self.labels, self.depths
+        ens.numeric = self.numeric
         return ens
 
     def truncate(self, n_trees: int):
@@ -377,12 +384,36 @@ class Ensemble:
         row does not depend on how many rows come together, where its tables fit the model (never for shared
         trees, see _bitmask_fits). The tree walk is no substitute for small batches: on a default NER model it
         was 2.2x slower than the partition kernel at 28 tokens (benchmarks/results/small_batches_walk.md)."""
+        indptr, indices = self.kernel_rows(indptr, indices)
         phi = self._evaluate(indptr, indices, threads, valid, scaled=False)
         if missing_rows is not None and missing_rows.any:
             at = missing_rows.rows()
             phi[at] = walk_potentials(at, Rows(indptr, indices), self.forest(), missing_rows.index(),
                                       self.n_states, self.n_labels)
         return phi
+
+    def set_numeric(self, numeric: NumericIndex):
+        """The NumericIndex of the rows these trees read from now on: the same atoms plus any appended after them
+        (a continued fit's new features and columns), so the "x > u" tests' ids, which count from the number of
+        atoms (numeric.py), move along."""
+        self._flush()
+        old, new = len(self.numeric.column), len(numeric.column)
+        if old and new != old:
+            feature = np.where(self.nodes.feature >= old, self.nodes.feature + (new - old), self.nodes.feature)
+            self.nodes = self.nodes._replace(feature=feature.astype(np.int32))
+            self._indexes = {}
+        self.numeric = numeric
+
+    def kernel_rows(self, indptr, indices) -> Rows:
+        """Atom rows as the prediction kernels take them: numeric columns' bins expanded into the ids of the
+        threshold tests they pass among the trees' (numeric.py); binary rows as they are."""
+        if len(self.numeric.column) == 0:
+            return Rows(indptr, indices)
+        self._flush()
+        if "tests" not in self._indexes:
+            self._indexes["tests"] = tested(self.numeric, self.nodes.feature)
+        return expand(Rows(np.ascontiguousarray(indptr, dtype=np.int64), np.ascontiguousarray(indices, dtype=np.int32)),
+                      self.numeric, self._indexes["tests"])
 
     def scaled_potentials(self, indptr, indices, allowed: np.ndarray, seq_starts: np.ndarray, threads: int = 1,
                           missing_rows: MissingRows = None) -> Potentials:
@@ -392,7 +423,7 @@ class Ensemble:
         if len(indptr) - 1 < PARTITION_ROWS or (missing_rows is not None and missing_rows.any):
             phi = self.potentials(indptr, indices, threads, missing_rows, valid=(allowed, seq_starts))
             return potentials_to_scaled(phi, allowed, seq_starts)
-        return self._evaluate(indptr, indices, threads, (allowed, seq_starts), scaled=True)
+        return self._evaluate(*self.kernel_rows(indptr, indices), threads, (allowed, seq_starts), scaled=True)
 
     def _evaluate(self, indptr, indices, threads: int, valid, scaled: bool):
         """The kernels' potentials (see ``potentials``), or with ``scaled`` (partition kernel only) their
@@ -534,11 +565,12 @@ class Trainer:
     """Boosting state over one fixed training set: cached scaled potentials, so a round costs the same at any size."""
 
     def __init__(self, indptr, indices, n_features, y, seq_starts, allowed, params: BoostParams, initial=None,
-                 missing_rows: MissingRows = None):
+                 missing_rows: MissingRows = None, numeric: NumericIndex = None):
         """``initial``: the Potentials of an existing ensemble on these rows (see potentials_to_scaled); default
         empty.
         ``missing_rows``: the variables missing at each position (instance weighting or surrogate splits; the
-        other strategies rewrite the rows before they get here)."""
+        other strategies rewrite the rows before they get here).
+        ``numeric``: the NumericIndex of the rows' n_features atoms (numeric.py; None: all binary)."""
         self.indptr = np.ascontiguousarray(indptr, dtype=np.int64)
         self.indices = np.ascontiguousarray(indices, dtype=np.int32)
         self.n_features = int(n_features)
@@ -558,6 +590,7 @@ class Trainer:
         self.column_index = csc_index(self.indptr, self.indices, self.n_features)
         self.all_features = np.ones(self.n_features, dtype=np.bool_)
         self.missing_rows = missing_rows
+        self.numeric = numeric if numeric is not None else no_numeric()
         self.rounds = 0  # rounds fitted on this state
 
     def gradient_pass(self) -> "Passes":
@@ -667,7 +700,7 @@ class Trainer:
             pos = self._trimmed(target, positions)
             ok = feature_masks[k] if feature_masks[k] is not None else self.all_features
             tree, segments = grow_tree(self.rows, self.column_index, target, pos, settings, ok,
-                                       no_missing() if routing is None else routing)
+                                       no_missing() if routing is None else routing, self.numeric)
             if leaf_values != "mean" or self.params.l1 > 0:  # else the grower's own values are the leaves'
                 if routing is not None:
                     segments = self._walked_segments(tree, pos, routing)
@@ -693,7 +726,7 @@ class Trainer:
         ok = self._tree_features()
         tree, segments = grow_tree(self.rows, self.column_index, target, pos, settings,
                                    ok if ok is not None else self.all_features,
-                                   no_missing() if routing is None else routing)
+                                   no_missing() if routing is None else routing, self.numeric)
         del target
         if routing is not None:
             segments = self._walked_segments(tree, pos, routing)
@@ -706,7 +739,8 @@ class Trainer:
     def _walked_segments(self, tree: Tree, positions, routing) -> Segments:
         """The Segments of a tree grown with the routing rule, from its walks at ``positions``: a position sits
         in every leaf it reaches, with the part of its weight that got there (share)."""
-        position, leaf, weight = walk_moves(positions, self.rows, tree, routing, tree_depth(tree.yes, tree.no))
+        rows = expand(self.rows, self.numeric, tested(self.numeric, tree.feature))
+        position, leaf, weight = walk_moves(positions, rows, tree, routing, tree_depth(tree.yes, tree.no))
         order = np.lexsort((position, leaf))
         length = np.bincount(leaf, minlength=len(tree.kind)).astype(np.int64)
         return Segments(position[order], np.cumsum(length) - length, length, weight[order])
@@ -890,7 +924,7 @@ class Trainer:
             if segments is not None:
                 round_moves.add_leaves(k, tree, segments, scale)
         round_moves.add_walks([(k, tree, rest) for k, tree, _, rest in fitted if rest is not None and len(rest)],
-                              self.rows, self.missing_rows, scale, self.params.threads)
+                              self.rows, self.missing_rows, scale, self.params.threads, self.numeric)
         self.P = round_moves.apply(self.P)
 
     def _tree_features(self):
@@ -899,7 +933,10 @@ class Trainer:
         which is what a linear CRF's L2 penalty achieves by spreading weight over them."""
         if self.params.colsample >= 1.0:
             return None
-        return self.rng.random(self.n_features) < self.params.colsample
+        ok = self.rng.random(self.n_features) < self.params.colsample
+        bins = np.flatnonzero(self.numeric.column >= 0)
+        ok[bins] = ok[self.numeric.base[self.numeric.column[bins]]]  # a numeric column is drawn as one
+        return ok
 
     def _round_positions(self) -> np.ndarray:
         """Friedman's stochastic gradient boosting: a fresh random subset of positions each round."""
@@ -929,14 +966,16 @@ class DevCache:
     scores cost no re-evaluation."""
 
     def __init__(self, indptr, indices, seq_starts, allowed, missing_rows: MissingRows = None,
-                 initial: Potentials = None):
-        """``initial``: the rows' potentials under the trees there are already (a continued fit), else none."""
+                 initial: Potentials = None, numeric: NumericIndex = None):
+        """``initial``: the rows' potentials under the trees there are already (a continued fit), else none;
+        ``numeric``: the NumericIndex of the rows' atoms (None: all binary)."""
         self.rows = Rows(np.ascontiguousarray(indptr, dtype=np.int64), np.ascontiguousarray(indices, dtype=np.int32))
         self.seq_starts = np.ascontiguousarray(seq_starts, dtype=np.int64)
         T = len(self.rows.indptr) - 1
         self.P = initial if initial is not None else crf.initial_potentials(T, allowed, self.seq_starts)
         self.positions = np.arange(T, dtype=np.int64)
         self.missing_rows = missing_rows
+        self.numeric = numeric
         self.pending = []  # (label, tree, positions) of the trees added since the last prediction
 
     def add_tree(self, k, tree: Tree):
@@ -944,7 +983,7 @@ class DevCache:
 
     def predict(self, method: str, threads: int = 1) -> np.ndarray:
         pending = MoveList()
-        pending.add_walks(self.pending, self.rows, self.missing_rows, 1.0, threads)
+        pending.add_walks(self.pending, self.rows, self.missing_rows, 1.0, threads, self.numeric)
         self.P = pending.apply(self.P)
         self.pending = []
         crf.rescale(self.P)

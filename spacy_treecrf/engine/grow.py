@@ -28,8 +28,8 @@ from .histogram import (Hist, Pass, Slots, StateSums, Valid, add_low_rank, clear
                         scan_state_split, scan_weighted, subtract, valid_states, width)
 from .intrinsics import with_room
 from .partition import partition, partition_routed
-from .split import (Candidates, Compact, SurrogateScratch, best_feature, best_feature_known, best_state,
-                    record_candidate, surrogates)
+from .split import (Allowed, Candidates, Compact, SurrogateScratch, best_feature, best_feature_known, best_of,
+                    best_state, best_threshold, record_candidate, surrogates)
 from .trees import FEATURE, LEAF, TIE, Tree, routes_missing
 from ..errors import Errors
 
@@ -145,57 +145,59 @@ def _keep(kept, node, hist, h, gain, budget):
 
 
 @njit(cache=True, nogil=True)
-def _candidate(nodes, node, hist, h, kept, settings, feature_ok, gains, left):
+def _candidate(nodes, node, hist, h, kept, settings, ok, gains, left):
     """A new leaf's best split (the feature split on near-ties) from its Compact histogram (first h entries); a
     leaf that may ever be split keeps that histogram in ``kept`` until it is (within settings.kept_bytes)."""
     g = nodes.gsum[node]
     n = nodes.tree.count[node]
-    fg, ff = best_feature(hist, h, g, n, settings, feature_ok, gains)
+    fg, ff = best_feature(hist, h, g, n, settings, ok.binary, gains)
+    fg, ff, _ = best_of((fg, np.int64(ff), 0.5), best_threshold(hist, h, g, n, ok.numeric, (
+        np.zeros(0, np.int32), np.zeros((0, 0))), settings))
     sg = best_state(_node_sums(nodes, node), nodes.tree.states[node], g, n, settings, left)
     if record_candidate(nodes.cand, node, fg, ff, sg, left, settings):
         _keep(kept, node, hist, h, nodes.cand.gain, settings.kept_bytes)
 
 
 @njit(cache=True, nogil=True)
-def _fresh_candidate(nodes, node, hist, nt, kept, settings, feature_ok, scratch):
+def _fresh_candidate(nodes, node, hist, nt, kept, settings, ok, scratch):
     """A new leaf's candidate from the histogram just scanned for it (hist, nt touched). scratch: (gains, left)."""
-    fresh = Compact(*compact(hist, nt, feature_ok))
-    _candidate(nodes, node, fresh, fresh.ids.shape[0], kept, settings, feature_ok, scratch[0], scratch[1])
+    fresh = Compact(*compact(hist, nt, ok.keep))
+    _candidate(nodes, node, fresh, fresh.ids.shape[0], kept, settings, ok, scratch[0], scratch[1])
 
 
 @njit(cache=True, nogil=True)
-def _children_candidates(nodes, pair, hist, nt, parent, kept, settings, feature_ok, scratch):
+def _children_candidates(nodes, pair, hist, nt, parent, kept, settings, ok, scratch):
     """Best splits of two new children pair = (scanned, other, do_scanned, do_other): the scanned child's from its
     fresh histogram (hist, nt touched), the other's from the parent's Compact histogram (parent[0], of length
     parent[1]) minus it. scratch: (gains, left)."""
     scanned, other, do_scanned, do_other = pair
     gains, left = scratch
     if do_scanned:
-        _fresh_candidate(nodes, scanned, hist, nt, kept, settings, feature_ok, scratch)
+        _fresh_candidate(nodes, scanned, hist, nt, kept, settings, ok, scratch)
     if do_other:
         p_hist, p_len = parent
         h = subtract(p_hist.ids, p_hist.g, p_hist.n, p_len, hist.dense)
-        _candidate(nodes, other, p_hist, h, kept, settings, feature_ok, gains, left)
+        _candidate(nodes, other, p_hist, h, kept, settings, ok, gains, left)
     clear(hist, nt)
 
 
 @njit(cache=True, nogil=True)
-def _rescanned(nodes, node, where, target, valid, hist, rows, kept, settings, feature_ok, scratch):
+def _rescanned(nodes, node, where, target, valid, hist, rows, kept, settings, ok, scratch):
     """A new leaf's candidate from a scan of its own, where its parent gave its histogram up (kept_bytes) and
     the leaf cannot be its parent minus its sibling. where: (slots, g scratch of d values); its r_t are set."""
     slots, g = where
     lo = nodes.pstart[node]
     _, nt = scan(slots, lo, lo + nodes.plen[node], Pass(False, False, True), target, valid, _node_sums(nodes, node),
                  hist, rows, g)
-    _fresh_candidate(nodes, node, hist, nt, kept, settings, feature_ok, scratch)
+    _fresh_candidate(nodes, node, hist, nt, kept, settings, ok, scratch)
     clear(hist, nt)
 
 
 @njit(cache=True, nogil=True)
 def _routed_candidate(nodes, node, slots, target, with_hist, hists, rows, missing, settings, scratch):
     """A new node's sums (and value) from a scan of its weighted slots and, with_hist, its candidate split with
-    each feature judged where its variable is known. scratch: (feature_ok, gains, mid, left)."""
-    feature_ok, gains, mid, left = scratch
+    each feature judged where its variable is known. scratch: (Allowed, gains, mid, left)."""
+    ok, gains, mid, left = scratch
     lo = nodes.pstart[node]
     valid = valid_states(nodes.tree.states[node], target.allowed_k, mid)
     sums = _node_sums(nodes, node)
@@ -204,9 +206,11 @@ def _routed_candidate(nodes, node, slots, target, with_hist, hists, rows, missin
                                missing, g)
     _set_leaf(nodes, node, g, n, settings.lam)
     if with_hist and n >= 2.0 * settings.min_leaf and n > 0.0:
-        hist = Compact(*compact(hists[0], nt, feature_ok))
-        fg, ff, share = best_feature_known(hist, hist.ids.shape[0], g, n, missing.fvar, hists[1].dense, settings,
-                                           feature_ok, gains)
+        hist = Compact(*compact(hists[0], nt, ok.keep))
+        m = hist.ids.shape[0]
+        fg, ff, share = best_feature_known(hist, m, g, n, missing.fvar, hists[1].dense, settings, ok.binary, gains)
+        fg, ff, share = best_of((fg, np.int64(ff), share),
+                                best_threshold(hist, m, g, n, ok.numeric, (missing.fvar, hists[1].dense), settings))
         sg = best_state(sums, nodes.tree.states[node], g, n, settings, left)
         record_candidate(nodes.cand, node, fg, ff, sg, left, settings)
         nodes.cand.share[node] = share
@@ -262,14 +266,15 @@ def influential_positions(target, positions, trim):
 
 
 @njit(cache=True, nogil=True)
-def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
+def grow_tree(rows, index, target, positions, settings, feature_ok, missing, numeric):
     """Grow one tree best-first to at most settings.max_leaves leaves on the residuals of ``target`` (D: T x S x
     d, d = 1 for a per-label tree).
 
-    rows: the training Rows; index: their ColumnIndex (sparse.csc_index, built once per training set);
+    rows: the training Rows (of atoms); index: their ColumnIndex (sparse.csc_index, built once per training set);
     positions: the positions this tree is fitted on (sorted here if they are not ascending); feature_ok (bool
-    per feature): the features it may split on (column subsampling); missing: a MissingIndex
-    (trees.no_missing() for rows without missing values). Returns a Grown tree: the Tree and, without missing
+    per atom): the features and numeric columns' bins it may split on (column subsampling); missing: a
+    MissingIndex (trees.no_missing() for rows without missing values); numeric: the atoms' NumericIndex
+    (numeric.no_numeric() for binary rows). Returns a Grown tree: the Tree and, without missing
     values, the Segments of its nodes."""
     T = target.D.shape[0]
     S = target.D.shape[1]
@@ -278,6 +283,8 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
     if T >= 2 ** 31:
         raise ValueError(TOO_MANY_POSITIONS)
     routed = routes_missing(missing)
+    ok = Allowed(feature_ok, feature_ok & (numeric.column < 0) if numeric.column.shape[0] > 0 else feature_ok,
+                 numeric)
     max_leaves = settings.max_leaves
     lam = settings.lam
     min_leaf = settings.min_leaf
@@ -337,7 +344,7 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
     if routed:
         vbuf[:n_pos, 0] = 1.0
         _routed_candidate(nodes, 0, slots, target, max_leaves > 1, (hist, var_hist), rows, missing, settings,
-                          (feature_ok, gains, mid, left))
+                          (ok, gains, mid, left))
     else:
         # root: r_t, G, N, per-state sums and the feature histogram in one pass
         valid = valid_states(states[0], target.allowed_k, mid)
@@ -346,9 +353,9 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
                      hist, rows, ga)
         _set_leaf(nodes, 0, ga, n, lam)
         if splittable:
-            root = Compact(*compact(hist, nt, feature_ok))
+            root = Compact(*compact(hist, nt, ok.keep))
             clear(hist, nt)
-            _candidate(nodes, 0, root, root.ids.shape[0], kept, settings, feature_ok, gains, left)
+            _candidate(nodes, 0, root, root.ids.shape[0], kept, settings, ok, gains, left)
 
     while n_leaves < max_leaves:
         # expand the leaf with the largest gain (the lowest node id among near-ties)
@@ -380,19 +387,19 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
             states[b, :] = states[best]
             if routed:
                 if with_surrogates and missing.fvar[f] >= 0:
-                    surrogates(slots, lo, hi, f, rows, missing, counts, grown.surr_feature[best],
+                    surrogates(slots, lo, hi, f, rows, numeric, missing, counts, grown.surr_feature[best],
                                grown.surr_same[best])
                 split = (f, cand.share[best], grown.surr_feature[best], grown.surr_same[best])
-                na, nb = partition_routed(slots, lo, hi, used, (tmp, fall), split, rows, missing, target.is_start,
-                                          valid)
+                na, nb = partition_routed(slots, lo, hi, used, (tmp, fall), split, rows, numeric, missing,
+                                          target.is_start, valid)
                 pstart[a] = used
                 plen[a] = na
                 pstart[b] = lo
                 plen[b] = nb
                 used += na
             else:
-                na, nb, wa, wb = partition(slots, lo, hi, tmp, f, index, mark, rows, target.is_start, valid, ga,
-                                           gb)
+                na, nb, wa, wb = partition(slots, lo, hi, tmp, f, index, mark, rows, numeric, target.is_start,
+                                           valid, ga, gb)
                 pstart[a] = lo + nb
                 plen[a] = na
                 pstart[b] = lo
@@ -418,9 +425,9 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
                             rs[large, s, q] = rs[best, s, q] - rs[small, s, q]
                         ns[large, s] = ns[best, s] - ns[small, s]
                 _children_candidates(nodes, (small, large, split_small, split_large and not rescan), hist, nt,
-                                     parent, kept, settings, feature_ok, (gains, left))
+                                     parent, kept, settings, ok, (gains, left))
                 if rescan and split_large:
-                    _rescanned(nodes, large, (slots, ga), target, valid, hist, rows, kept, settings, feature_ok,
+                    _rescanned(nodes, large, (slots, ga), target, valid, hist, rows, kept, settings, ok,
                                (gains, left))
                 continue
         else:
@@ -456,14 +463,14 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing):
                     break
                 split_b = wb >= 2.0 * min_leaf and wb > 0.0
                 _children_candidates(nodes, (a, b, wa >= 2.0 * min_leaf and wa > 0.0, split_b and not rescan), hist,
-                                     nt, parent, kept, settings, feature_ok, (gains, left))
+                                     nt, parent, kept, settings, ok, (gains, left))
                 if rescan and split_b:
-                    _rescanned(nodes, b, (slots, ga), target, vb, hist, rows, kept, settings, feature_ok,
+                    _rescanned(nodes, b, (slots, ga), target, vb, hist, rows, kept, settings, ok,
                                (gains, left))
                 continue
         for child in (a, b):  # routing: the new nodes' sums and candidates from scans of their own
             _routed_candidate(nodes, child, slots, target, not last, (hist, var_hist), rows, missing, settings,
-                              (feature_ok, gains, mid, left))
+                              (ok, gains, mid, left))
     tree = Tree(kind[:n_nodes].copy(), feature[:n_nodes].copy(), yes[:n_nodes].copy(), no[:n_nodes].copy(),
                 grown.value[:n_nodes].copy(), grown.count[:n_nodes].copy(), states[:n_nodes].copy(),
                 grown.surr_feature[:n_nodes].copy(), grown.surr_same[:n_nodes].copy(), grown.vector[:n_nodes].copy())

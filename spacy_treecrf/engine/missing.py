@@ -16,17 +16,20 @@ indicators). A feature test at position t is then present, absent or missing.
   follows the first surrogate it knows, else the majority branch, in training as at prediction.
 - Imputation and indicators are transformations of the rows (``most_common_columns``, ``fill_rows``) before the
   engine sees them.
+- Learned direction (XGBoost, LightGBM): a numeric column's missing value holds none of its bins, and each
+  threshold split sends it the way that gains more (numeric.py); other variables get indicators.
 
 The grower (grow.py) and the walk (predict_walk.py) call ``route``; rows without missing values never do.
 """
 import numpy as np
 from numba import njit
 
-from .sparse import has_feature
+from .numeric import passes
 from .trees import MissingIndex
+from .sparse import has_feature
 from ..errors import Errors
 
-STRATEGIES = ("instance_weighting", "surrogate", "imputation", "indicator")
+STRATEGIES = ("instance_weighting", "surrogate", "imputation", "indicator", "learned_direction")
 ENGINE_STRATEGIES = ("instance_weighting", "surrogate")  # the others are input transforms (estimator, featurizer)
 N_SURROGATES = 4
 
@@ -101,8 +104,9 @@ def fill_rows(indptr, indices, missing_rows: MissingRows, table, n_features: int
 
 @njit(cache=True, nogil=True)
 def is_missing(missing, t, f):
-    """Whether feature f's variable is missing at position t."""
-    v = missing.fvar[f]
+    """Whether feature f's variable is missing at position t (a numeric "x > u" test, past fvar, is only made
+    where missing values are not routed)."""
+    v = missing.fvar[f] if f < missing.fvar.shape[0] else -1
     return v >= 0 and has_feature(missing.indptr, missing.indices, t, v)
 
 
@@ -114,11 +118,12 @@ def yes_share(count, a, b):
 
 
 @njit(cache=True, nogil=True)
-def route(rows, missing, t, f, surr_feature, surr_same):
+def route(rows, numeric, missing, t, f, surr_feature, surr_same):
     """Branch of position t at a feature split on f whose surrogates are surr_feature / surr_same (that node's
-    rows of the tree arrays): 1 yes, 0 no, -1 missing with no known surrogate."""
+    rows of the tree arrays): 1 yes, 0 no, -1 missing with no known surrogate. rows: atom rows with their
+    NumericIndex (the grower's), or rows expanded for the kernels with no_numeric() (numeric.py)."""
     if not is_missing(missing, t, f):
-        return 1 if has_feature(rows.indptr, rows.indices, t, f) else 0
+        return 1 if passes(rows, numeric, t, f) else 0
     for r in range(surr_feature.shape[0]):
         g = surr_feature[r]
         if g < 0:

@@ -9,22 +9,24 @@ import numpy as np
 from numba import njit
 
 from .missing import route
-from .sparse import has_feature
+from .numeric import has_atom_in, test_range
 
 
 @njit(cache=True, nogil=True)
-def partition(slots, lo, hi, tmp, f, index, mark, rows, is_start, valid, ga, gb):
-    """Stable in-place partition of a node's slots (positions and their r_t) on feature f: the positions
-    without f first, then those with it (usually the fewer, they go through ``tmp``, Slots of spare room).
-    Positions holding f are marked from the ColumnIndex, or looked up in their rows when that index is long for
+def partition(slots, lo, hi, tmp, f, index, mark, rows, numeric, is_start, valid, ga, gb):
+    """Stable in-place partition of a node's slots (positions and their r_t) on test f (a feature's presence or
+    a numeric threshold: an atom in [lo, hi], see numeric.py): the positions failing it first, then those passing
+    (usually the fewer, they go through ``tmp``, Slots of spare room). Positions passing are marked from the
+    ColumnIndex (the atoms of a range are consecutive there), or looked up in their rows when that is long for
     the node. The residual sums G of the present and absent positions go to ga, gb (d values each).
     Returns (n_present, n_absent, N of the present, N of the absent)."""
     pbuf = slots.pos
     rbuf = slots.val
     tmp_p = tmp.pos
     tmp_r = tmp.val
-    c0 = index.ptr[f]
-    c1 = index.ptr[f + 1]
+    a_lo, a_hi = test_range(numeric, f)
+    c0 = index.ptr[a_lo]
+    c1 = index.ptr[a_hi + 1]
     use_mark = (c1 - c0) <= 8 * (hi - lo)
     if use_mark:
         for q in range(c0, c1):
@@ -44,7 +46,7 @@ def partition(slots, lo, hi, tmp, f, index, mark, rows, is_start, valid, ga, gb)
         if use_mark:
             present = mark[t]
         else:
-            present = has_feature(rows.indptr, rows.indices, t, f)
+            present = has_atom_in(rows.indptr, rows.indices, t, a_lo, a_hi)
         r0 = rbuf[i, 0]
         if present:
             tmp_p[na] = t
@@ -89,7 +91,7 @@ def partition(slots, lo, hi, tmp, f, index, mark, rows, is_start, valid, ga, gb)
 
 
 @njit(cache=True, nogil=True)
-def partition_routed(slots, lo, hi, out, spare, split, rows, missing, is_start, valid):
+def partition_routed(slots, lo, hi, out, spare, split, rows, numeric, missing, is_start, valid):
     """Split a node's weighted slots (weights in val[:, 0]) by the routing rule; split: (feature, yes share of
     the known examples, the node's surrogate features and directions). The no child keeps the segment's start (in place), the yes child
     is written at slot ``out``. A position missing the feature and every surrogate goes to both children with its
@@ -105,7 +107,7 @@ def partition_routed(slots, lo, hi, out, spare, split, rows, missing, is_start, 
     for i in range(lo, hi):
         t = slots.pos[i]
         w = slots.val[i, 0]
-        d = route(rows, missing, t, f, surr_feature, surr_same)
+        d = route(rows, numeric, missing, t, f, surr_feature, surr_same)
         if d < 0 and not proportional:
             fall.pos[nf] = t
             fall.val[nf, 0] = w

@@ -1,7 +1,8 @@
 """The tree walk: the leaves one position reaches in one tree, for every previous state at once, with the missing
 value routing rule. It serves training-time evaluation (moves at positions a tree was not fitted on, dev sets)
 and rows with missing values at prediction; rows without missing values are predicted by the block kernels
-(predict_partition.py, predict_bitmask.py).
+(predict_partition.py, predict_bitmask.py). Rows reach it expanded for the trees' numeric tests (numeric.expand),
+so every feature test is a presence.
 """
 from typing import NamedTuple
 
@@ -10,18 +11,28 @@ from numba import njit
 
 from .missing import is_missing, route, yes_share
 from .intrinsics import with_room
+from .numeric import NumericIndex
 from .sparse import mark_row
 from .trees import FEATURE, LEAF, routes_missing
 
 
 class WalkScratch(NamedTuple):
     """A walk's stack of nodes still to visit, the states reaching each (masks) and their weights; the leaves
-    it reached (leaf, relative to the root) and their weights (share)."""
+    it reached (leaf, relative to the root) and their weights (share); ``binary``: the NumericIndex of expanded
+    rows (none: their tests are presences) for the routing rule."""
     stack: np.ndarray
     masks: np.ndarray
     weights: np.ndarray
     leaf: np.ndarray
     share: np.ndarray
+    binary: NumericIndex
+
+
+@njit(cache=True, nogil=True)
+def _walk_scratch(max_depth, n_states, n_nodes):
+    binary = NumericIndex(np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.int32))
+    return WalkScratch(np.empty(max_depth + 1, dtype=np.int64), np.empty((max_depth + 1, n_states), dtype=np.bool_),
+                       np.empty(max_depth + 1), np.empty(n_nodes, dtype=np.int64), np.empty(n_nodes), binary)
 
 
 @njit(cache=True, nogil=True)
@@ -56,7 +67,7 @@ def walk_leaves(t, present, tree, rows, missing, root, scratch):
         elif kd == FEATURE:
             f = tree.feature[node]
             if routing and is_missing(missing, t, f):
-                d = route(rows, missing, t, f, tree.surr_feature[node], tree.surr_same[node])
+                d = route(rows, scratch.binary, missing, t, f, tree.surr_feature[node], tree.surr_same[node])
                 if d < 0:
                     share = yes_share(tree.count, a, b)
                     if proportional:
@@ -119,9 +130,7 @@ def walk_moves(positions, rows, tree, missing, max_depth):
     position between branches)."""
     S = tree.states.shape[1]
     present = _present_marks(tree)
-    scratch = WalkScratch(np.empty(max_depth + 1, dtype=np.int64), np.empty((max_depth + 1, S), dtype=np.bool_),
-                          np.empty(max_depth + 1), np.empty(tree.kind.shape[0], dtype=np.int64),
-                          np.empty(tree.kind.shape[0]))
+    scratch = _walk_scratch(max_depth, S, tree.kind.shape[0])
     cap = positions.shape[0] + 16
     position = np.empty(cap, dtype=np.int64)
     leaf = np.empty(cap, dtype=np.int64)
@@ -161,9 +170,7 @@ def _forest_scratch(forest, n_states):
     for i in range(forest.depths.shape[0]):
         max_depth = max(max_depth, forest.depths[i])
         n_nodes = max(n_nodes, forest.roots[i + 1] - forest.roots[i])
-    scratch = WalkScratch(np.empty(max_depth + 1, dtype=np.int64),
-                          np.empty((max_depth + 1, n_states), dtype=np.bool_), np.empty(max_depth + 1),
-                          np.empty(n_nodes, dtype=np.int64), np.empty(n_nodes))
+    scratch = _walk_scratch(max_depth, n_states, n_nodes)
     n_all = forest.nodes.kind.shape[0]
     return scratch, ForestWalk(np.empty(n_all, dtype=np.int64), np.empty(n_all, dtype=np.int64), np.empty(n_all))
 

@@ -103,9 +103,13 @@ def check_array(msg: Dict[str, Any], name: str, dtype, shape) -> np.ndarray:
     return np.ascontiguousarray(arr)
 
 
-def load_ensemble(arrays: Dict[str, Any], n_labels: int, n_features: int):
-    """Rebuild an Ensemble, checking every index the kernels will follow."""
+def load_ensemble(arrays: Dict[str, Any], n_labels: int, n_features: int, numeric=None):
+    """Rebuild an Ensemble, checking every index the kernels will follow; ``numeric``: the NumericIndex of its
+    rows' n_features atoms (None: all binary), whose "x > u" tests lie past them (numeric.py)."""
     from .booster import Ensemble
+    from .numeric import is_test, no_numeric
+
+    numeric = no_numeric() if numeric is None else numeric
 
     S = n_labels + 1
     kind = check_array(arrays, "kind", np.int8, (None,))
@@ -147,7 +151,7 @@ def load_ensemble(arrays: Dict[str, Any], n_labels: int, n_features: int):
     is_root[roots[:-1]] = True
     if np.any(parents != np.where(is_root, 0, 1)):
         raise ValueError(Errors.E033)
-    if np.any((kind == 1) & ((feature < 0) | (feature >= n_features))):
+    if np.any((kind == 1) & ~is_test(numeric, n_features, feature)):
         raise ValueError(Errors.E034)
     if np.any(count < 0) or not np.all(np.isfinite(count)):
         raise ValueError(Errors.E035)
@@ -163,7 +167,9 @@ def load_ensemble(arrays: Dict[str, Any], n_labels: int, n_features: int):
             raise ValueError(Errors.E042)
         if surr.shape[1] > 1 and np.any((surr[:, :-1] < 0) & (surr[:, 1:] >= 0)):
             raise ValueError(Errors.E043)
-    return Ensemble.from_arrays(S, n_labels, checked)
+    ensemble = Ensemble.from_arrays(S, n_labels, checked)
+    ensemble.set_numeric(numeric)
+    return ensemble
 
 
 def _leaf_vectors(arrays: Dict[str, Any], kind: np.ndarray, n_labels: int) -> Dict[str, np.ndarray]:
@@ -190,6 +196,30 @@ def _leaf_vectors(arrays: Dict[str, Any], kind: np.ndarray, n_labels: int) -> Di
                 or np.any(~first[1:] & (np.diff(label) <= 0))):
             raise ValueError(Errors.E169.format(n_labels=n_labels))
     return {"vector_ptr": ptr, "vector_label": label, "vector_value": value}
+
+
+def check_numeric(msg: Dict[str, Any], n_features: int) -> Dict[str, Any]:
+    """A model's numeric columns (estimator.FeatureIndex): keys, each column's bin upper bounds (ascending) and its
+    first id; its ids (one per bin) follow one another within the n_features and do not overlap. Files before
+    numeric columns have none."""
+    keys = msg.get("numeric_keys", [])
+    uppers = msg.get("numeric_uppers", [])
+    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys) or len(set(keys)) != len(keys):
+        raise ValueError(Errors.E185.format(problem="its keys are not distinct strings"))
+    if not isinstance(uppers, list) or len(uppers) != len(keys):
+        raise ValueError(Errors.E185.format(problem="it needs one array of bin bounds per key"))
+    base = check_array(msg, "numeric_base", np.int64, (len(keys),)) if keys else np.zeros(0, dtype=np.int64)
+    checked = []
+    for u in uppers:
+        u = np.asarray(u)
+        if u.ndim != 1 or u.dtype != np.float64 or np.any(np.isnan(u)) or np.any(np.diff(u) <= 0):
+            raise ValueError(Errors.E185.format(problem="bin bounds must be ascending float64 numbers"))
+        checked.append(u)
+    end = base + np.array([len(u) + 1 for u in checked], dtype=np.int64)
+    order = np.argsort(base)
+    if len(base) and (base.min() < 0 or end.max() > n_features or np.any(base[order][1:] < end[order][:-1])):
+        raise ValueError(Errors.E185.format(problem=f"its ids must lie within the {n_features} features, apart"))
+    return {"keys": keys, "uppers": checked, "base": base, "end": end}
 
 
 def check_missing_table(msg: Dict[str, Any], n_features: int) -> Dict[str, Any]:

@@ -6,7 +6,9 @@ term for a per-label tree). A feature split is judged from the node's compact hi
 their G and N); where values may be missing, each feature is judged on the examples where its variable is known
 (the routing rule's CART-style choice), and its surrogates are ranked here too. A state split sorts the previous
 states by mean residual (of the first component: the projection with the most variance) and takes the best
-prefix (optimal for squared error when d = 1, Breiman et al.'s ordering trick).
+prefix (optimal for squared error when d = 1, Breiman et al.'s ordering trick). A threshold split on a numeric
+column (numeric.py) is judged from the cumulative sums of its bins' histogram entries, in both directions for
+missing values (where they are not routed).
 """
 from typing import NamedTuple
 
@@ -14,7 +16,7 @@ import numpy as np
 from numba import njit
 
 from .missing import is_missing
-from .sparse import has_feature
+from .numeric import passes
 from .trees import FEATURE, STATE, TIE
 
 
@@ -24,6 +26,15 @@ class Compact(NamedTuple):
     ids: np.ndarray
     g: np.ndarray
     n: np.ndarray
+
+
+class Allowed(NamedTuple):
+    """What a tree may split on: keep (bool per atom: the histogram entries a leaf keeps, what column subsampling
+    left the tree: its binary features and the bins of its numeric columns), binary (keep without the bins: the
+    features of present/absent splits) and the atoms' NumericIndex (numeric.py)."""
+    keep: np.ndarray
+    binary: np.ndarray
+    numeric: tuple
 
 
 class Candidates(NamedTuple):
@@ -145,6 +156,90 @@ def best_feature_known(hist, m, g, n, fvar, var_dense, settings, feature_ok, gai
     return gain, f, hist.n[slot] / nk
 
 
+@njit(cache=True, nogil=True, error_model="numpy")
+def best_threshold(hist, m, g, n, numeric, known, settings):
+    """Best threshold split on a numeric column from a node's Compact histogram (its first m entries; bin atoms
+    carry their bins' sums): per column, its bins in ascending order, the yes side of "x <= u" is the running sum
+    and that of "x > u" the column's total minus it, so the positions without a value (missing) go to the no side
+    of either (numeric.py). Where missing values are routed (known: (fvar, the variables' missing histogram),
+    non-empty), each column is judged on the examples where its variable is known, with "x <= u" only. Returns
+    (gain, test id, yes share of the known examples); among gains within TIE of the best, the lowest test id."""
+    column = numeric.column
+    n_atoms = column.shape[0]
+    ids = hist.ids
+    if n_atoms == 0:
+        return 0.0, np.int64(-1), 0.5
+    at = np.empty(m, dtype=np.int64)
+    k = 0
+    for i in range(m):
+        if column[ids[i]] >= 0:
+            at[k] = i
+            k += 1
+    if k == 0:
+        return 0.0, np.int64(-1), 0.5
+    order = at[:k][np.argsort(ids[at[:k]])]
+    fvar, var_dense = known
+    routed = fvar.shape[0] > 0
+    d = g.shape[0]
+    lam = settings.lam
+    min_leaf = settings.min_leaf
+    gk = np.empty(d)
+    total = np.empty(d)
+    cum = np.zeros((1, d))
+    rest = np.empty((1, d))
+    best = (0.0, np.int64(-1), 0.5)
+    i = 0
+    while i < k:
+        c = column[ids[order[i]]]
+        j = i
+        gk[:] = g
+        nk = n
+        v = fvar[ids[order[i]]] if routed else -1
+        if v >= 0 and var_dense[v, d] >= 0.0:
+            for q in range(d):
+                gk[q] -= var_dense[v, q]
+            nk -= var_dense[v, d]
+        total[:] = 0.0
+        n_total = 0.0
+        while j < k and column[ids[order[j]]] == c:
+            for q in range(d):
+                total[q] += hist.g[order[j], q]
+            n_total += hist.n[order[j]]
+            j += 1
+        q_all = sq_norm(gk)
+        cum[0, :] = 0.0
+        n_cum = 0.0
+        for e in range(i, j):
+            r = order[e]
+            a = ids[r]
+            for q in range(d):
+                cum[0, q] += hist.g[r, q]
+            n_cum += hist.n[r]
+            ql, qr = split_norms(cum, 0, gk)  # "x <= u": yes = cum, no = the rest (missing values with it)
+            best = _better(best, ql, n_cum, qr, nk - n_cum, q_all, nk, lam, min_leaf, a)
+            if not routed:  # "x > u": yes = total - cum, no = cum and the missing values
+                for q in range(d):
+                    rest[0, q] = total[q] - cum[0, q]
+                ql, qr = split_norms(rest, 0, gk)
+                best = _better(best, ql, n_total - n_cum, qr, nk - n_total + n_cum, q_all, nk, lam, min_leaf,
+                               n_atoms + a)
+        i = j
+    return best
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _better(best, ql, nl, qr, nr, q, n, lam, min_leaf, f):
+    """best (gain, test, yes share) or the split of test f (yes: squared norm ql, weight nl; no: qr, nr), whichever
+    gains more (the lower test id within TIE)."""
+    if not (nl >= min_leaf and nr >= min_leaf and nl > 0.0 and nr > 0.0):
+        return best
+    gain = gain_of(ql, nl, qr, nr, q, n, lam)
+    top, f_best, _ = best
+    if gain > 0.0 and (f_best < 0 or gain > top * (1.0 + TIE) or (gain >= top * (1.0 - TIE) and f < f_best)):
+        return gain, np.int64(f), nl / n
+    return best
+
+
 @njit(cache=True, nogil=True)
 def pick_best(ids, gains, m):
     """(gain, feature, slot) of the largest of gains[:m] (-1 = refused); among gains within TIE of it, the
@@ -212,6 +307,17 @@ def best_state(sums, states_row, g, n, settings, left_out):
 
 
 @njit(cache=True, nogil=True)
+def best_of(feature_split, threshold_split):
+    """The better of a present/absent split and a threshold split, each (gain, test, yes share; test -1: none):
+    the larger gain, the lower test id within TIE."""
+    fg, ff, _ = feature_split
+    tg, tf, _ = threshold_split
+    if tf >= 0 and (ff < 0 or tg > fg * (1.0 + TIE) or (tg >= fg * (1.0 - TIE) and tf < ff)):
+        return threshold_split
+    return feature_split
+
+
+@njit(cache=True, nogil=True)
 def record_candidate(cand, node, fg, ff, sg, left, settings):
     """Keep the better of a leaf's best feature split (fg, ff) and state split (sg, left) in cand, the feature
     split on near-ties (settings.states_last: the feature split whenever there is one); True if the leaf may
@@ -246,9 +352,10 @@ def _count_row(cnt, seen, touched, nt, rows, t, side, w):
 
 
 @njit(cache=True, nogil=True)
-def surrogates(slots, lo, hi, f, rows, missing, scratch, out_f, out_same):
+def surrogates(slots, lo, hi, f, rows, numeric, missing, scratch, out_f, out_same):
     """CART's surrogates of the split on f: over the node's positions slots.pos[lo:hi] (weights slots.val[:, 0])
-    where f is known, every other feature g (of another variable) predicts the split by g present -> same side
+    where f is known, every other binary feature g (of another variable; numeric bins are no tests of their own,
+    see numeric.py) predicts the split by g present -> same side
     (or the opposite side); its agreement is counted where g is known too. Up to out_f.shape[0] features that
     beat the majority rule, best agreement rate first (then the lower feature id), go to out_f / out_same; the
     rest of out_f stays -1."""
@@ -264,7 +371,7 @@ def surrogates(slots, lo, hi, f, rows, missing, scratch, out_f, out_same):
         if is_missing(missing, t, f):
             continue
         w = slots.val[i, 0]
-        side = 0 if has_feature(rows.indptr, rows.indices, t, f) else 1
+        side = 0 if passes(rows, numeric, t, f) else 1
         tot[side] += w
         nt = _count_row(cnt, seen, touched, nt, rows, t, side, w)
         nmt = _count_row(mcnt, mseen, scratch.mtouched, nmt, missing, t, side, w)
@@ -274,7 +381,7 @@ def surrogates(slots, lo, hi, f, rows, missing, scratch, out_f, out_same):
     for i in range(nt):
         g = touched[i]
         v = fvar[g]
-        if g == f or (v >= 0 and v == vf):
+        if g == f or (v >= 0 and v == vf) or (numeric.column.shape[0] > 0 and numeric.column[g] >= 0):
             continue
         kp = tot[0]
         ka = tot[1]

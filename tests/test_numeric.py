@@ -1,0 +1,337 @@
+"""Numeric columns (engine/numeric.py): bins, threshold splits against brute force, missing values under every
+strategy, the prediction kernels on expanded rows, and the estimator's int / float semantics."""
+import math
+
+import numpy as np
+import pytest
+
+from conftest import gain, grow
+from spacy_treecrf import TreeCRF
+from spacy_treecrf.engine import numeric as num
+from spacy_treecrf.engine.booster import PARTITION_ROWS
+from spacy_treecrf.engine.missing import MissingRows
+from spacy_treecrf.engine.trees import FEATURE, LEAF
+
+
+def atom_rows(values, uppers, binary=None):
+    """Rows of one numeric column (ids 0 .. len(uppers)) over ``values`` (NaN: no id), then the binary features of
+    ``binary`` (T x B, ids after the column's): (indptr, indices, NumericIndex, number of atoms)."""
+    n_bins = len(uppers) + 1
+    bins = num.bins_of(values, uppers)
+    B = 0 if binary is None else binary.shape[1]
+    rows = [([int(b)] if b >= 0 else []) + ([n_bins + j for j in np.flatnonzero(binary[t])] if B else [])
+            for t, b in enumerate(bins)]
+    indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
+    indices = np.array([i for r in rows for i in r], dtype=np.int32)
+    n_atoms = n_bins + B
+    return indptr, indices, num.numeric_index(n_atoms, [0], [n_bins]), n_atoms
+
+
+def regression(r):
+    """D (T x 2) whose only valid cell per position is state 1 (no sequence starts, allowed_k = [F, T]): the
+    grower then fits a plain regression tree to r."""
+    T = len(r)
+    D = np.zeros((T, 2))
+    D[:, 1] = r
+    return D, np.zeros(T, dtype=bool), np.array([False, True])
+
+
+def best_by_brute_force(values, r, lam, directions=True):
+    """The best split of a plain regression on one real column, over every threshold between two distinct
+    values (exact) and, with ``directions``, both sides for the missing values (NaN): (gain, yes mask)."""
+    known = ~np.isnan(values)
+    distinct = np.unique(values[known])
+    G, N = r.sum(), float(len(r))
+    best = (0.0, None)
+    for low in distinct[:-1]:
+        small = known & (values <= low)
+        for yes in ([small, known & ~small] if directions else [small]):
+            g = gain(r[yes].sum(), float(yes.sum()), G, N, lam)
+            if g > best[0] * (1 + 1e-10):
+                best = (g, yes)
+    present = known
+    if 0 < present.sum() < len(r):
+        g = gain(r[present].sum(), float(present.sum()), G, N, lam)
+        if g > best[0] * (1 + 1e-10):
+            best = (g, present)
+    return best
+
+
+def yes_mask(tree, node, values, uppers, n_atoms):
+    """The positions a feature node's test passes, from the raw values (the test's meaning, not the kernels')."""
+    f = int(tree["feature"][node])
+    if f >= n_atoms:
+        return values > uppers[f - n_atoms]
+    b = f
+    return values <= uppers[b] if b < len(uppers) else ~np.isnan(values)
+
+
+def test_bins_exact_below_the_limit_and_quantiles_above():
+    rng = np.random.default_rng(0)
+    few = rng.choice([0.5, -3.0, 2.25, 7.0, 1e9], size=400)
+    uppers = num.bin_uppers(np.concatenate([few, [np.nan]]))
+    assert len(uppers) == 4  # one bin per distinct value
+    assert np.array_equal(np.unique(num.bins_of(few, uppers)), np.arange(5))
+    assert all(a < u < b for a, u, b in zip([-3.0, 0.5, 2.25, 7.0], uppers, [0.5, 2.25, 7.0, 1e9]))
+    many = np.round(rng.normal(size=20000), 3)
+    uppers = num.bin_uppers(many)
+    assert len(uppers) + 1 <= num.MAX_BINS and np.all(np.diff(uppers) > 0)
+    bins = num.bins_of(many, uppers)
+    for v in np.unique(many)[:50]:  # equal values share a bin
+        assert len(np.unique(bins[many == v])) == 1
+    counts = np.bincount(bins)
+    assert counts.max() < 3 * len(many) / num.MAX_BINS  # quantile bins: none much fuller than its share
+    assert num.bins_of([np.nan, -np.inf, np.inf], uppers).tolist() == [-1, 0, len(uppers)]
+    assert num.bin_uppers([1.0, np.inf, -np.inf]).tolist() == [-np.inf, 1.0]  # x <= -inf, x <= 1, the rest
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_threshold_split_and_leaf_values_against_brute_force(seed):
+    """A column with few distinct values, some missing: the root split's gain is the best over every exact
+    threshold and missing-value direction, its partition is that threshold's and its leaves are G / (N + lam)."""
+    rng = np.random.default_rng(seed)
+    T = 60
+    values = rng.choice(rng.normal(size=12) * 3, size=T)
+    values[rng.random(T) < 0.15] = np.nan
+    r = np.where(np.isnan(values), rng.normal(1.5, 0.3, T), np.sin(np.nan_to_num(values)) + rng.normal(0, .2, T))
+    lam = 0.5
+    uppers = num.bin_uppers(values)
+    indptr, indices, numeric, n_atoms = atom_rows(values, uppers)
+    D, is_start, allowed = regression(r)
+    tr = grow(indptr, indices, n_atoms, D, is_start, allowed, max_leaves=2, lam=lam, numeric=numeric)
+    expected, expected_yes = best_by_brute_force(values, r, lam)
+    assert tr["kind"][0] == FEATURE
+    yes = yes_mask(tr, 0, values, uppers, n_atoms)
+    got = gain(r[yes].sum(), float(yes.sum()), r.sum(), float(T), lam)
+    assert got == pytest.approx(expected, rel=1e-9)
+    a, b = tr["yes"][0], tr["no"][0]
+    assert tr["value"][a] == pytest.approx(r[yes].sum() / (yes.sum() + lam))
+    assert tr["value"][b] == pytest.approx(r[~yes].sum() / ((~yes).sum() + lam))
+    assert tr["count"][a] == yes.sum() and tr["count"][b] == (~yes).sum()
+
+
+def test_missing_values_choose_their_side():
+    """Missing values whose residuals match the small values' go with them: the "x > u" test (its id past the
+    atoms), missing on the no side with the small values; with the large values', the "x <= u" test."""
+    values = np.array([0.0, 1.0, 2.0, 3.0, np.nan, np.nan] * 5)
+    uppers = num.bin_uppers(values)
+    indptr, indices, numeric, n_atoms = atom_rows(values, uppers)
+    for missing_like, family in ((-1.0, "gt"), (1.0, "le")):
+        r = np.where(values < 1.5, -1.0, 1.0)
+        r[np.isnan(values)] = missing_like
+        D, is_start, allowed = regression(r)
+        tr = grow(indptr, indices, n_atoms, D, is_start, allowed, max_leaves=2, lam=0.0, numeric=numeric)
+        f = int(tr["feature"][0])
+        assert (f >= n_atoms) == (family == "gt")
+        yes = yes_mask(tr, 0, values, uppers, n_atoms)
+        assert np.array_equal(yes, r > 0 if family == "gt" else r < 0)
+        assert tr["count"][tr["yes"][0]] + tr["count"][tr["no"][0]] == len(values)
+
+
+def test_binned_thresholds_equal_exact_ones():
+    """With at most 255 distinct values every tree's splits are the exact search's: a deeper tree over a binned
+    column partitions the positions as the brute-force search over raw values would, split by split."""
+    rng = np.random.default_rng(7)
+    T = 300
+    values = np.round(rng.uniform(-5, 5, T), 1)  # ~100 distinct values
+    r = np.sign(np.sin(values)) + rng.normal(0, 0.1, T)
+    uppers = num.bin_uppers(values)
+    assert len(uppers) + 1 == len(np.unique(values))
+    indptr, indices, numeric, n_atoms = atom_rows(values, uppers)
+    D, is_start, allowed = regression(r)
+    tr = grow(indptr, indices, n_atoms, D, is_start, allowed, max_leaves=6, lam=1.0, numeric=numeric)
+    reach = {0: np.ones(T, dtype=bool)}
+    for node in range(len(tr["kind"])):
+        if tr["kind"][node] != FEATURE:
+            continue
+        here = reach[node]
+        expected, _ = best_by_brute_force(values[here], r[here], 1.0)
+        yes = yes_mask(tr, node, values, uppers, n_atoms) & here
+        got = gain(r[yes].sum(), float(yes.sum()), r[here].sum(), float(here.sum()), 1.0)
+        assert got == pytest.approx(expected, rel=1e-9), node
+        reach[tr["yes"][node]], reach[tr["no"][node]] = yes, here & ~yes
+
+
+def test_instance_weighting_judges_known_values_and_shares_the_missing():
+    """Routed: the split is the best on the known values alone ("x <= u" only), and a missing position goes to
+    both children with the known examples' shares."""
+    rng = np.random.default_rng(3)
+    T = 80
+    values = rng.choice([0.0, 1.0, 2.0, 3.0, 4.0], size=T)
+    values[::7] = np.nan
+    r = np.where(values < 2.5, -1.0, 2.0) + rng.normal(0, 0.1, T)
+    r[np.isnan(values)] = 5.0  # would pull a learned direction; routing ignores it for the choice
+    uppers = num.bin_uppers(values)
+    indptr, indices, numeric, n_atoms = atom_rows(values, uppers)
+    gone = np.isnan(values)
+    mr = MissingRows(np.concatenate([[0], np.cumsum(gone)]), np.zeros(gone.sum(), dtype=np.int32),
+                     np.zeros(n_atoms, dtype=np.int32), 1)
+    D, is_start, allowed = regression(r)
+    tr = grow(indptr, indices, n_atoms, D, is_start, allowed, max_leaves=2, lam=0.0, numeric=numeric, missing=mr)
+    known = ~gone
+    expected, _ = best_by_brute_force(values[known], r[known], 0.0, directions=False)
+    f = int(tr["feature"][0])
+    assert f < n_atoms
+    yes = yes_mask(tr, 0, values, uppers, n_atoms)
+    assert gain(r[yes].sum(), float(yes.sum()), r[known].sum(), float(known.sum()), 0.0) == pytest.approx(expected)
+    share = yes.sum() / known.sum()
+    a, b = tr["yes"][0], tr["no"][0]
+    assert tr["count"][a] == pytest.approx(yes.sum() + share * gone.sum())
+    assert tr["count"][b] == pytest.approx((known & ~yes).sum() + (1 - share) * gone.sum())
+
+
+def sequences(n, length, rng, missing=0.0):
+    """Three hidden labels whose emissions are not monotone in x: near 0, near +-3, a wide mixture."""
+    X, Y = [], []
+    for _ in range(n):
+        s = int(rng.integers(3))
+        xs, ys = [], []
+        for _ in range(length):
+            if rng.random() < 0.1:
+                s = int(rng.integers(3))
+            v = [rng.normal(0, .5), rng.choice([-3, 3]) + rng.normal(0, .5), rng.normal(0, 4)][s]
+            xs.append({"x": float("nan") if rng.random() < missing else float(v), "parity": bool(len(xs) % 2)})
+            ys.append("ABC"[s])
+        X.append(xs)
+        Y.append(ys)
+    return X, Y
+
+
+@pytest.mark.parametrize("strategy", ["learned_direction", "instance_weighting", "surrogate", "imputation",
+                                      "indicator"])
+def test_every_strategy_predicts_missing_values_and_round_trips(strategy):
+    rng = np.random.default_rng(11)
+    X, Y = sequences(40, 30, rng, missing=0.1)
+    Xt, Yt = sequences(20, 30, rng, missing=0.1)
+    model = TreeCRF(n_rounds=8, max_leaves=6, missing=strategy, early_stopping=False).fit(X, Y)
+    assert model.score(Xt, Yt) > 0.6  # the emissions tell the labels apart well above chance (1/3)
+    copy = TreeCRF().from_bytes(model.to_bytes())
+    assert copy.predict(Xt) == model.predict(Xt)
+    with_none = [[{**p, "x": None} if isinstance(p["x"], float) and math.isnan(p["x"]) else p for p in s]
+                 for s in Xt]
+    assert model.predict(with_none) == model.predict(Xt)  # None and NaN both mean missing
+
+
+def test_instance_weighting_prediction_averages_both_branches():
+    """One stump: the potentials of a position missing x are the share-weighted mean of its two leaves'."""
+    X = [[{"x": v} for v in [0.0, 1.0, 2.0, 3.0, float("nan")] * 4]]
+    Y = [["a", "a", "b", "b", "a"] * 4]
+    model = TreeCRF(n_rounds=1, max_leaves=2, missing="instance_weighting", shared_trees=False,
+                    label_splits="fallback", early_stopping=False).fit(X, Y)
+    phi = model.ensemble.potentials(*model._rows([[{"x": 0.0}, {"x": 3.0}, {"x": float("nan")}]])[:2],
+                                    missing_rows=model._rows([[{"x": 0.0}, {"x": 3.0}, {"x": float("nan")}]])[3])
+    nodes = model.ensemble.forest().nodes
+    root = 0
+    share = nodes.count[nodes.yes[root]] / (nodes.count[nodes.yes[root]] + nodes.count[nodes.no[root]])
+    low_is_yes = model.features.names[nodes.feature[root]].startswith("x <=")
+    low, high = (phi[0], phi[1])
+    expected = share * (low if low_is_yes else high) + (1 - share) * (high if low_is_yes else low)
+    assert np.allclose(phi[2][1:], expected[1:])
+
+
+def brute_potentials(model, X):
+    """phi (T x S x K) of every tree walked in Python on the raw values (the tests' meaning, not the kernels')."""
+    feats = model.features
+    n_atoms = len(feats.names)
+    forest = model.ensemble.forest()
+    nodes = forest.nodes
+    K = len(model.classes_)
+    pos = [p for s in X for p in s]
+    phi = np.zeros((len(pos), K + 1, K))
+
+    def passes(p, f):
+        if f >= n_atoms:
+            a = f - n_atoms
+            c = next(c for c, b in enumerate(feats.numeric_base) if b <= a <= b + len(feats.uppers[c]))
+            v = p.get(feats.numeric_keys[c])
+            return v is not None and not math.isnan(v) and v > feats.uppers[c][a - feats.numeric_base[c]]
+        for c, b in enumerate(feats.numeric_base):
+            if b <= f <= b + len(feats.uppers[c]):
+                v = p.get(feats.numeric_keys[c])
+                if v is None or math.isnan(v):
+                    return False
+                return f - b == len(feats.uppers[c]) or v <= feats.uppers[c][f - b]
+        name = feats.names[f]
+        key, _, value = name.partition("=")
+        return p.get(key) == value if _ else bool(p.get(name))
+
+    for i, p in enumerate(pos):
+        for j, k in enumerate(forest.labels):
+            root = forest.roots[j]
+            for s in range(K + 1):
+                node = root
+                while nodes.kind[node] != LEAF:
+                    go = passes(p, nodes.feature[node]) if nodes.kind[node] == FEATURE else nodes.states[
+                        root + nodes.yes[node], s]
+                    node = root + (nodes.yes[node] if go else nodes.no[node])
+                if nodes.states[node, s]:
+                    phi[i, s, k] += nodes.value[node]
+    return phi
+
+
+@pytest.mark.parametrize("kernel", ["bitmask", "partition", "walk"])
+def test_kernels_on_numeric_rows_equal_the_trees(kernel):
+    rng = np.random.default_rng(5)
+    X, Y = sequences(30, 30, rng, missing=0.15)
+    X = [[{**p, "w": ["lo", "hi"][int(p["x"] > 1)]} for p in s] for s in X]
+    model = TreeCRF(n_rounds=3, max_leaves=8, shared_trees=False, missing="learned_direction",
+                    early_stopping=False).fit(X, Y)
+    nodes = model.ensemble.forest().nodes
+    n_atoms = len(model.features.names)
+    assert (nodes.feature >= n_atoms).any() and ((nodes.feature >= 0) & (nodes.feature < n_atoms)).any()
+    Xt, _ = sequences(4 if kernel != "partition" else PARTITION_ROWS // 20 + 1, 20, rng, missing=0.2)
+    Xt = [[{**p, "w": "hi"} for p in s] for s in Xt]
+    indptr, indices, _, missing_rows = model._rows(Xt)
+    if kernel == "walk":
+        from spacy_treecrf.engine.predict_walk import walk_potentials
+        from spacy_treecrf.engine.trees import no_missing
+        rows = model.ensemble.kernel_rows(indptr, indices)
+        T = len(indptr) - 1
+        phi = walk_potentials(np.arange(T, dtype=np.int64), rows, model.ensemble.forest(), no_missing(),
+                              model.ensemble.n_states, model.ensemble.n_labels)
+    else:
+        phi = model.ensemble.potentials(indptr, indices)
+    expected = brute_potentials(model, Xt)
+    assert np.allclose(phi, expected, atol=1e-12)
+
+
+def test_estimator_numbers_are_numeric_bools_flags_strings_categories():
+    X = [[{"x": 0.23, "b": True, "s": "u"}, {"x": -5.0, "b": False, "s": "v"}, {"x": np.float32(2.5), "n": 3}]]
+    feats = TreeCRF().features
+    indptr, indices, _, _ = feats.rows(X, grow=True)
+    names = [[feats.names[i] for i in indices[a:b]] for a, b in zip(indptr[:-1], indptr[1:])]
+    assert feats.numeric_keys == ["x", "n"]
+    assert names[0] != names[1]  # 0.23 and -5.0 are different values, not one "present" feature
+    assert "b" in names[0] and "b" not in names[1] and "s=u" in names[0] and "s=v" in names[1]
+    x_names = [n for n in names[2] if n.startswith("x ")]
+    assert len(x_names) == 1 and len([n for n in names[2] if n.startswith("n ")]) == 1
+    # at prediction a number of a key without a column is dropped, as an unknown name is
+    indptr, indices, _, _ = feats.rows([[{"x": 0.23, "z": 1.0}]], grow=False)
+    assert [feats.names[i] for i in indices] == [n for n in names[0] if n.startswith("x ")]
+
+
+def test_continued_fit_keeps_the_old_trees_meaning():
+    """New features appended after the numeric columns move the "x > u" ids: the old trees predict as before."""
+    rng = np.random.default_rng(2)
+    X, Y = sequences(30, 20, rng, missing=0.1)
+    Xt, _ = sequences(5, 20, rng, missing=0.1)
+    model = TreeCRF(n_rounds=3, max_leaves=8, missing="learned_direction", early_stopping=False,
+                    warm_start=True).fit(X, Y)
+    before = model.ensemble.potentials(*model._rows(Xt)[:2])
+    n_trees = model.ensemble.n_trees
+    X2 = [[{**p, "new": "yes" if i % 3 else "no"} for i, p in enumerate(s)] for s in X]
+    model.set_params(n_rounds=4).fit(X2, Y)
+    assert len(model.features.names) > len(TreeCRF().fit(X, Y).features.names)
+    old = TreeCRF().from_bytes(model.to_bytes())
+    old.ensemble.truncate(n_trees)
+    assert np.allclose(old.ensemble.potentials(*old._rows(Xt)[:2]), before)
+
+
+def test_readable_threshold_tests():
+    rng = np.random.default_rng(4)
+    X, Y = sequences(30, 20, rng, missing=0.1)
+    model = TreeCRF(n_rounds=2, max_leaves=6, missing="learned_direction", early_stopping=False).fit(X, Y)
+    text = " ".join(rule for _, rule, _, _ in model.rules(top=20))
+    assert "x <= " in text or "x > " in text
+    parts = model.explain(X[0][:3])[1].parts
+    assert parts and sum(p.value for p in parts) == pytest.approx(model.explain(X[0][:3])[1].potential)
