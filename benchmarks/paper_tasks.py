@@ -18,7 +18,9 @@ offsets -6..+6; protein 11 residues, -5..+5), one-hot, with an explicit padding 
 Protein also gets, by default, the residue's physico-chemical classes at each offset (hydrophobic, aromatic, ...;
 the lexicons in projects/protein_ss/lexicons, also used by that project's spaCy pipeline): functions of the
 residue, so no new information, but a tree can split on a group of residues at once (``--no-residue-classes``:
-the paper's residue identity only).
+the paper's residue identity only). ``--residue-scales`` adds published numeric scales of the residue at each
+offset (hydropathy, volume, charge, helix / sheet / turn propensities: projects/protein_ss/scales), numeric
+features whose thresholds the trees learn (CRFsuite weighs each value linearly).
 
 Settings are chosen on an internal dev split of the TRAINING data only (about 20% of it, deterministic), never
 on test; the chosen setting is then retrained on the full training set for the dev-chosen number of rounds.
@@ -57,6 +59,7 @@ from spacy_treecrf.features import read_lexicon
 
 REPO = Path(__file__).resolve().parents[1]
 RESIDUE_CLASSES = REPO / "projects" / "protein_ss" / "lexicons"
+RESIDUE_SCALES = REPO / "projects" / "protein_ss" / "scales" / "scales.tsv"
 PAD = "#"
 TASKS = {
     "nettalk": dict(half=6, label="stress", paper={"shrinkage": {"marginal": 85.18, "viterbi": 85.20},
@@ -146,6 +149,22 @@ def read_classes(directory: Path):
     if not classes:
         sys.exit(f"no class lexicons (*.txt) in {directory}")
     return classes
+
+
+def read_scales(path: Path):
+    """Residue -> {scale name: value} from a tab-separated table (a header row of scale names)."""
+    lines = [line.split("\t") for line in path.read_text().splitlines() if line.strip()]
+    return {row[0]: dict(zip(lines[0][1:], map(float, row[1:]))) for row in lines[1:]}
+
+
+def add_scale_features(positions, symbols, half, scales):
+    """Adds 'scale[offset]': value for every scale of the symbol at each offset inside the sequence."""
+    n = len(symbols)
+    for t, features in enumerate(positions):
+        for d in range(-half, half + 1):
+            if 0 <= t + d < n and symbols[t + d] in scales:
+                features.update({f"{name}[{d:+d}]": value for name, value in scales[symbols[t + d]].items()})
+    return positions
 
 
 def add_class_features(positions, symbols, half, classes):
@@ -425,8 +444,9 @@ def run_task(name, root, args):
         train, test, proteins = load_protein(root)
         groups = homology_groups(train, proteins, 2 * spec["half"] + 1)
     classes = read_classes(RESIDUE_CLASSES) if name == "protein" and args.residue_classes else {}
-    X = lambda seqs: [add_class_features(window_features(x, spec["half"]), x, spec["half"], classes)
-                      for x, _ in seqs]
+    scales = read_scales(RESIDUE_SCALES) if name == "protein" and args.residue_scales else {}
+    X = lambda seqs: [add_scale_features(add_class_features(window_features(x, spec["half"]), x, spec["half"],
+                                                            classes), x, spec["half"], scales) for x, _ in seqs]
     Y = lambda seqs: [list(y) for _, y in seqs]
     Xtr, ytr, Xte, yte = X(train), Y(train), X(test), Y(test)
     parts = dev_folds(train, groups, args.dev_fraction, args.seed)[:args.folds]
@@ -436,7 +456,7 @@ def run_task(name, root, args):
         fit = [i for i in range(len(train)) if i not in dev_set]
         folds.append(([Xtr[i] for i in fit], [ytr[i] for i in fit], [Xtr[i] for i in dev], [ytr[i] for i in dev]))
     n_feat = len({f"{k}={v}" for seq in Xtr for pos in seq for k, v in pos.items()})
-    info = dict(classes=sorted(classes), train_sequences=len(train), test_sequences=len(test),
+    info = dict(classes=sorted(classes), scales=sorted(next(iter(scales.values()), {})), train_sequences=len(train), test_sequences=len(test),
                 train_positions=sum(map(len, ytr)), test_positions=sum(map(len, yte)), groups=len(set(groups)),
                 features=n_feat,
                 dev_sequences=[len(d) for d in parts], dev_positions=[sum(len(ytr[i]) for i in d) for d in parts],
@@ -448,6 +468,8 @@ def run_task(name, root, args):
           f"{'/'.join(map(str, info['dev_positions']))} positions", flush=True)
     if classes:
         print(f"  residue identity and classes ({', '.join(info['classes'])}) at every offset", flush=True)
+    if scales:
+        print(f"  residue scales ({', '.join(info['scales'])}) at every offset, as numbers", flush=True)
 
     result = dict(task=name, info=info, paper=spec["paper"], target=spec["target"])
     families = {"shrinkage": shrinkage_grid(args), "original": original_grid(args), "shared": shared_grid(args)}
@@ -618,6 +640,8 @@ def main(argv=None):
     p.add_argument("--flatness-shrinkage", type=float, default=40.0)
     p.add_argument("--residue-classes", action=argparse.BooleanOptionalAction, default=True,
                    help="protein: also the residue-class indicators of projects/protein_ss/lexicons at each offset")
+    p.add_argument("--residue-scales", action=argparse.BooleanOptionalAction, default=False,
+                   help="protein: also the numeric residue scales of projects/protein_ss/scales at each offset")
     p.add_argument("--lambdas", type=float, nargs="+", default=[10, 40, 100, 200, 1000],
                    help="shrinkage grid (max_leaves=100, learning_rate=1)")
     p.add_argument("--other-losses", nargs="*", default=[], choices=["pseudo_likelihood", "hamming", "rank"],

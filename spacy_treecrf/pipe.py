@@ -34,7 +34,7 @@ from . import engine
 from .engine import booster as boost
 from .engine import crf, missing, serialize
 from .engine.booster import DECODERS, BoostParams, Ensemble
-from .engine.missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
+from .engine.missing import ENGINE_STRATEGIES, INDICATOR_STRATEGIES, N_SURROGATES, MissingRows
 from .engine.predict_partition import partition_potentials
 from .engine.rules import Explanation, ensemble_rules, explain_sequence
 from .engine.transitions import bio_allowed, first_forbidden
@@ -414,7 +414,7 @@ class TreeCRFComponent(TrainablePipe):
     @property
     def n_features(self) -> int:
         """The featurizer's columns, plus one indicator column per variable with missing='indicator'."""
-        extra = self.featurizer.n_variables if self.params.missing == "indicator" else 0
+        extra = self.featurizer.n_variables if self.params.missing in INDICATOR_STRATEGIES else 0
         return self.featurizer.n_features + extra
 
     def _missing_rows(self, found) -> MissingRows:
@@ -554,7 +554,7 @@ class TreeCRFComponent(TrainablePipe):
             self._check_score_weights(nlp)
         docs = [eg.predicted for eg in examples]
         moved = self.featurizer.extend(docs, self._own_labels(examples).get("own_labels"))
-        if self.params.missing == "indicator":  # the indicator columns come after the featurizer's
+        if self.params.missing in INDICATOR_STRATEGIES:  # the indicator columns come after the featurizer's
             added = self.featurizer.n_features - len(moved)
             moved = np.concatenate([moved, len(moved) + added + np.arange(self.featurizer.n_variables)])
         ensemble = self.ensemble.with_labels(len(old) + len(new)) if new else self.ensemble
@@ -737,7 +737,7 @@ class TreeCRFComponent(TrainablePipe):
         return self.explain(doc, labels)[span.start:span.end]
 
     def _test_names(self) -> "ReadableTests":
-        return ReadableTests(self.featurizer, self.params.missing == "indicator")
+        return ReadableTests(self.featurizer, self.params.missing in INDICATOR_STRATEGIES)
 
     # ---- serialization ---------------------------------------------------------------------------------------
     def to_bytes(self, *, exclude=tuple()) -> bytes:
@@ -776,7 +776,7 @@ class TreeCRFComponent(TrainablePipe):
             warnings.warn(Warnings.W002.format(name=self.name, trained=params.missing, configured=self.params.missing))
         params = dataclasses.replace(self.params, missing=params.missing)
         V = featurizer.n_variables
-        n_features = featurizer.n_features + (V if params.missing == "indicator" else 0)
+        n_features = featurizer.n_features + (V if params.missing in INDICATOR_STRATEGIES else 0)
         ensemble = serialize.load_ensemble(serialize.field(msg, "ensemble", dict), K, n_features)
         if (params.missing == "surrogate") != (ensemble.n_surrogates > 0):
             raise ValueError(Errors.E108.format(missing=params.missing, n_surrogates=ensemble.n_surrogates))

@@ -9,6 +9,7 @@ from spacy.training import Example
 import spacy_treecrf.pipe  # noqa: F401  (registers the factory)
 from conftest import NER_DATA, ner_examples
 from spacy_treecrf import TreeCRF
+from spacy_treecrf.engine.missing import STRATEGIES
 from spacy_treecrf.engine.booster import BoostParams
 from spacy_treecrf.features import WindowFeaturizer, window_features
 
@@ -45,7 +46,7 @@ def test_the_default_estimator_takes_missing_inputs():
     trains without a setting changed."""
     X = [[{"w": "a"}, {"w": None}, {"w": "b"}], [{"w": "b"}, {"w": "a"}, {"w": None}]] * 6
     y = [["A", "B", "B"], ["B", "A", "A"]] * 6
-    for strategy in ("instance_weighting", "surrogate", "imputation", "indicator"):
+    for strategy in STRATEGIES:
         model = TreeCRF(n_rounds=3, missing=strategy).fit(X, y)
         assert len(model.predict(X)) == len(X) and model.ensemble.shared
 

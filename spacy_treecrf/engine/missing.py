@@ -31,6 +31,9 @@ from ..errors import Errors
 
 STRATEGIES = ("instance_weighting", "surrogate", "imputation", "indicator", "learned_direction")
 ENGINE_STRATEGIES = ("instance_weighting", "surrogate")  # the others are input transforms (estimator, featurizer)
+# strategies that give a missing variable an indicator feature (learned_direction: the variables without a numeric
+# column, whose missing values need no feature of their own)
+INDICATOR_STRATEGIES = ("indicator", "learned_direction")
 N_SURROGATES = 4
 
 

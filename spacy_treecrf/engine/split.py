@@ -162,7 +162,8 @@ def best_threshold(hist, m, g, n, numeric, known, settings):
     carry their bins' sums): per column, its bins in ascending order, the yes side of "x <= u" is the running sum
     and that of "x > u" the column's total minus it, so the positions without a value (missing) go to the no side
     of either (numeric.py). Where missing values are routed (known: (fvar, the variables' missing histogram),
-    non-empty), each column is judged on the examples where its variable is known, with "x <= u" only. Returns
+    non-empty), a column that belongs to a variable is judged on the examples where that is known, with "x <= u"
+    only (a column of no variable is never routed: both tests). Returns
     (gain, test id, yes share of the known examples); among gains within TIE of the best, the lowest test id."""
     column = numeric.column
     n_atoms = column.shape[0]
@@ -217,7 +218,7 @@ def best_threshold(hist, m, g, n, numeric, known, settings):
             n_cum += hist.n[r]
             ql, qr = split_norms(cum, 0, gk)  # "x <= u": yes = cum, no = the rest (missing values with it)
             best = _better(best, ql, n_cum, qr, nk - n_cum, q_all, nk, lam, min_leaf, a)
-            if not routed:  # "x > u": yes = total - cum, no = cum and the missing values
+            if v < 0:  # not routed: "x > u", yes = total - cum, no = cum and the missing values
                 for q in range(d):
                     rest[0, q] = total[q] - cum[0, q]
                 ql, qr = split_norms(rest, 0, gk)
