@@ -249,3 +249,15 @@ class Errors(metaclass=_WithCodes):
     E179 = 'explain: no treecrf component named {name!r} in {pipeline} (it has {names})'
     E184 = "treecrf '{name}': explain_span explains ner and spans targets, not {target!r} (use explain(doc))"
     E185 = 'TreeCRF model bytes: invalid numeric columns: {problem}'
+    E186 = "window_features: 'vectors' is true but the pipeline's vectors table is empty (load a pipeline with vectors)"
+    E187 = ("window_features: numeric attribute {attr!r} of token {i} ({token!r}) in doc {doc!r} is {value!r}, not a "
+            "number")
+    E188 = ("window_features: doc {text!r} has a tensor of shape {shape} for {n} tokens, but the featurizer was "
+            "initialized with tensors of width {width}")
+    E189 = ("window_features: 'tensor' is true but no training doc has a doc.tensor: put a tok2vec before treecrf "
+            "and list it in [training] annotating_components (frozen)")
+    E190 = "window_features: the docs give {found} numeric values per token, but the model was trained with {sources}"
+    E191 = "{where}: invalid numeric sources: {problem}"
+    E192 = "window_features: 'numeric_attrs' must be a list of attribute names, not {attrs!r}"
+    E193 = ("window_features: {attr!r} in 'numeric_attrs' is not 'len', a Token attribute or '_.<extension>' (or is "
+            "listed twice)")

@@ -76,6 +76,17 @@ in the training docs get a column, and a padding column only if some training to
 unseen tests and unseen pairs are silently dropped. Columns are numbered offset-major (all columns of
 offset -window first, the padding column first in its block, then tests in atomic-id order), so the indices
 of every row come out sorted and unique without any sorting.
+
+Numeric sources
+---------------
+Opt-in real values per token: ``numeric_attrs`` (``len``: characters; a numeric Token attribute such as
+``rank``; an extension ``_.x``), ``vectors`` (every dimension of the token's row in the pipeline's vectors table)
+and ``tensor`` (every dimension of ``doc.tensor``, an upstream tok2vec's output). Each source at each window
+offset is a numeric column of the engine (engine/numeric.py): the source's values on the training docs (at most
+NUMERIC_SAMPLE tokens of them, as LightGBM bins on a sample) set its bins, shared by its offsets; a token holds
+the id of its value's bin at each offset, after all binary columns (offset, then source, then bin: rows stay
+ascending). A token without a value (no vector, a None extension, a missing token, beyond the doc's edge) holds
+none, and every threshold split learns which side such tokens take.
 """
 import functools
 import inspect
@@ -93,6 +104,7 @@ from spacy.matcher import PhraseMatcher
 from spacy.strings import get_string_id
 from spacy.tokens import Doc, Token
 from spacy.vocab import Vocab
+from .engine.numeric import bin_uppers, bins_of
 from .engine.sparse import pairs_to_rows
 from .errors import Errors
 
@@ -132,6 +144,8 @@ _COMPILED = tuple((name, re.compile(pattern, re.DOTALL)) for name, pattern in RE
 # Families subject to the min_freq cut-off.
 _FREQ_FAMILIES = ("w=", "lw=")
 _CHUNK_TOKENS = 200_000
+NUMERIC_SAMPLE = 200_000  # at most this many training tokens set a numeric source's bins...
+NUMERIC_SAMPLE_VALUES = 20_000_000  # ...and at most this many values over all sources (300-d vectors: 66,666 tokens)
 # Bounds of what a config or a model file may ask for. Columns are looked up in an atoms x (2 window + 1) table,
 # and every affix length is a test per token: a window of 25 (51 tokens of context) or affixes of 30 characters are
 # beyond any use, and larger values would let a few bytes of config allocate gigabytes.
@@ -185,10 +199,14 @@ def readable_test(name: str) -> str:
     module docstring), ``f=is_title@0`` -> ``is_title[0]``, ``a:tag_=NNP@-1`` -> ``tag_[-1] = "NNP"``,
     ``lex=CITY@0`` -> ``lexicon[0] = CITY``, ``ld=B-PER@0`` -> ``seen_as[0] = B-PER`` (the word carried that
     gold label in training), ``pad@+2`` -> ``outside[+2]`` (the offset lies beyond the doc's edge),
-    ``missing:w=@0`` -> ``word[0] missing``."""
+    ``missing:w=@0`` -> ``word[0] missing``, ``num:vector3 <= 0.25@-1`` -> ``vector3[-1] <= 0.25``."""
     if name.startswith("missing:"):
         family, _, offset = name[len("missing:"):].rpartition("@")
         return f"{_family_word(family.rstrip('='))}[{offset}] missing"
+    if name.startswith("num:"):  # num:vector3 <= 0.25@-1 -> vector3[-1] <= 0.25
+        test, _, offset = name[len("num:"):].rpartition("@")
+        source, _, rest = test.partition(" ")
+        return f"{source}[{offset}] {rest}"
     test, _, offset = name.rpartition("@")
     if test == "pad":
         return f"outside[{offset}]"
@@ -330,6 +348,20 @@ def _check_attrs(attrs: Any) -> List[str]:
     return out
 
 
+def _check_numeric_attrs(attrs: Any) -> List[str]:
+    """numeric_attrs: 'len', a Token attribute or '_.<extension>', each once."""
+    if isinstance(attrs, str) or not isinstance(attrs, (list, tuple)):
+        raise ValueError(Errors.E192.format(attrs=attrs))
+    out = []
+    for attr in attrs:
+        ok = isinstance(attr, str) and (attr == "len" or (attr.startswith("_.") and len(attr) > 2) or (
+            not attr.startswith("_") and hasattr(Token, attr)))
+        if not ok or attr in out:
+            raise ValueError(Errors.E193.format(attr=attr))
+        out.append(attr)
+    return out
+
+
 def _check_lexicons(lexicons: Any) -> Dict[str, str]:
     if not isinstance(lexicons, dict):
         raise ValueError(Errors.E066.format(lexicons=lexicons))
@@ -397,6 +429,10 @@ class WindowFeaturizer:
     - ``label_dictionary``: test ``ld=LABEL`` when the token's text carried gold label LABEL in the training docs
       (``initialize(docs, labels)``); a training doc's rows leave its own labels out (``__call__(docs,
       own_labels)``, see the module docstring).
+    - ``numeric_attrs`` / ``vectors`` / ``tensor``: real-valued sources, windowed as numeric columns (see the
+      module docstring); ``len`` (characters), a numeric Token attribute (``rank``, ...) or ``_.<extension>``
+      holding numbers; the token's vector; its row of ``doc.tensor`` (put the tok2vec that sets it in
+      ``[training] annotating_components``, frozen, so its values mean the same in training and tagging).
     - ``missing_text``: tokens whose value is unknown. A token whose text equals this string (or with
       ``token._.treecrf_missing`` set True) produces no atomic tests at all (no lexeme tests, no attributes, no
       lexicon matches), and ``missing_rows`` reports every variable it feeds as missing. ``None`` disables the
@@ -413,11 +449,13 @@ class WindowFeaturizer:
                  regexes: bool = True, prefix: int = 3, suffix: int = 4, shape: bool = True, flags: bool = True,
                  attrs: Sequence[str] = (), lexicons: Optional[Dict[str, str]] = None,
                  lexicon_lowercase: bool = True, missing_text: Optional[str] = None,
-                 label_dictionary: bool = True):
+                 label_dictionary: bool = True, numeric_attrs: Sequence[str] = (), vectors: bool = False,
+                 tensor: bool = False):
         self._configure(dict(window=window, word=word, lower=lower, min_freq=min_freq, regexes=regexes,
                              prefix=prefix, suffix=suffix, shape=shape, flags=flags, attrs=attrs,
                              lexicons={} if lexicons is None else lexicons, lexicon_lowercase=lexicon_lowercase,
-                             missing_text=missing_text, label_dictionary=label_dictionary))
+                             missing_text=missing_text, label_dictionary=label_dictionary,
+                             numeric_attrs=numeric_attrs, vectors=vectors, tensor=tensor))
         self._reset_state()
 
     # ---- configuration
@@ -440,6 +478,9 @@ class WindowFeaturizer:
             raise ValueError(Errors.E076.format(missing=missing))
         self.missing_text = missing
         self.label_dictionary = _check_bool("label_dictionary", cfg["label_dictionary"])
+        self.numeric_attrs = _check_numeric_attrs(cfg["numeric_attrs"])
+        self.vectors = _check_bool("vectors", cfg["vectors"])
+        self.tensor = _check_bool("tensor", cfg["tensor"])
 
     @property
     def lexicons(self) -> Dict[str, str]:
@@ -457,7 +498,8 @@ class WindowFeaturizer:
                 "regexes": self.regexes, "prefix": self.prefix, "suffix": self.suffix, "shape": self.shape,
                 "flags": self.flags, "attrs": list(self.attrs), "lexicons": dict(self.lexicons),
                 "lexicon_lowercase": self.lexicon_lowercase, "missing_text": self.missing_text,
-                "label_dictionary": self.label_dictionary}
+                "label_dictionary": self.label_dictionary, "numeric_attrs": list(self.numeric_attrs),
+                "vectors": self.vectors, "tensor": self.tensor}
 
     @property
     def offsets(self) -> List[int]:
@@ -481,6 +523,8 @@ class WindowFeaturizer:
         self._col_var: Optional[np.ndarray] = None
         self._colmap = np.full((0, 2 * self.window + 1), -1, np.int32)
         self._padcol = np.full(2 * self.window + 1, -1, np.int32)
+        self._num_sources: List[str] = []  # numeric sources (see the module docstring), after initialize
+        self._num_uppers: List[np.ndarray] = []  # their bins' upper bounds
 
     def _clear_caches(self) -> None:
         self._lexeme_cache: Dict[int, np.ndarray] = {}
@@ -498,7 +542,17 @@ class WindowFeaturizer:
 
     @property
     def n_features(self) -> int:
-        return int(len(self._col_atom))
+        """Binary columns, then the numeric columns' bins."""
+        _, end = self.numeric_columns()
+        return int(end[-1]) if len(end) else int(len(self._col_atom))
+
+    def numeric_columns(self) -> Tuple[np.ndarray, np.ndarray]:
+        """(base, end): the first id and one past the last of every numeric column, offset-major, then source,
+        after the binary columns (engine/numeric.py's NumericIndex; empty without numeric sources)."""
+        counts = np.array([len(u) + 1 for u in self._num_uppers], dtype=np.int64)
+        per = np.tile(counts, 2 * self.window + 1)
+        end = len(self._col_atom) + np.cumsum(per)
+        return end - per, end
 
     @property
     def atom_names(self) -> List[str]:
@@ -510,9 +564,23 @@ class WindowFeaturizer:
         return [self.feature_name(col) for col in range(len(self._col_atom))]
 
     def feature_name(self, col: int) -> str:
-        """Column ``col``'s name (see feature_names)."""
+        """Column ``col``'s name (see feature_names); a numeric column's bin reads as its test,
+        ``num:vector3 <= 0.25@-1`` (the last bin: ``num:vector3 present@-1``)."""
+        if col >= len(self._col_atom):
+            return self.threshold_name(col, above=False)
         atom = int(self._col_atom[col])
         return f"{'pad' if atom < 0 else self._atom_names[atom]}@{offset_name(int(self._col_offset[col]))}"
+
+    def threshold_name(self, atom: int, above: bool) -> str:
+        """The test of numeric bin ``atom``: "x <= u" or, ``above``, "x > u" (engine/numeric.py)."""
+        base, _ = self.numeric_columns()
+        i = int(np.searchsorted(base, atom, side="right")) - 1
+        offset, source = divmod(i, len(self._num_sources))
+        b = atom - int(base[i])
+        uppers = self._num_uppers[source]
+        test = ">" if above else "<="
+        value = "present" if b == len(uppers) and not above else f"{test} {uppers[b]:.4g}"
+        return f"num:{self._num_sources[source]} {value}@{offset_name(offset - self.window)}"
 
     # ---- atomic tests
 
@@ -793,7 +861,8 @@ class WindowFeaturizer:
         atom_fam = np.array([index[name[:name.index("=") + 1]] for name in self._atom_names], dtype=np.int64)
         col_fam = atom_fam[np.maximum(self._col_atom, 0)] if len(atom_fam) else np.zeros(len(self._col_atom), int)
         var = (self._col_offset.astype(np.int64) + self.window) * len(fams) + col_fam
-        return np.where(self._col_atom < 0, -1, var).astype(np.int32)
+        binary = np.where(self._col_atom < 0, -1, var).astype(np.int32)
+        return np.concatenate([binary, np.full(self.n_features - len(binary), -1, np.int32)])  # numeric: none
 
     def missing_rows(self, docs: Sequence[Doc]):
         """The missing variables of every token of ``docs`` (concatenated, as ``__call__``'s rows): CSR
@@ -840,6 +909,98 @@ class WindowFeaturizer:
         missing = np.bincount(indices, minlength=W * F)
         return indptr, indices, np.repeat(applies, F) - missing
 
+    # ---- numeric sources
+
+    def _numeric_values(self, nonempty: List[Doc], table: "TokenTable") -> np.ndarray:
+        """The numeric sources' values of every token of the non-empty docs (tokens x sources, float64; NaN: no
+        value), in the order of ``numeric_source_names``."""
+        T = len(table.columns)
+        parts = []
+        for attr in self.numeric_attrs:
+            if attr == "len":
+                parts.append(np.fromiter((len(t) for d in nonempty for t in d), np.float64, count=T)[:, None])
+                continue
+            if attr.startswith("_."):
+                values = [t._.get(attr[2:]) for d in nonempty for t in d]
+            else:
+                values = [getattr(t, attr) for d in nonempty for t in d]
+            parts.append(_as_numbers(values, attr, nonempty)[:, None])
+        if self.vectors:
+            parts.append(_vector_values(nonempty[0].vocab, table.column(ORTH)))
+        if self.tensor:
+            parts.append(self._tensor_values(nonempty))
+        values = np.concatenate(parts, axis=1) if parts else np.zeros((T, 0))
+        values[table.missing] = np.nan
+        return values
+
+    def _tensor_values(self, nonempty: List[Doc]) -> np.ndarray:
+        """Each token's row of doc.tensor (NaN rows for a doc without one); its width is fixed by initialize."""
+        width = sum(name.startswith("tensor") for name in self._num_sources) if self._num_sources else None
+        rows = []
+        for doc in nonempty:
+            tensor = doc.tensor
+            if not hasattr(tensor, "shape") or tensor.size == 0:
+                rows.append(None)
+                continue
+            tensor = tensor if isinstance(tensor, np.ndarray) else tensor.get()  # cupy on a GPU
+            if tensor.ndim != 2 or tensor.shape[0] != len(doc) or (width is not None and tensor.shape[1] != width):
+                raise ValueError(Errors.E188.format(text=doc.text[:40], shape=tuple(tensor.shape), n=len(doc),
+                                                    width=width))
+            width = tensor.shape[1]
+            rows.append(tensor.astype(np.float64))
+        if width is None:
+            raise ValueError(Errors.E189)
+        return np.concatenate([np.full((len(doc), width), np.nan) if r is None else r
+                               for doc, r in zip(nonempty, rows)])
+
+    def numeric_source_names(self, widths: Tuple[int, int]) -> List[str]:
+        """Source names: the numeric_attrs, then vector0.. and tensor0.. (``widths``: of the vectors and of the
+        tensor, as the training docs show them)."""
+        n_vectors, n_tensor = widths
+        return (list(self.numeric_attrs) + [f"vector{i}" for i in range(n_vectors if self.vectors else 0)]
+                + [f"tensor{i}" for i in range(n_tensor if self.tensor else 0)])
+
+    def _learn_bins(self, docs: List[Doc]) -> None:
+        """The numeric sources' bins (engine/numeric.bin_uppers) from the values of a seeded sample of the
+        training tokens (NUMERIC_SAMPLE, NUMERIC_SAMPLE_VALUES)."""
+        self._num_sources, self._num_uppers = [], []
+        if not (self.numeric_attrs or self.vectors or self.tensor):
+            return
+        nonempty = [d for d in docs if len(d)]
+        if not nonempty:
+            return
+        T = sum(len(d) for d in nonempty)
+        sample, widths = [], None
+        rng = np.random.default_rng(0)
+        for chunk in _chunks(nonempty):
+            values = self._numeric_values(chunk, self._read_tokens(chunk))
+            keep = min(NUMERIC_SAMPLE, NUMERIC_SAMPLE_VALUES // max(values.shape[1], 1)) / T
+            sample.append(values[rng.random(len(values)) < keep])
+            if widths is None:
+                vectors = values.shape[1] - len(self.numeric_attrs)
+                n_tensor = self._tensor_values(chunk).shape[1] if self.tensor else 0
+                widths = (vectors - n_tensor, n_tensor)
+        values = np.concatenate(sample)
+        self._num_sources = self.numeric_source_names(widths)
+        self._num_uppers = [bin_uppers(values[:, i]) for i in range(values.shape[1])]
+
+    def _with_numeric(self, indptr, indices, doc_starts, nonempty: List[Doc], table: Optional["TokenTable"]):
+        """The rows with each token's numeric bins at every offset (see the module docstring)."""
+        if not self._num_sources:
+            return indptr, indices
+        T = len(indptr) - 1
+        bins = np.full((T, len(self._num_sources)), -1, np.int32)
+        if table is not None:
+            values = self._numeric_values(nonempty, table)
+            if values.shape[1] != len(self._num_sources):
+                raise ValueError(Errors.E190.format(found=values.shape[1], sources=len(self._num_sources)))
+            for i, uppers in enumerate(self._num_uppers):
+                bins[:, i] = bins_of(values[:, i], uppers)
+        base, _ = self.numeric_columns()
+        window = (self._colmap.shape[1] - 1) // 2
+        return _numeric_window_rows(indptr, indices, bins, doc_starts, window,
+                                    base.reshape(2 * window + 1, -1).astype(np.int64))
+
     # ---- training-time vocabulary
 
     def initialize(self, docs: Iterable[Doc], labels: Optional[Sequence[Sequence[Optional[str]]]] = None) -> None:
@@ -861,6 +1022,7 @@ class WindowFeaturizer:
         mapping, seen, pad_seen = self._count_atoms(docs, labels, first_new=0)
         col_offset, col_atom = self._new_columns(seen, pad_seen)
         self._set_columns(np.asarray(col_offset, np.int32), np.asarray(col_atom, np.int32))
+        self._learn_bins(docs)
         # Keep the caches, renumbered to the frozen vocabulary (monotone, so arrays stay sorted).
         for orth, arr in self._lexeme_cache.items():
             new = mapping[arr]
@@ -873,8 +1035,9 @@ class WindowFeaturizer:
         """Grow an initialized index with what more training docs bring, for a model that goes on training: their
         gold ``labels`` join the label dictionary, the atomic tests they have that the index lacks join it (word
         tests that occur min_freq times in them), and every (test, offset) they show without a column gets one.
-        Old atoms keep their ids, and old columns their tests: the new columns go, in the order of the columns (offset, then atom: a row's columns stay ascending). Returns
-        where each old column went (column ids, old id -> new id) for whatever reads columns by id (trees).
+        Old atoms keep their ids, and old columns their tests: the new columns go, in the order of the columns
+        (offset, then atom: a row's columns stay ascending), and the numeric bins (whose bins stay) after them.
+        Returns where each old column and bin went (ids, old id -> new id) for whatever reads them by id (trees).
 
         A word's dictionary count of a label becomes the larger of the old and the new docs' (not their sum): the
         new docs often hold the old ones (more data, or the same data with a new label), and a summed count would
@@ -904,8 +1067,9 @@ class WindowFeaturizer:
         order = np.lexsort((atoms, offsets))  # padding (atom -1) first within an offset, as _new_columns
         moved = np.empty(len(order), np.int64)
         moved[order] = np.arange(len(order))
+        numeric = self.n_features - len(self._col_atom)  # the numeric bins keep their order, after the columns
         self._set_columns(offsets[order], atoms[order])
-        return moved[:len(offsets) - len(col_atom)]
+        return np.concatenate([moved[:len(offsets) - len(col_atom)], len(offsets) + np.arange(numeric)])
 
     def _count_atoms(self, docs: List[Doc], labels, first_new: int):
         """Count the atomic tests of ``docs`` (interning new ones: the index must not be frozen) and keep, of the
@@ -984,6 +1148,7 @@ class WindowFeaturizer:
         for chunk, own in _chunks_with_labels(docs, own_labels):
             a_indptr, a_ids, doc_starts, table = self.token_atoms(chunk, own)
             indptr, indices = _window_rows(a_indptr, a_ids, doc_starts, window, self._colmap, self._padcol)
+            indptr, indices = self._with_numeric(indptr, indices, doc_starts, [d for d in chunk if len(d)], table)
             parts.append((indptr, indices, doc_starts))
             if with_missing:
                 missing_parts.append(self._missing_chunk(chunk, table))
@@ -1003,6 +1168,8 @@ class WindowFeaturizer:
             "atoms": list(self._atom_names),
             "column_offsets": self._col_offset.tolist(),
             "column_atoms": self._col_atom.tolist(),
+            "numeric_sources": list(self._num_sources),
+            "numeric_uppers": [u.tolist() for u in self._num_uppers],
         }
 
     def from_dict(self, state: Dict[str, Any]) -> "WindowFeaturizer":
@@ -1023,7 +1190,8 @@ class WindowFeaturizer:
         cfg = state["config"]
         if not isinstance(cfg, dict):
             raise ValueError(Errors.E081.format(where=where))
-        cfg = {"label_dictionary": False, **cfg}  # states written before the label dictionary existed
+        # states written before the label dictionary and the numeric sources existed
+        cfg = {"label_dictionary": False, "numeric_attrs": [], "vectors": False, "tensor": False, **cfg}
         expected = set(self.config())
         if set(cfg) != expected:
             raise ValueError(Errors.E082.format(where=where, cfg=sorted(cfg), expected=sorted(expected)))
@@ -1081,6 +1249,7 @@ class WindowFeaturizer:
         unused = set(range(len(atoms))) - set(cols)
         if unused:  # a frozen vocabulary keeps only atoms that have a column: the lookup table grows with the columns
             raise ValueError(Errors.E160.format(where=where, atom=atoms[min(unused)]))
+        sources, uppers = _check_numeric_state(state, probe, where)
         own_lexicons = self._lexicons
         self._configure(cfg)
         # the state's lexicon names stay (they are test families), their files are this featurizer's ("": none)
@@ -1091,12 +1260,111 @@ class WindowFeaturizer:
         self._atom_names = list(atoms)
         self._atom_ids = {name: i for i, name in enumerate(atoms)}
         self._set_columns(np.asarray(offs, np.int32), np.asarray(cols, np.int32))
+        self._num_sources, self._num_uppers = sources, uppers
         for attr in self.attrs if initialized else ():  # a trained model reads these: a new process may lack them
             if attr.startswith("_.") and not Token.has_extension(attr[2:]):
                 Token.set_extension(attr[2:], default=None)  # unset values are missing, as on any token
         self._frozen = initialized
         self.initialized = initialized
         return self
+
+
+def _check_numeric_state(state: Dict[str, Any], probe: "WindowFeaturizer", where: str):
+    """A state's numeric sources and their bins, checked against its configuration (probe)."""
+    sources = state.get("numeric_sources", [])
+    uppers = state.get("numeric_uppers", [])
+    if (not isinstance(sources, list) or not isinstance(uppers, list) or len(sources) != len(uppers)
+            or sources[:len(probe.numeric_attrs)] != probe.numeric_attrs and sources):
+        raise ValueError(Errors.E191.format(where=where, problem="sources that do not match 'numeric_attrs'"))
+    extra = sources[len(probe.numeric_attrs):]
+    kinds = [name.rstrip("0123456789") for name in extra]
+    if any(k not in ("vector", "tensor") or (k == "vector" and not probe.vectors) or (k == "tensor" and not
+                                                                                     probe.tensor) for k in kinds):
+        raise ValueError(Errors.E191.format(where=where, problem=f"sources {extra[:3]} its settings do not give"))
+    out = []
+    for values in uppers:
+        if not isinstance(values, list) or not all(isinstance(v, float) for v in values):
+            raise ValueError(Errors.E191.format(where=where, problem="bin bounds must be lists of floats"))
+        u = np.asarray(values, dtype=np.float64)
+        if np.any(np.isnan(u)) or np.any(np.diff(u) <= 0):
+            raise ValueError(Errors.E191.format(where=where, problem="bin bounds must ascend"))
+        out.append(u)
+    return list(sources), out
+
+
+def _as_numbers(values: List[Any], attr: str, docs: List[Doc]) -> np.ndarray:
+    """A numeric source's values as float64 (None: NaN); anything but a number (or bool) is refused, naming the
+    attribute, the token and the value."""
+    out = np.full(len(values), np.nan)
+    for i, value in enumerate(values):
+        if value is None:
+            continue
+        if isinstance(value, (int, float, np.integer, np.floating)):
+            out[i] = float(value)
+            continue
+        tokens = [t for d in docs for t in d]
+        raise ValueError(Errors.E187.format(attr=attr, token=tokens[i].text, i=tokens[i].i,
+                                            doc=tokens[i].doc.text[:40], value=value))
+    return out
+
+
+def _vector_values(vocab: Vocab, orths: np.ndarray) -> np.ndarray:
+    """Each token's row of the vocab's vectors table (NaN for a word the table lacks; floret tables have a row for
+    every word)."""
+    vectors = vocab.vectors
+    if vectors.shape[0] == 0 or vectors.shape[1] == 0:
+        raise ValueError(Errors.E186)
+    keys = orths.astype(np.uint64)
+    if getattr(vectors, "mode", "default") == "floret":
+        data = vectors.get_batch(keys)
+        return np.asarray(data if isinstance(data, np.ndarray) else data.get(), dtype=np.float64)
+    rows = np.asarray(vectors.find(keys=keys))
+    table = vectors.data if isinstance(vectors.data, np.ndarray) else vectors.data.get()
+    out = np.asarray(table[np.maximum(rows, 0)], dtype=np.float64)
+    out[rows < 0] = np.nan
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _numeric_window_rows(indptr, indices, bins, doc_starts, window, base):
+    """The rows with, after each token's binary columns, the bin of every numeric source (bins: tokens x sources,
+    -1 for none) at every offset inside its doc: id base[offset slot, source] + bin. Bases grow with the offset
+    slot, then the source, all above the binary columns: rows stay ascending."""
+    T = indptr.shape[0] - 1
+    W = 2 * window + 1
+    D = bins.shape[1]
+    out_ptr = np.zeros(T + 1, np.int64)
+    for q in range(doc_starts.shape[0] - 1):
+        s = doc_starts[q]
+        e = doc_starts[q + 1]
+        for t in range(s, e):
+            n = indptr[t + 1] - indptr[t]
+            for j in range(W):
+                u = t + j - window
+                if s <= u < e:
+                    for c in range(D):
+                        if bins[u, c] >= 0:
+                            n += 1
+            out_ptr[t + 1] = n
+    for t in range(T):
+        out_ptr[t + 1] += out_ptr[t]
+    out = np.empty(out_ptr[T], np.int32)
+    for q in range(doc_starts.shape[0] - 1):
+        s = doc_starts[q]
+        e = doc_starts[q + 1]
+        for t in range(s, e):
+            w = out_ptr[t]
+            for p in range(indptr[t], indptr[t + 1]):
+                out[w] = indices[p]
+                w += 1
+            for j in range(W):
+                u = t + j - window
+                if s <= u < e:
+                    for c in range(D):
+                        if bins[u, c] >= 0:
+                            out[w] = base[j, c] + bins[u, c]
+                            w += 1
+    return out_ptr, out
 
 
 def stored_token_values(doc: Doc, names) -> List[Tuple[str, int, Any]]:
@@ -1173,7 +1441,7 @@ def window_features(**settings) -> WindowFeaturizer:
 def _window_features_signature() -> inspect.Signature:
     """window_features' parameters: WindowFeaturizer's, with their defaults (the settings are written once,
     there); a config shows the empty ``attrs`` and ``lexicons`` as a list and a section, as it validates them."""
-    config_form = {"attrs": (List[str], []), "lexicons": (Dict[str, str], {})}
+    config_form = {"attrs": (List[str], []), "lexicons": (Dict[str, str], {}), "numeric_attrs": (List[str], [])}
     params = []
     for p in list(inspect.signature(WindowFeaturizer.__init__).parameters.values())[1:]:
         annotation, default = config_form.get(p.name, (p.annotation, p.default))

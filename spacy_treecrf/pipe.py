@@ -35,10 +35,11 @@ from .engine import booster as boost
 from .engine import crf, missing, serialize
 from .engine.booster import DECODERS, BoostParams, Ensemble
 from .engine.missing import ENGINE_STRATEGIES, INDICATOR_STRATEGIES, N_SURROGATES, MissingRows
+from .engine.numeric import NumericIndex, numeric_index
 from .engine.predict_partition import partition_potentials
 from .engine.rules import Explanation, ensemble_rules, explain_sequence
 from .engine.transitions import bio_allowed, first_forbidden
-from .engine.trees import Rows, no_missing
+from .engine.trees import no_missing
 from .features import (MISSING_EXT, readable_test, stored_token_values,  # noqa: F401 (registers the features)
                        window_features)
 from .errors import Errors, Warnings
@@ -218,9 +219,12 @@ class ReadableTests(Sequence):
         self.variables = featurizer.variable_names() if indicators else []
 
     def __len__(self) -> int:
+        """The columns and indicators; a numeric bin's "x > u" test lies past them (at len + its id)."""
         return self.n_columns + len(self.variables)
 
     def __getitem__(self, col: int) -> str:
+        if col >= len(self):
+            return readable_test(self.featurizer.threshold_name(col - len(self), above=True))
         if col >= self.n_columns:
             return readable_test(f"missing:{self.variables[col - self.n_columns]}")
         return readable_test(self.featurizer.feature_name(col))
@@ -360,6 +364,7 @@ class TreeCRFComponent(TrainablePipe):
         K = len(labels)
         self.ensemble = Ensemble(K + 1, K, N_SURROGATES if self.params.missing == "surrogate" else 0,
                                  shared=self.params.shared_trees)
+        self.ensemble.set_numeric(self._numeric())
         self._trainer = self._trainer_key = self._passes = None
         self._pending = []
 
@@ -416,6 +421,10 @@ class TreeCRFComponent(TrainablePipe):
         """The featurizer's columns, plus one indicator column per variable with missing='indicator'."""
         extra = self.featurizer.n_variables if self.params.missing in INDICATOR_STRATEGIES else 0
         return self.featurizer.n_features + extra
+
+    def _numeric(self) -> NumericIndex:
+        """The engine's view of the featurizer's numeric columns (engine/numeric.py), among all n_features."""
+        return numeric_index(self.n_features, *self.featurizer.numeric_columns())
 
     def _missing_rows(self, found) -> MissingRows:
         """MissingRows of the featurizer's missing_rows result ``found`` (its call's with_missing item)."""
@@ -527,7 +536,7 @@ class TreeCRFComponent(TrainablePipe):
             initial = self.ensemble.scaled_potentials(indptr, indices, self.allowed, seq_starts, self.params.threads,
                                                       missing_rows)
         self._trainer = boost.Trainer(indptr, indices, self.n_features, y, seq_starts, self.allowed, self.params,
-                                      initial=initial, missing_rows=missing_rows)
+                                      initial=initial, missing_rows=missing_rows, numeric=self._numeric())
         self._trainer_key = key
         return self._trainer
 
@@ -558,7 +567,7 @@ class TreeCRFComponent(TrainablePipe):
             added = self.featurizer.n_features - len(moved)
             moved = np.concatenate([moved, len(moved) + added + np.arange(self.featurizer.n_variables)])
         ensemble = self.ensemble.with_labels(len(old) + len(new)) if new else self.ensemble
-        self.ensemble = ensemble.with_feature_map(moved)
+        self.ensemble = ensemble.with_feature_map(moved, self._numeric())
         self.impute = np.where(self.impute >= 0, moved[np.maximum(self.impute, 0)], -1).astype(np.int32)
         self.cfg["labels"] = old + new
         self.allowed = self._transition_mask(self.cfg["labels"])
@@ -719,8 +728,8 @@ class TreeCRFComponent(TrainablePipe):
         else:
             ids = np.array([index[label] for label in labels], dtype=np.int64)
         route = missing_rows.index() if missing_rows is not None and missing_rows.any else no_missing()
-        return explain_sequence(self.ensemble.forest(), Rows(indptr, indices), route, 0, ids, self._test_names(),
-                                self.cfg["labels"], self.allowed, self.ensemble.path_tables())
+        return explain_sequence(self.ensemble.forest(), self.ensemble.kernel_rows(indptr, indices), route, 0, ids,
+                                self._test_names(), self.cfg["labels"], self.allowed, self.ensemble.path_tables())
 
     def explain_span(self, span: Span) -> List[Explanation]:
         """The Explanations of a span's tokens labelled as the span says (B- and I- of its label), the doc's
@@ -777,7 +786,8 @@ class TreeCRFComponent(TrainablePipe):
         params = dataclasses.replace(self.params, missing=params.missing)
         V = featurizer.n_variables
         n_features = featurizer.n_features + (V if params.missing in INDICATOR_STRATEGIES else 0)
-        ensemble = serialize.load_ensemble(serialize.field(msg, "ensemble", dict), K, n_features)
+        ensemble = serialize.load_ensemble(serialize.field(msg, "ensemble", dict), K, n_features,
+                                           numeric_index(n_features, *featurizer.numeric_columns()))
         if (params.missing == "surrogate") != (ensemble.n_surrogates > 0):
             raise ValueError(Errors.E108.format(missing=params.missing, n_surrogates=ensemble.n_surrogates))
         params = dataclasses.replace(params, shared_trees=ensemble.shared)  # the trees' kind is the model's

@@ -335,3 +335,145 @@ def test_readable_threshold_tests():
     assert "x <= " in text or "x > " in text
     parts = model.explain(X[0][:3])[1].parts
     assert parts and sum(p.value for p in parts) == pytest.approx(model.explain(X[0][:3])[1].potential)
+
+
+# ---- the component: numeric token attributes, vectors and doc.tensor ------------------------------------------
+
+def numeric_nlp(config=None, vectors=True):
+    """A blank pipeline whose vectors table gives each of a few words a 3-d vector: the label of a word is a
+    region of its vector's first dimension (not monotone: the middle region is its own label), and the word's
+    length and an extension ``_.score`` carry it too."""
+    import spacy
+    from spacy.tokens import Token
+    from conftest import component_config
+    if not Token.has_extension("score"):
+        Token.set_extension("score", default=None)
+    nlp = spacy.blank("en")
+    if vectors:
+        nlp.vocab.reset_vectors(width=3)
+        for i, word in enumerate(WORDS):
+            nlp.vocab.set_vector(word, np.array([POSITION[word], i % 2, -1.0], dtype=np.float32))
+    features = {"@misc": "spacy_treecrf.window_features.v1", "window": 1, "word": False, "lower": False,
+                "regexes": False, "prefix": 0, "suffix": 0, "shape": False, "flags": False,
+                "label_dictionary": False, **(config or {})}
+    crf = nlp.add_pipe("treecrf", config=component_config({"target": "tag", "max_leaves": 6, "n_threads": 1,
+                                                           "features": features}))
+    return nlp, crf
+
+
+WORDS = ["ant", "bee", "cat", "dog", "eel", "fox", "gnu", "hen", "owl"]
+POSITION = {w: float(i) - 4.0 for i, w in enumerate(WORDS)}  # -4 .. 4
+
+
+def numeric_examples(nlp, n, seed, scored=True):
+    from spacy.tokens import Doc
+    from spacy.training import Example
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        words = [str(w) for w in rng.choice(WORDS, size=rng.integers(2, 7))]
+        tags = ["MID" if abs(POSITION[w]) < 1.5 else "EDGE" for w in words]
+        doc = Doc(nlp.vocab, words=words)
+        if scored:
+            for token in doc:
+                token._.score = POSITION[token.text] ** 2
+        out.append(Example(doc, Doc(nlp.vocab, words=words, tags=tags)))
+    return out
+
+
+@pytest.mark.parametrize("config", [{"vectors": True}, {"numeric_attrs": ["_.score"]}])
+def test_the_component_learns_thresholds_on_vectors_and_numeric_attrs(config):
+    from conftest import train
+    nlp, crf = numeric_nlp(config)
+    examples = numeric_examples(nlp, 60, 0)
+    train(nlp, examples, rounds=4)
+    featurizer = crf.featurizer
+    assert featurizer._num_sources == (["vector0", "vector1", "vector2"] if "vectors" in config else ["_.score"])
+    test = numeric_examples(nlp, 30, 1)
+    assert nlp.evaluate(test)["tag_acc"] == 1.0  # MID is a middle range: two thresholds, no single weight
+    names = " ".join(rule for _, rule, _, _ in crf.rules(top=10))
+    assert ("vector0[0]" in names) if "vectors" in config else ("_.score[0]" in names)
+    doc = nlp(test[0].predicted.copy())
+    explanation = crf.explain(doc)[0]
+    assert sum(p.value for p in explanation.parts) == pytest.approx(explanation.potential)
+    again, crf2 = numeric_nlp(config)
+    crf2.from_bytes(crf.to_bytes())
+    docs = [eg.predicted for eg in test]
+    assert [t.tag_ for d in again.pipe([d.copy() for d in docs]) for t in d] == [
+        t.tag_ for d in nlp.pipe([d.copy() for d in docs]) for t in d]
+
+
+def test_numeric_rows_hold_each_source_at_each_offset():
+    nlp, crf = numeric_nlp({"numeric_attrs": ["len"], "vectors": True})
+    examples = numeric_examples(nlp, 20, 0, scored=False)
+    crf.featurizer.initialize([eg.predicted for eg in examples])
+    f = crf.featurizer
+    doc = examples[0].predicted
+    indptr, indices, _ = f([doc])
+    base, end = f.numeric_columns()
+    assert len(base) == 3 * 4 and end[-1] == f.n_features  # (offsets -1, 0, +1) x (len, vector0..2)
+    for t in range(len(doc)):
+        row = indices[indptr[t]:indptr[t + 1]]
+        assert np.all(np.diff(row) > 0)
+        inside = [t + o for o in (-1, 0, 1) if 0 <= t + o < len(doc)]
+        bins = row[row >= base[0]]
+        assert len(bins) == len(inside) * 4  # one bin per source at each offset inside the doc
+        assert [f.feature_name(int(c)) for c in row[row < base[0]]] == [  # the rest: padding beyond the edges
+            f"pad@{o:+d}" for o in (-1, 1) if not 0 <= t + o < len(doc)]
+        assert all(f.feature_name(int(c)).startswith("num:") for c in bins)
+
+
+def test_numeric_settings_are_checked_and_bad_values_named():
+    from spacy_treecrf.features import WindowFeaturizer
+    with pytest.raises(ValueError, match="numeric_attrs"):
+        WindowFeaturizer(numeric_attrs=["no_such_attribute"])
+    with pytest.raises(ValueError, match="numeric_attrs"):
+        WindowFeaturizer(numeric_attrs="len")
+    nlp, crf = numeric_nlp({"tensor": True}, vectors=False)
+    examples = numeric_examples(nlp, 5, 0)
+    with pytest.raises(ValueError, match="annotating_components"):
+        crf.featurizer.initialize([eg.predicted for eg in examples])
+    nlp, crf = numeric_nlp({"vectors": True}, vectors=False)
+    with pytest.raises(ValueError, match="vectors table is empty"):
+        crf.featurizer.initialize([eg.predicted for eg in examples])
+    nlp, crf = numeric_nlp({"numeric_attrs": ["_.score"]})
+    examples = numeric_examples(nlp, 5, 0)
+    examples[2].predicted[1]._.score = "high"
+    with pytest.raises(ValueError, match="'high', not a number"):
+        crf.featurizer.initialize([eg.predicted for eg in examples])
+
+
+def test_doc_tensor_columns_and_their_width_checked():
+    nlp, crf = numeric_nlp({"tensor": True}, vectors=False)
+    examples = numeric_examples(nlp, 30, 0)
+    for eg in examples:
+        eg.predicted.tensor = np.array([[POSITION[t.text], 1.0] for t in eg.predicted], dtype=np.float32)
+    f = crf.featurizer
+    f.initialize([eg.predicted for eg in examples])
+    assert f._num_sources == ["tensor0", "tensor1"]
+    odd = examples[0].predicted.copy()
+    odd.tensor = np.zeros((len(odd), 5), dtype=np.float32)
+    with pytest.raises(ValueError, match="width 2"):
+        f([odd])
+    bare = examples[1].predicted.copy()
+    bare.tensor = np.zeros((0, 0), dtype=np.float32)
+    indptr, indices, _ = f([bare])  # no tensor: no value, no bins (padding columns only)
+    assert len(indices) > 0 and indices.max() < f.numeric_columns()[0][0]
+
+
+def test_extend_moves_the_numeric_bins_after_new_columns():
+    """A continued model's feature index grows: the numeric bins move after the new binary columns and the old
+    rows, mapped, are the new rows' old part."""
+    nlp, crf = numeric_nlp({"vectors": True, "word": True})
+    first = numeric_examples(nlp, 10, 0)
+    f = crf.featurizer
+    f.initialize([eg.predicted for eg in first[:5]])
+    docs = [eg.predicted for eg in first]
+    old_indptr, old_indices, _ = f(docs)
+    old_n = f.n_features
+    moved = f.extend(docs)
+    assert len(moved) == old_n and f.n_features > old_n
+    new_indptr, new_indices, _ = f(docs)
+    for t in range(len(old_indptr) - 1):
+        old = set(moved[old_indices[old_indptr[t]:old_indptr[t + 1]]].tolist())
+        assert old <= set(new_indices[new_indptr[t]:new_indptr[t + 1]].tolist())

@@ -340,15 +340,22 @@ class Ensemble:
         states = np.concatenate([self.nodes.states, np.repeat(column[:, None], add, 1)], axis=1)
         return self._with_nodes(self.nodes._replace(states=states), n_labels)
 
-    def with_feature_map(self, moved: np.ndarray) -> "Ensemble":
+    def with_feature_map(self, moved: np.ndarray, numeric: NumericIndex = None) -> "Ensemble":
         """A copy whose trees test feature moved[f] wherever they tested f (surrogates too): the feature columns
-        were renumbered (new columns went in among them)."""
+        were renumbered (new columns went in among them); ``numeric``: the NumericIndex of the renumbered atoms
+        (None: binary), whose "x > u" tests, counted past the atoms, move with their bins (numeric.py)."""
         self._flush()
         moved = np.asarray(moved, dtype=np.int64)
-        feature, surr = self.nodes.feature, self.nodes.surr_feature
-        return self._with_nodes(self.nodes._replace(
-            feature=np.where(feature >= 0, moved[feature], -1).astype(np.int32),
+        numeric = numeric if numeric is not None else no_numeric()
+        old, new = len(moved), len(numeric.column)
+        feature, surr = self.nodes.feature.astype(np.int64), self.nodes.surr_feature
+        mapped = np.where(feature >= old, new + moved[np.clip(feature - old, 0, old - 1)],
+                          moved[np.clip(feature, 0, old - 1)]) if old else feature
+        ens = self._with_nodes(self.nodes._replace(
+            feature=np.where(feature >= 0, mapped, -1).astype(np.int32),
             surr_feature=np.where(surr >= 0, moved[surr], -1).astype(np.int32)), self.n_labels)
+        ens.numeric = numeric
+        return ens
 
     def _with_nodes(self, nodes: Tree, n_labels: int) -> "Ensemble":
         """A copy of these trees with their node arrays replaced by ``nodes`` (n_labels labels)."""
