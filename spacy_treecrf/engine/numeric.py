@@ -24,7 +24,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .sparse import has_feature
+from .sparse import has_feature, has_id_in
 from .trees import Rows
 
 MAX_BINS = 255  # LightGBM's and XGBoost's hist default: a bin id fits a byte
@@ -114,26 +114,12 @@ def test_range(numeric, f):
 
 
 @njit(cache=True, nogil=True)
-def has_atom_in(indptr, indices, t, lo, hi):
-    """Whether row t holds an id in [lo, hi] (its ids ascending)."""
-    p0 = indptr[t]
-    p1 = indptr[t + 1]
-    while p0 < p1:
-        mid = (p0 + p1) // 2
-        if indices[mid] < lo:
-            p0 = mid + 1
-        else:
-            p1 = mid
-    return p0 < indptr[t + 1] and indices[p0] <= hi
-
-
-@njit(cache=True, nogil=True)
 def passes(rows, numeric, t, f):
     """Whether position t's atom row passes test f (a binary feature's presence or a threshold test)."""
     lo, hi = test_range(numeric, f)
     if lo == hi:
         return has_feature(rows.indptr, rows.indices, t, lo)
-    return has_atom_in(rows.indptr, rows.indices, t, lo, hi)
+    return has_id_in(rows.indptr, rows.indices, t, lo, hi)
 
 
 class TestTable(NamedTuple):

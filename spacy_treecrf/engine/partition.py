@@ -9,7 +9,8 @@ import numpy as np
 from numba import njit
 
 from .missing import route
-from .numeric import has_atom_in, test_range
+from .numeric import test_range
+from .sparse import has_id_in
 
 
 @njit(cache=True, nogil=True)
@@ -46,7 +47,7 @@ def partition(slots, lo, hi, tmp, f, index, mark, rows, numeric, is_start, valid
         if use_mark:
             present = mark[t]
         else:
-            present = has_atom_in(rows.indptr, rows.indices, t, a_lo, a_hi)
+            present = has_id_in(rows.indptr, rows.indices, t, a_lo, a_hi)
         r0 = rbuf[i, 0]
         if present:
             tmp_p[na] = t

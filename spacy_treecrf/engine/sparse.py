@@ -50,15 +50,21 @@ def transpose(indptr, cols, n_cols):
 
 @njit(cache=True, nogil=True)
 def has_feature(indptr, indices, t, f):
+    return has_id_in(indptr, indices, t, f, f)
+
+
+@njit(cache=True, nogil=True)
+def has_id_in(indptr, indices, t, lo, hi):
+    """Whether row t (its ids ascending) holds an id in [lo, hi]: binary search for the first id >= lo."""
     p0 = indptr[t]
     p1 = indptr[t + 1]
     while p0 < p1:
         mid = (p0 + p1) // 2
-        if indices[mid] < f:
+        if indices[mid] < lo:
             p0 = mid + 1
         else:
             p1 = mid
-    return p0 < indptr[t + 1] and indices[p0] == f
+    return p0 < indptr[t + 1] and indices[p0] <= hi
 
 
 @njit(cache=True, nogil=True)
