@@ -1,8 +1,9 @@
 """The one grower: best-first regression trees over (position, previous-state) examples.
 
 A node is a product P x A: a set of positions times a set of previous states (intersected with validity). A
-feature split partitions P (feature present / absent) and keeps A; a state split partitions A and keeps P. The
-leaf with the largest candidate gain (split.py) is expanded next, until ``max_leaves``.
+feature split partitions P (feature present / absent, or on a numeric column x <= u / x > u: numeric.py; a test
+is a range of the rows' ids either way) and keeps A; a state split partitions A and keeps P. The leaf with the
+largest candidate gain (split.py) is expanded next, until ``max_leaves``.
 
 A node's positions sit in a segment of Slots (histogram.py) and the grower scans as little as it can. Without
 missing values the slots carry each position's r_t: a feature split partitions the segment in place (stable),
