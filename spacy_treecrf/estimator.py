@@ -23,6 +23,8 @@ from .errors import Errors, Warnings
 
 Position = Union[Dict[str, object], Iterable[str]]
 NUMBERS = (int, float, np.integer, np.floating)  # a dict value of these types (not bool) is a number
+NUMBER_TYPES = frozenset({int, float, np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
+                          np.uint8, np.uint16, np.uint32, np.uint64})  # the usual ones, for _known_rows
 BOOST_SETTINGS = {f.name: f.default for f in dataclasses.fields(BoostParams)}
 EARLY_STOPPING = ("auto", True, False)
 AUTO_MIN_VALIDATION = 1_000  # early_stopping="auto" holds out sequences that hold at least this many positions
@@ -197,8 +199,8 @@ class FeatureIndex:
         """rows() at prediction in a few passes over all items at C speed (sklearn-crfsuite's input is mostly
         dicts of strings, and a per-position loop cost more than the trees): every position a dict, each item in
         _pair_table or a name no tree knows (a string key without '=', a string or bool value: dropped, as rows()
-        drops unknown names; False gives no feature). None when a position needs rows()' general path (a list of
-        names, a missing or numeric value, an unhashable value)."""
+        drops unknown names; False gives no feature), or a number (_numeric_pairs). None when a position needs
+        rows()' general path (a list of names, a missing value, an unhashable value)."""
         table = self._pair_table()
         positions = list(chain.from_iterable(X))
         try:  # one item at a time (a list of all items would cost more than the lookups)
@@ -206,23 +208,51 @@ class FeatureIndex:
                                dtype=np.int64)
         except TypeError:  # not a dict, or an unhashable value
             return None
-        if set(map(type, chain.from_iterable(map(dict.values, positions)))) - {str, bool}:
-            return None  # numbers, None (and 1 and 1.0 hash as True: the table would take them for the flag)
+        value_types = list(map(type, chain.from_iterable(map(dict.values, positions))))
+        kinds = set(value_types)
+        if kinds - {str, bool} - NUMBER_TYPES:
+            return None  # None, or a value of another type
         lengths = np.fromiter(map(len, positions), dtype=np.int64, count=len(positions))
         row_of = np.repeat(np.arange(len(positions), dtype=np.int64), lengths)
-        for row in np.unique(row_of[cols < 0]).tolist():
+        is_number = np.zeros(len(cols), dtype=bool)
+        if kinds & NUMBER_TYPES:  # 1 and 1.0 hash as True: a number's table entry would be a flag's
+            is_number = np.fromiter(map(NUMBER_TYPES.__contains__, value_types), dtype=bool, count=len(cols))
+            cols[is_number] = -1
+        for row in np.unique(row_of[(cols < 0) & ~is_number]).tolist():
             for key, value in positions[row].items():
                 if (key, value) not in table and not (type(key) is str and "=" not in key
-                                                      and type(value) in (str, bool)):
+                                                      and type(value) in (str, bool, *NUMBER_TYPES)):
                     return None
         keep = cols >= 0
-        indptr, indices = pairs_to_rows(row_of[keep], cols[keep].astype(np.int32), len(positions))
+        rows, ids = row_of[keep], cols[keep]
+        if is_number.any():
+            numeric = self._numeric_pairs(positions, row_of, is_number)
+            if numeric is None:
+                return None
+            rows, ids = np.concatenate([rows, numeric[0]]), np.concatenate([ids, numeric[1]])
+        indptr, indices = pairs_to_rows(rows, ids.astype(np.int32), len(positions))
         seq_starts = np.zeros(len(X) + 1, dtype=np.int64)
         np.cumsum(np.fromiter(map(len, X), dtype=np.int64, count=len(X)), out=seq_starts[1:])
         V = len(self.variables)
         missing_rows = MissingRows(np.zeros(len(positions) + 1, dtype=np.int64), np.zeros(0, dtype=np.int64),
                                    np.array(self.feature_var, dtype=np.int32), V, np.zeros(V, dtype=np.int64))
         return indptr, indices, seq_starts, missing_rows
+
+    def _numeric_pairs(self, positions, row_of, is_number):
+        """(row, bin id) of every number of _known_rows' items (``is_number``, in item order) whose key has a
+        numeric column (others are dropped, as rows() drops them); None if one is NaN (missing: rows())."""
+        items = [item for item, number in zip(chain.from_iterable(map(dict.items, positions)), is_number.tolist())
+                 if number]
+        values = np.array([value for _, value in items], dtype=np.float64)
+        if np.isnan(values).any():
+            return None
+        column = np.fromiter(map(self.numeric_of.get, [key for key, _ in items], repeat(-1)), dtype=np.int64,
+                             count=len(items))
+        rows, atoms = row_of[is_number], np.full(len(items), -1, dtype=np.int64)
+        for c in np.unique(column[column >= 0]).tolist():
+            at = column == c
+            atoms[at] = self.numeric_base[c] + bins_of(values[at], self.uppers[c])
+        return rows[atoms >= 0], atoms[atoms >= 0]
 
     def _variable(self, key: str, grow: bool) -> int:
         var = self.var_ids.get(key, -1)

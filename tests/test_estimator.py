@@ -187,9 +187,10 @@ def test_feature_rows_fast_path_gives_the_general_paths_rows():
     train = [[{"w": "a", "p": "x"}, {"w": "b", "cap": True}, {"w=1": "c", "w": "1=c"}, {1: "d", "1": "d"}],
              [["bare"]]]
     fast = [[{"w": "a", "p": "x"}, {"w": "b", "p": "y"}, {"w": "1=c"}, {"1": "d"}, {"w": "b", "cap": True},
-             {"w": "a", "cap": False}, {"w": "zz", "new": True}, {"bare": True}, {}], [{"p": "x"}]]
+             {"w": "a", "cap": False}, {"w": "zz", "new": True}, {"bare": True}, {}],
+            [{"p": "x"}, {"cap": 1}, {"cap": 2.5}]]  # numbers (1 too, though it hashes as True) are numeric values
     general = [[{"w=1": "c"}], [{1: "d"}], [{"w": "a", "p": None}], [{"w": ["a"], "p": "x"}], [["w=a", "p=x"]],
-               [{"cap": 2}], [{"cap": 1}]]  # numbers (1 included, though it hashes as True) are numeric values
+               [{"cap": float("nan")}]]
     index = FeatureIndex()
     index.rows(train, grow=True)
     loaded = FeatureIndex(index.names, index.variables, index.feature_var)
@@ -207,10 +208,9 @@ def test_feature_rows_fast_path_gives_the_general_paths_rows():
         return [[index.names[j] for j in indices[indptr[t]:indptr[t + 1]]] for t in range(len(indptr) - 1)]
 
     assert names(quick) == [["w=a", "p=x"], ["w=b"], ["w=1=c"], ["1=d"], ["w=b", "cap"], ["w=a"], [], ["bare"],
-                            [], ["p=x"]]
-    # a number for a key without a numeric column is dropped, as an unknown name is
-    assert names(mixed)[n - 1:] == [["w=1=c"], ["1=d"], ["w=a"], ["p=x"], ["w=a", "p=x"], [], []]
-    assert mixed[3].any and mixed[3].rows().tolist() == [n + 1]  # the missing 'p'
+                            [], ["p=x"], [], []]  # a number of a key without a numeric column: dropped
+    assert names(mixed)[n - 1:] == [["w=1=c"], ["1=d"], ["w=a"], ["p=x"], ["w=a", "p=x"], []]
+    assert mixed[3].any and mixed[3].rows().tolist() == [n + 1, n + 4]  # the missing 'p', the NaN 'cap'
 
 
 @pytest.mark.parametrize("leaf_values", ["mean", "newton", "position_mean"])

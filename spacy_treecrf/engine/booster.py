@@ -391,11 +391,10 @@ class Ensemble:
         row does not depend on how many rows come together, where its tables fit the model (never for shared
         trees, see _bitmask_fits). The tree walk is no substitute for small batches: on a default NER model it
         was 2.2x slower than the partition kernel at 28 tokens (benchmarks/results/small_batches_walk.md)."""
-        indptr, indices = self.kernel_rows(indptr, indices)
         phi = self._evaluate(indptr, indices, threads, valid, scaled=False)
         if missing_rows is not None and missing_rows.any:
             at = missing_rows.rows()
-            phi[at] = walk_potentials(at, Rows(indptr, indices), self.forest(), missing_rows.index(),
+            phi[at] = walk_potentials(at, self.kernel_rows(indptr, indices), self.forest(), missing_rows.index(),
                                       self.n_states, self.n_labels)
         return phi
 
@@ -412,8 +411,9 @@ class Ensemble:
         self.numeric = numeric
 
     def kernel_rows(self, indptr, indices) -> Rows:
-        """Atom rows as the prediction kernels take them: numeric columns' bins expanded into the ids of the
-        threshold tests they pass among the trees' (numeric.py); binary rows as they are."""
+        """Atom rows as the walk and the bit-mask kernel take them: numeric columns' bins expanded into the ids of
+        the threshold tests they pass among the trees' (numeric.py; the partition kernel reads the bins
+        themselves); binary rows as they are."""
         if len(self.numeric.column) == 0:
             return Rows(indptr, indices)
         self._flush()
@@ -430,11 +430,11 @@ class Ensemble:
         if len(indptr) - 1 < PARTITION_ROWS or (missing_rows is not None and missing_rows.any):
             phi = self.potentials(indptr, indices, threads, missing_rows, valid=(allowed, seq_starts))
             return potentials_to_scaled(phi, allowed, seq_starts)
-        return self._evaluate(*self.kernel_rows(indptr, indices), threads, (allowed, seq_starts), scaled=True)
+        return self._evaluate(indptr, indices, threads, (allowed, seq_starts), scaled=True)
 
     def _evaluate(self, indptr, indices, threads: int, valid, scaled: bool):
-        """The kernels' potentials (see ``potentials``), or with ``scaled`` (partition kernel only) their
-        Potentials."""
+        """The kernels' potentials (see ``potentials``) of atom rows, or with ``scaled`` (partition kernel only)
+        their Potentials."""
         forest = self.forest()
         T = len(indptr) - 1
         if valid is None:
@@ -451,6 +451,8 @@ class Ensemble:
         rows = np.arange(T + 1, dtype=np.int64)  # any split of rows will do: treat each row as a sequence
         kernel = "partition" if T >= PARTITION_ROWS or not self._bitmask_fits() else "bitmask"
         index = self._index(kernel)
+        if kernel == "bitmask":
+            indptr, indices = self.kernel_rows(indptr, indices)
         if kernel == "partition":
             words = label_state_words(start_states), label_state_words(other_states)
             block = block_rows(self.n_labels, self.n_states, self.shared)
@@ -493,8 +495,8 @@ class Ensemble:
 
     def _index(self, kernel: str):
         if kernel not in self._indexes:
-            build = partition_index if kernel == "partition" else bitmask_index
-            self._indexes[kernel] = build(self.forest())
+            self._indexes[kernel] = (partition_index(self.forest(), numeric=self.numeric) if kernel == "partition"
+                                     else bitmask_index(self.forest()))
         return self._indexes[kernel]
 
     def arrays(self) -> dict:

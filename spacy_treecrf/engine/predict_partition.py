@@ -1,7 +1,9 @@
 """Prediction by partition: one tree at a time over a block of rows at once, the way the grower partitions
 positions. A node's rows are split by its test, so a row costs nothing at the tests on the absent side of its
 path. Its cost per row falls with the rows that come together, so it serves large batches;
-predict_bitmask.py serves small ones.
+predict_bitmask.py serves small ones. It reads numeric columns' bins from the atom rows themselves (a threshold
+test is a range of a column's bins, numeric.py): a block's bins are gathered once into a byte per row and column,
+so a threshold node costs what a frequent binary feature's does, one test per item.
 """
 from typing import NamedTuple
 
@@ -10,6 +12,7 @@ from numba import njit
 
 from .crf import Potentials, scaled_potentials
 from .intrinsics import count_trailing_zeros, with_room
+from .numeric import NumericIndex, is_numeric_test, no_numeric, test_range
 from .sparse import transpose
 from .trees import FEATURE, LEAF, Rows
 
@@ -28,7 +31,11 @@ class PartitionIndex(NamedTuple):
     ``dense`` (labels 0 .. the largest any vector holds, float32) is dense_of[leaf], -1 for the others. Adding a
     dense row is a vector loop, about DENSE_SHARE times cheaper per label than the sparse entries' scattered adds,
     and these leaves are the ones most rows reach (on NETtalk phoneme+stress, 3% of the leaves hold 70% of the
-    entries). The table takes at most DENSE_SHARE x 4 bytes per sparse entry."""
+    entries). The table takes at most DENSE_SHARE x 4 bytes per sparse entry.
+
+    A node with a threshold test has column -1 and its numeric column in num_column (else -1), passing where the
+    row's bin there lies in [bin_lo, bin_hi] (per node, uint8 like the bins; ``numeric``: the rows' atoms'
+    NumericIndex)."""
     column_of: np.ndarray
     column: np.ndarray
     chain: np.ndarray
@@ -37,6 +44,13 @@ class PartitionIndex(NamedTuple):
     chain_leaf: np.ndarray
     dense_of: np.ndarray
     dense: np.ndarray
+    num_column: np.ndarray
+    bin_lo: np.ndarray
+    bin_hi: np.ndarray
+    numeric: NumericIndex
+
+
+NO_BIN = 255  # a row's byte for a numeric column where it holds none of its bins (bins are 0 .. MAX_BINS - 1)
 
 
 class Cells(NamedTuple):
@@ -49,19 +63,55 @@ class Cells(NamedTuple):
     mask_class: np.ndarray
 
 
-def partition_index(forest, dense_share: int = None) -> PartitionIndex:
+def partition_index(forest, dense_share: int = None, numeric: NumericIndex = None) -> PartitionIndex:
     """The Forest's PartitionIndex; its dense leaves hold at least 1 / dense_share of the labels (default
-    DENSE_SHARE; 0: none)."""
+    DENSE_SHARE; 0: none); ``numeric``: the atoms' NumericIndex (None: binary rows)."""
     nodes = forest.nodes
     kind, feature, states = nodes.kind, nodes.feature, nodes.states
-    is_split = kind == FEATURE
+    numeric = no_numeric() if numeric is None else numeric
+    num_column, bin_lo, bin_hi = _threshold_nodes(numeric, kind, feature)
+    is_split = (kind == FEATURE) & (num_column < 0)
     tested = np.unique(feature[is_split])
     column_of = np.full(int(tested[-1]) + 1 if len(tested) else 0, -1, dtype=np.int32)
     column_of[tested] = np.arange(len(tested), dtype=np.int32)
     column = np.where(is_split, column_of[np.where(is_split, feature, 0)] if len(tested) else -1, -1).astype(np.int32)
     chain, words, chain_leaf = _partition_index(nodes, forest.roots, max(1, (states.shape[1] + 63) // 64))
     dense_of, dense = dense_leaves(forest.vectors, DENSE_SHARE if dense_share is None else dense_share)
-    return PartitionIndex(column_of, column, chain, words, nodes.value[chain_leaf], chain_leaf, dense_of, dense)
+    return PartitionIndex(column_of, column, chain, words, nodes.value[chain_leaf], chain_leaf, dense_of, dense,
+                          num_column, bin_lo, bin_hi, numeric)
+
+
+@njit(cache=True, nogil=True)
+def _threshold_nodes(numeric, kind, feature):
+    """Per node: the numeric column of its threshold test (-1: none) and the range of that column's bins that
+    passes it (PartitionIndex)."""
+    n = kind.shape[0]
+    num_column = np.full(n, -1, dtype=np.int32)
+    bin_lo = np.zeros(n, dtype=np.uint8)
+    bin_hi = np.zeros(n, dtype=np.uint8)
+    for node in range(n):
+        f = feature[node]
+        if kind[node] == FEATURE and is_numeric_test(numeric, f):
+            lo, hi = test_range(numeric, f)
+            c = numeric.column[lo]
+            num_column[node] = c
+            bin_lo[node] = lo - numeric.base[c]
+            bin_hi[node] = hi - numeric.base[c]
+    return num_column, bin_lo, bin_hi
+
+
+@njit(cache=True, nogil=True)
+def _row_bins(indptr, indices, numeric):
+    """Each row's bin of every numeric column (columns x rows, uint8; NO_BIN where it holds none)."""
+    T = indptr.shape[0] - 1
+    column = numeric.column
+    bins = np.full((numeric.base.shape[0], T), NO_BIN, dtype=np.uint8)
+    for t in range(T):
+        for p in range(indptr[t], indptr[t + 1]):
+            a = indices[p]
+            if a < column.shape[0] and column[a] >= 0:
+                bins[column[a], t] = a - numeric.base[column[a]]
+    return bins
 
 
 def dense_leaves(vectors, share: int):
@@ -263,6 +313,48 @@ def _tested_columns(indptr, indices, column_of, n_cols):
     for p in range(cols.shape[0]):
         cols[p] = column_of[indices[p]] if indices[p] < n_map else -1
     return transpose(indptr, cols, n_cols)
+
+
+@njit(cache=True, nogil=True)
+def _split_items(buf, lo, hi, y, item, c, bitmap, bins, b_lo, b_hi):
+    """A feature split's scan of a node's list buf[lo:hi]: its live items (AT == c) whose row passes the test go
+    to buf[y:], the others are kept at buf[lo:]. The test: the row's bit in ``bitmap`` (a frequent feature), or
+    without one (empty) its bin in ``bins`` within [b_lo, b_hi] (a threshold). Returns (y, end of the kept)."""
+    kept = lo
+    by_bits = bitmap.shape[0] > 0
+    for q in range(lo, hi):
+        it = buf[q]
+        if item[it, AT] != c:
+            continue
+        t = item[it, POS]
+        if by_bits:
+            passed = (bitmap[t >> 6] >> np.uint64(t & 63)) & np.uint64(1) != 0
+        else:
+            passed = b_lo <= bins[t] <= b_hi
+        if passed:
+            buf[y] = it
+            y += 1
+        else:
+            buf[kept] = it
+            kept += 1
+    return y, kept
+
+
+@njit(cache=True, nogil=True)
+def _moved_to(item, buf, end, y, a, k, acc, S, mask, n_words, d0):
+    """The items buf[end:y] go to the yes-child a of a feature split; a per-label tree (k >= 0) credits them the
+    move d0 (acc[k, S] for an item holding all its row's states)."""
+    for q in range(end, y):
+        it = buf[q]
+        item[it, AT] = a
+        if k < 0:
+            continue
+        t = item[it, POS]
+        if item[it, WHOLE]:
+            acc[k, S, t] += d0
+        else:
+            for w in range(n_words):
+                _credit(acc, k, t, w, mask[it, w], d0)
 
 
 @njit(cache=True, nogil=True)
@@ -479,6 +571,8 @@ def _partition_block(acc, sums, pool, pool_mask, rows, forest, index, cells, max
     for j in column_of:
         n_cols = max(n_cols, j + 1)
     col_ptr, col_pos = _tested_columns(indptr, indices, column_of, n_cols)
+    num_column, bin_lo, bin_hi = index.num_column, index.bin_lo, index.bin_hi
+    row_bins = _row_bins(indptr, indices, index.numeric)
     bitmap_of = np.full(n_cols, -1, dtype=np.int64)  # frequent columns get a bit per row
     n_bitmaps = 0
     for f in range(n_cols):
@@ -559,20 +653,12 @@ def _partition_block(acc, sums, pool, pool_mask, rows, forest, index, cells, max
             kept = lo
             if kd == FEATURE:
                 f = column[node]
-                bm = bitmap_of[f]
-                scan = bm >= 0 and hi - lo < col_ptr[f + 1] - col_ptr[f]
-                if scan:  # test the node's items
-                    for q in range(lo, hi):
-                        it = buf[q]
-                        if item[it, AT] != c:
-                            continue
-                        t = item[it, POS]
-                        if (bitmaps[bm, t >> 6] >> np.uint64(t & 63)) & np.uint64(1):
-                            buf[y] = it
-                            y += 1
-                        else:
-                            buf[kept] = it
-                            kept += 1
+                nc = num_column[node]
+                bm = bitmap_of[f] if nc < 0 else -1
+                scan = nc >= 0 or (bm >= 0 and hi - lo < col_ptr[f + 1] - col_ptr[f])
+                if scan:  # test the node's items: a threshold on their bins, or a frequent feature's bitmap
+                    y, kept = _split_items(buf, lo, hi, y, item, c, bitmaps[bm] if nc < 0 else bitmaps[:0, 0],
+                                           row_bins[max(nc, 0)], bin_lo[node], bin_hi[node])
                     hi = kept
                     live_no = kept - lo
                 else:  # visit the feature's rows
@@ -584,17 +670,7 @@ def _partition_block(acc, sums, pool, pool_mask, rows, forest, index, cells, max
                                 y += 1
                             it = item[it, NXT]
                     live_no = live - (y - end)
-                for q in range(end, y):
-                    it = buf[q]
-                    item[it, AT] = a
-                    if k < 0:
-                        continue
-                    t = item[it, POS]
-                    if item[it, WHOLE]:
-                        acc[k, S, t] += d0
-                    else:
-                        for w in range(n_words):
-                            _credit(acc, k, t, w, mask[it, w], d0)
+                _moved_to(item, buf, end, y, a, k, acc, S, mask, n_words, d0)
             else:
                 for q in range(lo, hi):
                     it = buf[q]
