@@ -310,10 +310,19 @@ class TreeCRF:
     round for all labels, a value per label in each leaf (for large label sets). ``l1``: an L1 penalty on leaf
     values (each leaf sum of residuals shrunk by l1 towards 0: shared trees' leaves keep the labels that matter).
 
-    Missing inputs: a dict value None marks that key (the variable: all features it can give) missing at that
-    position. ``missing`` chooses how they are handled (paper Sec. 6, 7.4): "instance_weighting" (C4.5's
+    Input values: a dict value that is a string gives the feature 'key=value' (as sklearn-crfsuite does), True
+    the feature 'key' and False none; an int or float (not a bool) is a number, and the key a numeric column
+    (engine/numeric.py): its training values are binned once (at most 255 bins, one per value where there are
+    fewer distinct ones) and the trees learn thresholds on it ('key <= 0.37'). sklearn-crfsuite instead multiplies
+    the feature's weight by the value, so there a number can only push one way, in proportion to its size; here a
+    tree can single out a range of values whatever their order.
+
+    Missing inputs: a dict value None (or NaN) marks that key (the variable: all features it can give) missing at
+    that position. ``missing`` chooses how they are handled (paper Sec. 6, 7.4): "instance_weighting" (C4.5's
     proportional distribution, in training and prediction), "surrogate" (CART's surrogate splits),
-    "imputation" (the variable's most common training value) or "indicator" (a '<key> missing' feature).
+    "imputation" (the variable's most common training value), "indicator" (a '<key> missing' feature) or
+    "learned_direction" (a numeric column's missing values go to whichever side of each threshold gains more,
+    as in XGBoost and LightGBM; other keys get an indicator).
 
     ``warm_start`` (scikit-learn's sense): ``fit`` on a fitted model continues it, on the data it is given,
     rather than starting over: ``n_rounds`` stays the total (raise it to add rounds), labels y brings that the
