@@ -477,3 +477,33 @@ def test_extend_moves_the_numeric_bins_after_new_columns():
     for t in range(len(old_indptr) - 1):
         old = set(moved[old_indices[old_indptr[t]:old_indptr[t + 1]]].tolist())
         assert old <= set(new_indices[new_indptr[t]:new_indptr[t + 1]].tolist())
+
+
+def test_surrogates_route_a_missing_numeric_value():
+    """Routed with surrogates: a position missing x follows the binary feature that agrees with the split on x
+    where x is known, so its whole weight lands on that feature's side."""
+    rng = np.random.default_rng(8)
+    T = 60
+    values = rng.choice([0.0, 1.0, 2.0, 3.0], size=T)
+    flag = values >= 2.0  # the binary feature (id n_bins) agrees with "x > 1.5" everywhere
+    gone = np.zeros(T, dtype=bool)
+    gone[::6] = True
+    values[gone] = np.nan
+    r = np.where(flag, 1.0, -1.0)
+    uppers = num.bin_uppers(values)
+    indptr, indices, numeric, n_atoms = atom_rows(values, uppers, flag[:, None])
+    n_bins = len(uppers) + 1
+    fvar = np.full(n_atoms, -1, dtype=np.int32)
+    fvar[:n_bins] = 0  # x's bins are variable 0; the flag belongs to none and is never missing
+    mr = MissingRows(np.concatenate([[0], np.cumsum(gone)]), np.zeros(gone.sum(), dtype=np.int32), fvar, 1)
+    D, is_start, allowed = regression(r)
+    ok = np.ones(n_atoms, dtype=bool)
+    ok[n_bins] = False  # the tree may not split on the flag itself: only use it as a surrogate
+    tr = grow(indptr, indices, n_atoms, D, is_start, allowed, max_leaves=2, lam=0.0, numeric=numeric, missing=mr,
+              n_surrogates=2, feature_ok=ok)
+    assert tr["kind"][0] == FEATURE and tr["feature"][0] < n_bins
+    assert tr["surr_feature"][0][0] == n_bins
+    yes = yes_mask(tr, 0, values, uppers, n_atoms)  # "x <= 1.5": the flag's absent side
+    assert not tr["surr_same"][0][0]
+    a, b = tr["yes"][0], tr["no"][0]
+    assert tr["count"][a] == (yes | (gone & ~flag)).sum() and tr["count"][b] == ((~yes & ~gone) | (gone & flag)).sum()
