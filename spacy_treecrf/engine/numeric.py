@@ -15,9 +15,10 @@ learned default direction, with no extra field in the tree. (The routing strateg
 values instead when the column's variable is listed missing; then only "x <= u" is used.)
 
 The grower tests atom rows directly (a test's positions are a range of the column index; ``passes`` for one
-position). The prediction kernels take binary rows, so rows are first ``expand``-ed against the tests of the
-trees at hand (``tested``): each bin atom becomes the ids of the tests it passes. That keeps every kernel's
-feature test one byte or bit, and costs a position one id per numeric test it passes.
+position), and so does the partition kernel (a block's bins gathered into a byte per row and column). The walk
+and the bit-mask kernel take binary rows: rows reaching them are first ``expand``-ed against the tests of the
+trees at hand (``tested``), each bin atom becoming the ids of the tests it passes. That keeps their feature test
+one byte or bit, at one id per numeric test a position passes (benchmarks/results/numeric_speed.md).
 """
 from typing import NamedTuple
 
