@@ -106,6 +106,8 @@ def _row_bins(indptr, indices, numeric):
     T = indptr.shape[0] - 1
     column = numeric.column
     bins = np.full((numeric.base.shape[0], T), NO_BIN, dtype=np.uint8)
+    if column.shape[0] == 0:  # binary rows: no pass over them
+        return bins
     for t in range(T):
         for p in range(indptr[t], indptr[t + 1]):
             a = indices[p]
