@@ -976,10 +976,9 @@ class WindowFeaturizer:
             values = self._numeric_values(chunk, self._read_tokens(chunk))
             keep = min(NUMERIC_SAMPLE, NUMERIC_SAMPLE_VALUES // max(values.shape[1], 1)) / T
             sample.append(values[rng.random(len(values)) < keep])
-            if widths is None:
-                vectors = values.shape[1] - len(self.numeric_attrs)
-                n_tensor = self._tensor_values(chunk).shape[1] if self.tensor else 0
-                widths = (vectors - n_tensor, n_tensor)
+            if widths is None:  # the vectors' width is the table's; the tensor's is the rest
+                n_vectors = chunk[0].vocab.vectors.shape[1] if self.vectors else 0
+                widths = (n_vectors, values.shape[1] - len(self.numeric_attrs) - n_vectors)
         values = np.concatenate(sample)
         self._num_sources = self.numeric_source_names(widths)
         self._num_uppers = [bin_uppers(values[:, i]) for i in range(values.shape[1])]

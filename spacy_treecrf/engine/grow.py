@@ -152,8 +152,7 @@ def _candidate(nodes, node, hist, h, kept, settings, ok, gains, left):
     g = nodes.gsum[node]
     n = nodes.tree.count[node]
     fg, ff = best_feature(hist, h, g, n, settings, ok.binary, gains)
-    fg, ff, _ = best_of((fg, np.int64(ff), 0.5), best_threshold(hist, h, g, n, ok.numeric, (
-        np.zeros(0, np.int32), np.zeros((0, 0))), settings))
+    fg, ff, _ = best_of((fg, np.int64(ff), 0.5), best_threshold(hist, h, g, n, ok.numeric, ok.unrouted, settings))
     sg = best_state(_node_sums(nodes, node), nodes.tree.states[node], g, n, settings, left)
     if record_candidate(nodes.cand, node, fg, ff, sg, left, settings):
         _keep(kept, node, hist, h, nodes.cand.gain, settings.kept_bytes)
@@ -285,7 +284,7 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing, num
         raise ValueError(TOO_MANY_POSITIONS)
     routed = routes_missing(missing)
     ok = Allowed(feature_ok, feature_ok & (numeric.column < 0) if numeric.column.shape[0] > 0 else feature_ok,
-                 numeric)
+                 numeric, (np.zeros(0, np.int32), np.zeros((0, 0))))
     max_leaves = settings.max_leaves
     lam = settings.lam
     min_leaf = settings.min_leaf

@@ -31,10 +31,12 @@ class Compact(NamedTuple):
 class Allowed(NamedTuple):
     """What a tree may split on: keep (bool per atom: the histogram entries a leaf keeps, what column subsampling
     left the tree: its binary features and the bins of its numeric columns), binary (keep without the bins: the
-    features of present/absent splits) and the atoms' NumericIndex (numeric.py)."""
+    features of present/absent splits), the atoms' NumericIndex (numeric.py) and ``unrouted``, best_threshold's
+    ``known`` where no value is routed (empty arrays)."""
     keep: np.ndarray
     binary: np.ndarray
     numeric: tuple
+    unrouted: tuple
 
 
 class Candidates(NamedTuple):
