@@ -507,3 +507,36 @@ def test_surrogates_route_a_missing_numeric_value():
     assert not tr["surr_same"][0][0]
     a, b = tr["yes"][0], tr["no"][0]
     assert tr["count"][a] == (yes | (gone & ~flag)).sum() and tr["count"][b] == ((~yes & ~gone) | (gone & flag)).sum()
+
+
+def test_a_resumed_component_keeps_its_threshold_tests(tmp_path):
+    """resume_from with docs that bring new words: new binary columns go in, the numeric bins and the "x > u"
+    tests (ids past all columns) move, and the old trees give the old potentials."""
+    from spacy.tokens import Doc
+    from spacy.training import Example
+    from conftest import train
+    nlp, crf = numeric_nlp({"vectors": True, "word": True})
+    examples = numeric_examples(nlp, 60, 0, scored=False)
+    rng = np.random.default_rng(5)
+    for _ in range(20):  # words without a vector (missing values) tagged as the middle region
+        words = [str(w) for w in rng.choice(["yak", "emu", "cat", "dog"], size=4)]
+        tags = ["MID" if w in ("yak", "emu", "eel") else "EDGE" for w in words]
+        examples.append(Example(Doc(nlp.vocab, words=words), Doc(nlp.vocab, words=words, tags=tags)))
+    train(nlp, examples, rounds=4)
+    n_atoms = crf.n_features
+    assert (crf.ensemble.forest().nodes.feature >= n_atoms).any()  # some "x > u" tests (the learned side)
+    nlp.to_disk(tmp_path / "first")
+    docs = [eg.predicted for eg in examples[:5]] + [Doc(nlp.vocab, words=["yak", "gnu", "emu"])]
+    before = crf.ensemble.potentials(*crf._rows(docs)[:2])
+    again, crf2 = numeric_nlp({"vectors": True, "word": True})
+    new = [Example(Doc(again.vocab, words=["zebra", "ant"] * 3), Doc(again.vocab, words=["zebra", "ant"] * 3,
+                                                                        tags=["MID", "EDGE"] * 3))]
+    moved = [Example(Doc(again.vocab, words=[t.text for t in eg.predicted]),
+                     Doc(again.vocab, words=[t.text for t in eg.reference], tags=[t.tag_ for t in eg.reference]))
+             for eg in examples]
+    again.config["initialize"]["components"]["treecrf"] = {"resume_from": str(tmp_path / "first")}
+    again.initialize(lambda: moved + new)
+    assert crf2.n_features > n_atoms
+    docs2 = [Doc(again.vocab, words=[t.text for t in d]) for d in docs]
+    after = crf2.ensemble.potentials(*crf2._rows(docs2)[:2])
+    assert np.allclose(after, before)
