@@ -80,8 +80,9 @@ class FeatureIndex:
         """CSR rows (indptr, indices), sequence offsets and the missing variables (MissingRows) of a list of
         sequences. A position is a dict or an iterable of feature names. A dict key is a variable: a string value
         gives the feature 'key=value' (as sklearn-crfsuite does), True the feature 'key', False none, an int or
-        float (not a bool) the key's numeric column, and None or NaN mark the variable missing. Names of an
-        iterable belong to no variable. While growing, ``known`` counts per variable the positions where it has a
+        float (not a bool) the key's numeric column, and None or NaN mark the variable missing. At prediction a
+        number of a key without a numeric column is read as a truth value (the flag 'key' if nonzero), as True
+        and 1 are one dict key to _known_rows' table. Names of an iterable belong to no variable. While growing, ``known`` counts per variable the positions where it has a
         value (what imputation counts over), and keys with numbers get their column and bins. At prediction,
         dicts of string keys and string or bool values take _known_rows."""
         if not grow:
@@ -109,7 +110,7 @@ class FeatureIndex:
                             if var >= 0:
                                 gone.append(var)
                             continue
-                        elif is_number(value):
+                        elif is_number(value) and (grow or str(key) in self.numeric_of):
                             numbers.append((len(indptr) - 1, str(key), float(value)))
                             continue
                         else:
@@ -208,20 +209,23 @@ class FeatureIndex:
                                dtype=np.int64)
         except TypeError:  # not a dict, or an unhashable value
             return None
-        value_types = list(map(type, chain.from_iterable(map(dict.values, positions))))
-        kinds = set(value_types)
-        if kinds - {str, bool} - NUMBER_TYPES:
-            return None  # None, or a value of another type
         lengths = np.fromiter(map(len, positions), dtype=np.int64, count=len(positions))
         row_of = np.repeat(np.arange(len(positions), dtype=np.int64), lengths)
         is_number = np.zeros(len(cols), dtype=bool)
-        if kinds & NUMBER_TYPES:  # 1 and 1.0 hash as True: a number's table entry would be a flag's
-            is_number = np.fromiter(map(NUMBER_TYPES.__contains__, value_types), dtype=bool, count=len(cols))
-            cols[is_number] = -1
+        readable = (str, bool)  # the values of an item the table lacks that rows() would drop too
+        if self.numeric_keys:  # numbers go to their columns (1 and 1.0 would find a flag's entry): find them
+            readable = (str, bool, *NUMBER_TYPES)
+            kinds = set(map(type, chain.from_iterable(map(dict.values, positions))))
+            if kinds - {str, bool} - NUMBER_TYPES:
+                return None  # None, or a value of another type
+            if kinds & NUMBER_TYPES:
+                is_number = np.fromiter(map(NUMBER_TYPES.__contains__, map(type, chain.from_iterable(map(
+                    dict.values, positions)))), dtype=bool, count=len(cols))
+                cols[is_number] = -1
         for row in np.unique(row_of[(cols < 0) & ~is_number]).tolist():
             for key, value in positions[row].items():
                 if (key, value) not in table and not (type(key) is str and "=" not in key
-                                                      and type(value) in (str, bool, *NUMBER_TYPES)):
+                                                      and type(value) in readable):
                     return None
         keep = cols >= 0
         rows, ids = row_of[keep], cols[keep]

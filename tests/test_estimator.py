@@ -187,10 +187,9 @@ def test_feature_rows_fast_path_gives_the_general_paths_rows():
     train = [[{"w": "a", "p": "x"}, {"w": "b", "cap": True}, {"w=1": "c", "w": "1=c"}, {1: "d", "1": "d"}],
              [["bare"]]]
     fast = [[{"w": "a", "p": "x"}, {"w": "b", "p": "y"}, {"w": "1=c"}, {"1": "d"}, {"w": "b", "cap": True},
-             {"w": "a", "cap": False}, {"w": "zz", "new": True}, {"bare": True}, {}],
-            [{"p": "x"}, {"cap": 1}, {"cap": 2.5}]]  # numbers (1 too, though it hashes as True) are numeric values
+             {"w": "a", "cap": False}, {"w": "zz", "new": True}, {"bare": True}, {}], [{"p": "x"}, {"cap": 1}]]
     general = [[{"w=1": "c"}], [{1: "d"}], [{"w": "a", "p": None}], [{"w": ["a"], "p": "x"}], [["w=a", "p=x"]],
-               [{"cap": float("nan")}]]
+               [{"cap": 2}]]
     index = FeatureIndex()
     index.rows(train, grow=True)
     loaded = FeatureIndex(index.names, index.variables, index.feature_var)
@@ -208,9 +207,28 @@ def test_feature_rows_fast_path_gives_the_general_paths_rows():
         return [[index.names[j] for j in indices[indptr[t]:indptr[t + 1]]] for t in range(len(indptr) - 1)]
 
     assert names(quick) == [["w=a", "p=x"], ["w=b"], ["w=1=c"], ["1=d"], ["w=b", "cap"], ["w=a"], [], ["bare"],
-                            [], ["p=x"], [], []]  # a number of a key without a numeric column: dropped
-    assert names(mixed)[n - 1:] == [["w=1=c"], ["1=d"], ["w=a"], ["p=x"], ["w=a", "p=x"], []]
-    assert mixed[3].any and mixed[3].rows().tolist() == [n + 1, n + 4]  # the missing 'p', the NaN 'cap'
+                            [], ["p=x"], ["cap"]]
+    assert names(mixed)[n - 1:] == [["w=1=c"], ["1=d"], ["w=a"], ["p=x"], ["w=a", "p=x"], ["cap"]]
+    assert mixed[3].any and mixed[3].rows().tolist() == [n + 1]  # the missing 'p'
+
+
+def test_feature_rows_fast_path_reads_numbers_into_their_columns():
+    """A model with numeric columns: its numbers take the fast path into their bins (1 among them, though it
+    hashes as True), exactly as the general path reads them; NaN (missing) takes the general path."""
+    from spacy_treecrf.estimator import FeatureIndex
+
+    index = FeatureIndex()
+    index.rows([[{"x": v, "cap": v > 1, "w": "a"} for v in (0.5, 1.0, 2.0, 3.5, -1.0)]], grow=True)
+    assert index.numeric_keys == ["x"]
+    X = [[{"x": 1, "cap": True}, {"x": 2.7, "w": "a"}, {"x": np.float32(-3.0)}, {"x": 9, "cap": False}]]
+    quick = index._known_rows(X)
+    assert quick is not None
+    general = index.rows(X + [[["w=a"]]], grow=False)  # a list of names sends all of it down the general path
+    n = len(quick[0])
+    assert np.array_equal(quick[0], general[0][:n]) and np.array_equal(quick[1], general[1][:quick[0][-1]])
+    assert [[index.names[j] for j in quick[1][a:b]] for a, b in zip(quick[0][:-1], quick[0][1:])] == [
+        ["cap", "x <= 1.5"], ["w=a", "x <= 2.75"], ["x <= -0.25"], ["x present"]]
+    assert index._known_rows([[{"x": float("nan")}]]) is None
 
 
 @pytest.mark.parametrize("leaf_values", ["mean", "newton", "position_mean"])

@@ -318,21 +318,23 @@ def _tested_columns(indptr, indices, column_of, n_cols):
 
 
 @njit(cache=True, nogil=True)
-def _split_items(buf, lo, hi, y, item, c, bitmap, bins, b_lo, b_hi):
+def _split_items(buf, lo, hi, y, item, c, bits, threshold):
     """A feature split's scan of a node's list buf[lo:hi]: its live items (AT == c) whose row passes the test go
-    to buf[y:], the others are kept at buf[lo:]. The test: the row's bit in ``bitmap`` (a frequent feature), or
-    without one (empty) its bin in ``bins`` within [b_lo, b_hi] (a threshold). Returns (y, end of the kept)."""
+    to buf[y:], the others are kept at buf[lo:]. The test: bits = (bitmaps, the feature's row of them) when that
+    row is >= 0 (a frequent feature), else threshold = (row_bins, the numeric column, its passing bins' range).
+    Returns (y, end of the kept). (Indices, not row views: a view per node visit cost the large forests.)"""
+    bitmaps, bm = bits
+    row_bins, nc, b_lo, b_hi = threshold
     kept = lo
-    by_bits = bitmap.shape[0] > 0
     for q in range(lo, hi):
         it = buf[q]
         if item[it, AT] != c:
             continue
         t = item[it, POS]
-        if by_bits:
-            passed = (bitmap[t >> 6] >> np.uint64(t & 63)) & np.uint64(1) != 0
+        if bm >= 0:
+            passed = (bitmaps[bm, t >> 6] >> np.uint64(t & 63)) & np.uint64(1) != 0
         else:
-            passed = b_lo <= bins[t] <= b_hi
+            passed = b_lo <= row_bins[nc, t] <= b_hi
         if passed:
             buf[y] = it
             y += 1
@@ -658,9 +660,9 @@ def _partition_block(acc, sums, pool, pool_mask, rows, forest, index, cells, max
                 nc = num_column[node]
                 bm = bitmap_of[f] if nc < 0 else -1
                 scan = nc >= 0 or (bm >= 0 and hi - lo < col_ptr[f + 1] - col_ptr[f])
-                if scan:  # test the node's items: a threshold on their bins, or a frequent feature's bitmap
-                    y, kept = _split_items(buf, lo, hi, y, item, c, bitmaps[bm] if nc < 0 else bitmaps[:0, 0],
-                                           row_bins[max(nc, 0)], bin_lo[node], bin_hi[node])
+                if scan:  # test the node's items: a frequent feature's bitmap, or a threshold on their bins
+                    y, kept = _split_items(buf, lo, hi, y, item, c, (bitmaps, bm), (row_bins, nc, bin_lo[node],
+                                                                                   bin_hi[node]))
                     hi = kept
                     live_no = kept - lo
                 else:  # visit the feature's rows
