@@ -82,9 +82,10 @@ class FeatureIndex:
         gives the feature 'key=value' (as sklearn-crfsuite does), True the feature 'key', False none, an int or
         float (not a bool) the key's numeric column, and None or NaN mark the variable missing. At prediction a
         number of a key without a numeric column is read as a truth value (the flag 'key' if nonzero), as True
-        and 1 are one dict key to _known_rows' table. Names of an iterable belong to no variable. While growing, ``known`` counts per variable the positions where it has a
-        value (what imputation counts over), and keys with numbers get their column and bins. At prediction,
-        dicts of string keys and string or bool values take _known_rows."""
+        and 1 are one dict key to _known_rows' table. Names of an iterable belong to no variable. While growing,
+        ``known`` counts per variable the positions where it has a value (what imputation counts over), and keys
+        with numbers get their column and bins. At prediction, dicts of string keys and string or bool values
+        (and numbers) take _known_rows."""
         if not grow:
             known_rows = self._known_rows(X)
             if known_rows is not None:
@@ -153,21 +154,17 @@ class FeatureIndex:
 
     def _with_numbers(self, indptr, indices, numbers, grow: bool, known: Counter):
         """The rows with each (position, key, value) of ``numbers`` as its bin's id in the key's numeric column;
-        while growing, keys without a column get one, binned on these values (numeric.bin_uppers). Values of keys
-        without a column at prediction are dropped, as unknown names are."""
+        while growing, keys without a column get one, binned on these values (numeric.bin_uppers)."""
         position, keys, values = zip(*numbers)
         position, values = np.array(position, dtype=np.int64), np.array(values, dtype=np.float64)
         keys = np.array(keys, dtype=object)
         for key in dict.fromkeys(keys.tolist()):
             if key not in self.numeric_of and grow:
                 self._numeric_column(key, bin_uppers(values[keys == key]))
-        column = np.array([self.numeric_of.get(key, -1) for key in keys.tolist()], dtype=np.int64)
+        column = np.array([self.numeric_of[key] for key in keys.tolist()], dtype=np.int64)
         if grow:
             known.update(self.feature_var[self.numeric_base[c]] for c in column.tolist())
-        atoms = np.full(len(column), -1, dtype=np.int64)
-        for c in np.unique(column[column >= 0]).tolist():
-            at = column == c
-            atoms[at] = self.numeric_base[c] + bins_of(values[at], self.uppers[c])
+        atoms = self._bin_ids(column, values)
         keep = atoms >= 0
         row_of = np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
         return pairs_to_rows(np.concatenate([row_of, position[keep]]),
@@ -252,11 +249,17 @@ class FeatureIndex:
             return None
         column = np.fromiter(map(self.numeric_of.get, [key for key, _ in items], repeat(-1)), dtype=np.int64,
                              count=len(items))
-        rows, atoms = row_of[is_number], np.full(len(items), -1, dtype=np.int64)
+        rows, atoms = row_of[is_number], self._bin_ids(column, values)
+        return rows[atoms >= 0], atoms[atoms >= 0]
+
+    def _bin_ids(self, column, values) -> np.ndarray:
+        """The id of each value's bin in its numeric column (column: -1 for none; the id then -1, as for NaN)."""
+        atoms = np.full(len(column), -1, dtype=np.int64)
         for c in np.unique(column[column >= 0]).tolist():
             at = column == c
-            atoms[at] = self.numeric_base[c] + bins_of(values[at], self.uppers[c])
-        return rows[atoms >= 0], atoms[atoms >= 0]
+            bins = bins_of(values[at], self.uppers[c])
+            atoms[at] = np.where(bins >= 0, self.numeric_base[c] + bins, -1)
+        return atoms
 
     def _variable(self, key: str, grow: bool) -> int:
         var = self.var_ids.get(key, -1)
