@@ -99,7 +99,7 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tu
 import numpy as np
 import spacy
 from numba import njit
-from spacy.attrs import DEP, ENT_IOB, ENT_TYPE, IDX, LEMMA, ORTH, POS, TAG
+from spacy.attrs import DEP, ENT_IOB, ENT_TYPE, IDX, LEMMA, LENGTH, ORTH, POS, TAG
 from spacy.matcher import PhraseMatcher
 from spacy.strings import get_string_id
 from spacy.tokens import Doc, Token
@@ -399,7 +399,7 @@ class TokenTable(NamedTuple):
     """What featurization reads from the non-empty docs of one call (``WindowFeaturizer._read_tokens``)."""
     codes: List[int]  # the spaCy attribute ids of the columns
     columns: np.ndarray  # (tokens, len(codes)) uint64, from Doc.to_array
-    extensions: Dict[str, List[Any]]  # name -> the value of that extension (one in ``attrs``) per token
+    extensions: Dict[str, List[Any]]  # name -> the value of that extension (in attrs, numeric_attrs) per token
     missing: np.ndarray  # bool per token: its text is missing_text or it is marked missing (MISSING_EXT)
 
     def column(self, code: int) -> np.ndarray:
@@ -803,7 +803,8 @@ class WindowFeaturizer:
         """Everything featurization and missing_rows read from the docs, in one Doc.to_array per doc and one
         lookup per token and extension in the docs' user_data (where Token._.set keeps a value, under
         ("._.", name, token.idx, None)), rather than a Token and its Underscore per token."""
-        codes = [ORTH, IDX] + [ATTRS[a] for a in self.attrs if a in ATTRS]
+        codes = [ORTH, IDX] + [ATTRS[a] for a in self.attrs if a in ATTRS] + ([LENGTH] if "len" in
+                                                                              self.numeric_attrs else [])
         if "ent_type_" in self.attrs:
             codes.append(ENT_IOB)  # an unset entity type is ENT_IOB 0 (ENT_TYPE is 0 outside entities too)
         codes = list(dict.fromkeys(codes))
@@ -817,7 +818,7 @@ class WindowFeaturizer:
             return map(dict.get, chain.from_iterable(map(repeat, user_data, lengths)), keys, repeat(default))
 
         extensions: Dict[str, List[Any]] = {}
-        for attr in self.attrs:
+        for attr in dict.fromkeys(self.attrs + self.numeric_attrs):  # the extensions both families read
             if attr.startswith("_."):
                 name = attr[2:]
                 default, method, getter, _ = Token.get_extension(name)
@@ -918,10 +919,10 @@ class WindowFeaturizer:
         parts = []
         for attr in self.numeric_attrs:
             if attr == "len":
-                parts.append(np.fromiter((len(t) for d in nonempty for t in d), np.float64, count=T)[:, None])
+                parts.append(table.column(LENGTH).astype(np.float64)[:, None])
                 continue
             if attr.startswith("_."):
-                values = [t._.get(attr[2:]) for d in nonempty for t in d]
+                values = table.extensions[attr[2:]]
             else:
                 values = [getattr(t, attr) for d in nonempty for t in d]
             parts.append(_as_numbers(values, attr, nonempty)[:, None])

@@ -508,12 +508,16 @@ class TreeCRFComponent(TrainablePipe):
         h.update(repr(stored_token_values(eg.predicted, stored)).encode("utf8"))
         if computed:
             h.update(repr([[t._.get(name) for name in computed] for t in eg.predicted]).encode("utf8"))
+        tensor = eg.predicted.tensor
+        if getattr(self.featurizer, "tensor", False) and getattr(tensor, "size", 0):  # a numeric source then
+            h.update(np.ascontiguousarray(tensor if isinstance(tensor, np.ndarray) else tensor.get()).tobytes())
         return h.digest()
 
     def _extensions_read(self) -> Tuple[Tuple[str, ...], List[str], list]:
         """The Token extensions the featurizer reads (and the missing marker), split into those whose values
         spaCy stores in user_data and those it computes, plus their defaults (part of the content too)."""
-        names = [MISSING_EXT] + [a[2:] for a in getattr(self.featurizer, "attrs", []) if a.startswith("_.")]
+        read = list(getattr(self.featurizer, "attrs", [])) + list(getattr(self.featurizer, "numeric_attrs", []))
+        names = [MISSING_EXT] + list(dict.fromkeys(a[2:] for a in read if a.startswith("_.")))
         specs = {name: Token.get_extension(name) for name in names if Token.has_extension(name)}
         stored = tuple(name for name, (_, method, getter, _) in specs.items() if method is None and getter is None)
         computed = [name for name in specs if name not in stored]

@@ -540,3 +540,15 @@ def test_a_resumed_component_keeps_its_threshold_tests(tmp_path):
     docs2 = [Doc(again.vocab, words=[t.text for t in d]) for d in docs]
     after = crf2.ensemble.potentials(*crf2._rows(docs2)[:2])
     assert np.allclose(after, before)
+
+
+def test_a_changed_numeric_extension_is_new_training_content():
+    """The component keeps its training cache for examples with the same content; a numeric extension's values
+    (and doc.tensor, when read) are part of that content."""
+    nlp, crf = numeric_nlp({"numeric_attrs": ["_.score"]})
+    examples = numeric_examples(nlp, 10, 0)
+    stored, computed, _ = crf._extensions_read()
+    assert "score" in stored + tuple(computed)
+    before = crf._digest(examples[0], stored, computed)
+    examples[0].predicted[0]._.score = -1.0
+    assert crf._digest(examples[0], stored, computed) != before

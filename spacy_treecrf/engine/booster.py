@@ -402,12 +402,9 @@ class Ensemble:
         """The NumericIndex of the rows these trees read from now on: the same atoms plus any appended after them
         (a continued fit's new features and columns), so the "x > u" tests' ids, which count from the number of
         atoms (numeric.py), move along."""
-        self._flush()
-        old, new = len(self.numeric.column), len(numeric.column)
-        if old and new != old:
-            feature = np.where(self.nodes.feature >= old, self.nodes.feature + (new - old), self.nodes.feature)
-            self.nodes = self.nodes._replace(feature=feature.astype(np.int32))
-            self._indexes = {}
+        old = len(self.numeric.column)
+        if old and len(numeric.column) != old:  # the old atoms stay where they are: with_feature_map's identity
+            self.nodes, self._indexes = self.with_feature_map(np.arange(old), numeric).nodes, {}
         self.numeric = numeric
 
     def kernel_rows(self, indptr, indices) -> Rows:
