@@ -5,15 +5,23 @@ feature split partitions P (feature present / absent, or on a numeric column x <
 is a range of the rows' ids either way) and keeps A; a state split partitions A and keeps P. The leaf with the
 largest candidate gain (split.py) is expanded next, until ``max_leaves``.
 
-A node's positions sit in a segment of Slots (histogram.py) and the grower scans as little as it can. Without
-missing values the slots carry each position's r_t: a feature split partitions the segment in place (stable),
-moving r_t along and summing both children's G and N on the way; only the child with fewer positions is scanned
-for its feature histogram and per-state sums, the other's are the parent's minus those. A state split copies the
-segment for its second child and computes both children's r_t and the first child's feature histogram in one
-pass (the second's is the parent's minus it); their per-state sums are the parent's. A leaf that may still be
-split keeps its histogram in compact form (the features it touches that the tree may split on, G, N) until it
-is split, within a budget (GrowSettings.kept_bytes): past it, the leaves least likely to be split next give
-theirs up, and a leaf without one has both children scanned.
+Growth has two sides that meet in a Landing. The data side (ShardGrowth, shard_step) owns positions and rows:
+it partitions a node's positions and scans them for sums and feature histograms. The decision side (Growth,
+advance) owns the tree: it turns sums into leaf values and candidate splits, picks the leaf to expand and says
+what the data side does next (a Step). grow_tree runs both in one loop over one set of positions; a cluster
+(engine/cluster.py) runs the data side on every worker's shard and adds their Landings up before ``advance``:
+every sum is a sum over positions, so the shards' sums are the whole set's and the tree is the same.
+
+A node's positions sit in a segment of Slots (histogram.py) and the data side scans as little as it can.
+Without missing values the slots carry each position's r_t: a feature split partitions the segment in place
+(stable), moving r_t along and summing both children's G and N on the way; only the child with the smaller
+weight (as the parent's histogram counted it, so every shard scans the same child) is scanned for its feature
+histogram and per-state sums, the other's are the parent's minus those. A state split copies the segment for
+its second child and computes both children's r_t and the first child's feature histogram in one pass (the
+second's is the parent's minus it); their per-state sums are the parent's. A leaf that may still be split keeps
+its histogram in compact form (the features it touches that the tree may split on, G, N) until it is split,
+within a budget (GrowSettings.kept_bytes): past it, the leaves least likely to be split next give theirs up, and
+a leaf without one has its second child scanned too (a RESCAN step).
 
 Where values are missing (a MissingIndex with a routing rule), the slots carry weights instead and a split
 routes its positions by missing.route, so one missing position may go to both children: a child is then no
@@ -24,6 +32,7 @@ from typing import NamedTuple
 
 import numpy as np
 from numba import njit
+from numba.typed import List
 
 from .histogram import (Hist, Pass, Slots, StateSums, Valid, add_low_rank, clear, compact, is_low_rank, scan,
                         scan_state_split, scan_weighted, subtract, valid_states, width)
@@ -31,21 +40,23 @@ from .intrinsics import with_room
 from .partition import partition, partition_routed
 from .split import (Allowed, Candidates, Compact, SurrogateScratch, best_feature, best_feature_known, best_of,
                     best_state, best_threshold, record_candidate, surrogates)
-from .trees import FEATURE, LEAF, TIE, Tree, routes_missing
+from .trees import FEATURE, LEAF, STATE, TIE, Tree, routes_missing
 from ..errors import Errors
 
 
 TOO_MANY_POSITIONS = Errors.E016  # a constant: the compiled grower raises it
 
+# What a Step asks of the data side: scan the root; split a node on a feature or on the previous state; scan one
+# node (a child whose histogram cannot come from its parent's); nothing (the tree is grown).
+ROOT, FEATURE_SPLIT, STATE_SPLIT, RESCAN, DONE = 0, 1, 2, 3, 4
+
 
 class Nodes(NamedTuple):
-    """The arrays of a tree being grown: its Tree (room for every node it may get) plus per node its residual
-    sum (gsum, nodes x d), its segment of the slots (pstart, plen), its per-state sums (sums: nodes x S x d and
-    nodes x S) and the split it would take as a leaf (cand)."""
+    """The decision side's arrays of a tree being grown: its Tree (room for every node it may get) plus per node
+    its residual sum (gsum, nodes x d), its per-state sums (sums: nodes x S x d and nodes x S) and the split it
+    would take as a leaf (cand)."""
     tree: Tree
     gsum: np.ndarray
-    pstart: np.ndarray
-    plen: np.ndarray
     sums: StateSums
     cand: Candidates
 
@@ -78,6 +89,79 @@ class LeafHists(NamedTuple):
     held: np.ndarray
 
 
+class Step(NamedTuple):
+    """What the data side does next (kind: ROOT, FEATURE_SPLIT, STATE_SPLIT, RESCAN, DONE) to ``node`` (the node
+    split or scanned) and its children a, b (-1: none): ``feature``, the test of a feature split; ``scan``, the
+    child of a feature split whose histogram (and, with_states, per-state sums) is scanned (-1: none, the
+    children stay leaves); with_hist: histograms wanted at all; states (3 x S): the previous states of the
+    node, a and b; share: the yes share of the split's known examples (the routing rule's weights)."""
+    kind: int
+    node: int
+    a: int
+    b: int
+    feature: int
+    scan: int
+    with_states: bool
+    with_hist: bool
+    states: np.ndarray
+    share: float
+
+
+class Landing(NamedTuple):
+    """What a Step's data side hands the decision side (a cluster adds its workers' up): g (3 x d), the residual
+    sums G of children a, b (or of the scanned node in row 0; row 2 is the scans' scratch); w, their weights N;
+    count, their positions; sums, the scanned node's per-state sums; hist, the scanned node's feature histogram
+    and var_hist its missing variables' (routing); touched: how many entries of each were touched;
+    surr_feature / surr_same: a routed feature split's surrogates (split.surrogates)."""
+    g: np.ndarray
+    w: np.ndarray
+    count: np.ndarray
+    sums: StateSums
+    hist: Hist
+    var_hist: Hist
+    touched: np.ndarray
+    surr_feature: np.ndarray
+    surr_same: np.ndarray
+
+
+class Growth(NamedTuple):
+    """The decision side of a tree being grown: its Nodes, the leaves' kept histograms, what it may split on
+    (Allowed), its GrowSettings, the states the label(s) may follow (allowed_k), each feature's missing variable
+    (fvar; empty: no routing), counts (int64: nodes, leaves) and scratch (gains: 3 x features, mid and left: S)."""
+    nodes: Nodes
+    kept: LeafHists
+    ok: Allowed
+    settings: object
+    allowed_k: np.ndarray
+    fvar: np.ndarray
+    counts: np.ndarray
+    gains: np.ndarray
+    mid: np.ndarray
+    left: np.ndarray
+
+
+class ShardGrowth(NamedTuple):
+    """The data side of a tree being grown over one set of positions: the rows (Rows of atoms, their ColumnIndex,
+    NumericIndex and MissingIndex), the Target's residuals, the slots (grown by a copy at state splits), spare
+    slots (tmp; fall: surrogate routing), a mark per position, surrogate counts, each node's segment of the slots
+    (pstart, plen), the slots in use (used[0]) and valid-state scratch (mid, mid_b)."""
+    rows: object
+    index: object
+    numeric: object
+    missing: object
+    target: object
+    slots: Slots
+    tmp: Slots
+    fall: Slots
+    mark: np.ndarray
+    counts: SurrogateScratch
+    pstart: np.ndarray
+    plen: np.ndarray
+    used: np.ndarray
+    mid: np.ndarray
+    mid_b: np.ndarray
+
+
 @njit(cache=True, nogil=True)
 def new_nodes(max_nodes, S, d, n_surrogates):
     return Nodes(Tree(np.zeros(max_nodes, dtype=np.int8), np.full(max_nodes, -1, dtype=np.int32),
@@ -86,11 +170,207 @@ def new_nodes(max_nodes, S, d, n_surrogates):
                       np.full((max_nodes, n_surrogates), -1, dtype=np.int32),
                       np.zeros((max_nodes, n_surrogates), dtype=np.bool_), np.zeros((max_nodes, 0))),
                  np.zeros((max_nodes, d)),
-                 np.zeros(max_nodes, dtype=np.int64), np.zeros(max_nodes, dtype=np.int64),
                  StateSums(np.zeros((max_nodes, S, d)), np.zeros((max_nodes, S))),
                  Candidates(np.full(max_nodes, -1.0), np.zeros(max_nodes, dtype=np.int8),
                             np.full(max_nodes, -1, dtype=np.int32), np.zeros((max_nodes, S), dtype=np.bool_),
                             np.full(max_nodes, 0.5)))
+
+
+@njit(cache=True, nogil=True)
+def new_growth(settings, S, d, feature_ok, numeric, missing, allowed_k):
+    """The decision side of a new tree (feature_ok, numeric: Allowed's; missing: its fvar routes, if any)."""
+    n_features = feature_ok.shape[0]
+    max_nodes = max(2 * settings.max_leaves - 1, 1)
+    routed = routes_missing(missing)
+    ok = Allowed(feature_ok, feature_ok & (numeric.column < 0) if numeric.column.shape[0] > 0 else feature_ok,
+                 numeric, (np.zeros(0, np.int32), np.zeros((0, 0))))
+    ids, g, n = List(), List(), List()  # typed lists: the decision side crosses into Python on a cluster
+    for _ in range(max_nodes):
+        ids.append(np.empty(0, dtype=np.int32))
+        g.append(np.empty((0, d)))
+        n.append(np.empty(0))
+    kept = LeafHists(ids, g, n, np.zeros(max_nodes, dtype=np.int64), np.zeros(1, dtype=np.int64))
+    nodes = new_nodes(max_nodes, S, d, settings.n_surrogates if routed else 0)
+    nodes.tree.states[0, :] = True
+    return Growth(nodes, kept, ok, settings, allowed_k, missing.fvar if routed else np.zeros(0, np.int32),
+                  np.ones(2, dtype=np.int64), np.empty((3, n_features)), np.empty(S, dtype=np.int64),
+                  np.zeros(S, dtype=np.bool_))
+
+
+@njit(cache=True, nogil=True)
+def new_landing(n_features, n_vars, S, d, n_surrogates, compacts):
+    """Room for what a Step hands over: dense histograms over n_features atoms and n_vars variables (compacts:
+    whether the feature histogram is ever compacted from here, so it needs its room)."""
+    dense = np.empty((n_features, d + 1))  # G (d values), N; N < 0: untouched
+    dense[:, d] = -1.0
+    m = n_features if compacts else 0
+    hist = Hist(dense, np.empty(n_features, dtype=np.int32),
+                (np.empty(m, dtype=np.int32), np.empty((m, d)), np.empty(m)))
+    var_dense = np.empty((n_vars, d + 1))
+    var_dense[:, d] = -1.0
+    var_hist = Hist(var_dense, np.empty(n_vars, dtype=np.int32),
+                    (np.empty(0, dtype=np.int32), np.empty((0, d)), np.empty(0)))
+    return Landing(np.zeros((3, d)), np.zeros(2), np.zeros(2, dtype=np.int64),
+                   StateSums(np.zeros((S, d)), np.zeros(S)), hist, var_hist, np.zeros(2, dtype=np.int64),
+                   np.full(n_surrogates, -1, dtype=np.int32), np.zeros(n_surrogates, dtype=np.bool_))
+
+
+@njit(cache=True, nogil=True)
+def new_shard(rows, index, numeric, missing, target, positions, max_leaves, n_surrogates):
+    """The data side of a new tree over ``positions`` (sorted here if they are not ascending; int32 slots: T <
+    2**31, checked by the caller): less to move while growing, and half the memory in the Segments, which the
+    booster holds for every label of a round."""
+    T = target.is_start.shape[0]
+    d = width(target)
+    n_pos = positions.shape[0]
+    routed = routes_missing(missing)
+    pbuf = np.empty(2 * n_pos + 16, dtype=np.int32)
+    vbuf = np.empty((2 * n_pos + 16, d))  # r_t, or weights (column 0) when routing
+    ascending = True
+    for i in range(1, n_pos):
+        if positions[i] < positions[i - 1]:
+            ascending = False
+            break
+    pbuf[:n_pos] = positions if ascending else np.sort(positions)
+    with_surrogates = routed and n_surrogates > 0
+    n_fall = n_pos + 1 if with_surrogates else 0
+    n_cnt = index.ptr.shape[0] - 1 if with_surrogates else 0
+    n_mcnt = missing.n_vars if with_surrogates else 0
+    counts = SurrogateScratch(np.empty((n_cnt, 2)), np.zeros(n_cnt, dtype=np.bool_), np.empty(n_cnt, np.int32),
+                              np.empty((n_mcnt, 2)), np.zeros(n_mcnt, dtype=np.bool_), np.empty(n_mcnt, np.int32))
+    max_nodes = max(2 * max_leaves - 1, 1)
+    S = target.allowed_k.shape[0]
+    return ShardGrowth(rows, index, numeric, missing, target, Slots(pbuf, vbuf),
+                       Slots(np.empty(n_pos + 1, dtype=np.int32), np.empty((n_pos + 1, d))),
+                       Slots(np.empty(n_fall, dtype=np.int32), np.empty((n_fall, d))),
+                       np.zeros(T, dtype=np.bool_), counts, np.zeros(max_nodes, dtype=np.int64),
+                       np.zeros(max_nodes, dtype=np.int64), np.full(1, n_pos, dtype=np.int64),
+                       np.empty(S, dtype=np.int64), np.empty(S, dtype=np.int64))
+
+
+@njit(cache=True, nogil=True)
+def _with_room(shard, need):
+    """The shard, with slots for at least ``need`` entries."""
+    if need <= shard.slots.pos.shape[0]:
+        return shard
+    slots = Slots(with_room(shard.slots.pos, need), with_room(shard.slots.val, need))
+    return ShardGrowth(shard.rows, shard.index, shard.numeric, shard.missing, shard.target, slots, shard.tmp,
+                       shard.fall, shard.mark, shard.counts, shard.pstart, shard.plen, shard.used, shard.mid,
+                       shard.mid_b)
+
+
+@njit(cache=True, nogil=True)
+def _scan_routed(shard, node, states_row, with_hist, landing):
+    """A routed node's G, N, per-state sums and (with_hist) weighted feature and missing-variable histograms."""
+    valid = valid_states(states_row, shard.target.allowed_k, shard.mid)
+    lo = shard.pstart[node]
+    n, nt, nmt = scan_weighted(shard.slots, lo, lo + shard.plen[node], shard.target, valid, landing.sums,
+                               with_hist, (landing.hist, landing.var_hist), shard.rows, shard.missing, landing.g[0])
+    landing.w[0] = n
+    landing.count[0] = shard.plen[node]
+    landing.touched[0] = nt
+    landing.touched[1] = nmt
+
+
+@njit(cache=True, nogil=True)
+def shard_step(shard, step, landing):
+    """The data side of a Step: partition and scan this shard's positions, results into ``landing`` (which the
+    decision side clears). Returns the shard (a new one when its slots had to grow)."""
+    kind = step.kind
+    target = shard.target
+    node = step.node
+    a = step.a
+    b = step.b
+    pstart = shard.pstart
+    plen = shard.plen
+    routed = routes_missing(shard.missing)
+    if kind == ROOT:
+        n_pos = shard.used[0]
+        pstart[0] = 0
+        plen[0] = n_pos
+        if routed:
+            shard.slots.val[:n_pos, 0] = 1.0
+            _scan_routed(shard, 0, step.states[0], step.with_hist, landing)
+            return shard
+        valid = valid_states(step.states[0], target.allowed_k, shard.mid)
+        n, nt = scan(shard.slots, 0, n_pos, Pass(True, step.with_states, step.with_hist), target, valid,
+                     landing.sums, landing.hist, shard.rows, landing.g[0])
+        landing.w[0] = n
+        landing.count[0] = n_pos
+        landing.touched[0] = nt
+        return shard
+    if kind == RESCAN:
+        if routed:
+            _scan_routed(shard, node, step.states[0], step.with_hist, landing)
+            return shard
+        valid = valid_states(step.states[0], target.allowed_k, shard.mid)
+        lo = pstart[node]
+        _, nt = scan(shard.slots, lo, lo + plen[node], Pass(False, False, True), target, valid, landing.sums,
+                     landing.hist, shard.rows, landing.g[2])
+        landing.touched[0] = nt
+        return shard
+    lo = pstart[node]
+    hi = lo + plen[node]
+    used = shard.used[0]
+    valid = valid_states(step.states[0], target.allowed_k, shard.mid)
+    if kind == FEATURE_SPLIT:
+        f = step.feature
+        if routed:
+            shard = _with_room(shard, used + hi - lo)
+            landing.surr_feature[:] = -1
+            landing.surr_same[:] = False
+            if landing.surr_feature.shape[0] > 0 and shard.missing.fvar[f] >= 0:
+                surrogates(shard.slots, lo, hi, f, shard.rows, shard.numeric, shard.missing, shard.counts,
+                           landing.surr_feature, landing.surr_same)
+            split = (f, step.share, landing.surr_feature, landing.surr_same)
+            na, nb = partition_routed(shard.slots, lo, hi, used, (shard.tmp, shard.fall), split, shard.rows,
+                                      shard.numeric, shard.missing, target.is_start, valid)
+            pstart[a] = used
+            plen[a] = na
+            pstart[b] = lo
+            plen[b] = nb
+            shard.used[0] = used + na
+            _scan_routed(shard, a, step.states[1], step.with_hist, landing)
+            return shard
+        na, nb, wa, wb = partition(shard.slots, lo, hi, shard.tmp, f, shard.index, shard.mark, shard.rows,
+                                   shard.numeric, target.is_start, valid, landing.g[0], landing.g[1])
+        pstart[a] = lo + nb
+        plen[a] = na
+        pstart[b] = lo
+        plen[b] = nb
+        landing.w[0] = wa
+        landing.w[1] = wb
+        landing.count[0] = na
+        landing.count[1] = nb
+        small = step.scan
+        if small >= 0:
+            s_lo = pstart[small]
+            _, nt = scan(shard.slots, s_lo, s_lo + plen[small], Pass(False, step.with_states, True), target,
+                         valid, landing.sums, landing.hist, shard.rows, landing.g[2])
+            landing.touched[0] = nt
+        return shard
+    m_len = hi - lo
+    pstart[a] = lo
+    plen[a] = m_len
+    pstart[b] = used
+    plen[b] = m_len
+    shard = _with_room(shard, used + m_len)
+    shard.used[0] = used + m_len
+    if routed:
+        shard.slots.pos[used:used + m_len] = shard.slots.pos[lo:hi]
+        shard.slots.val[used:used + m_len] = shard.slots.val[lo:hi]
+        _scan_routed(shard, a, step.states[1], step.with_hist, landing)
+        return shard
+    va = valid_states(step.states[1], target.allowed_k, shard.mid)
+    vb = valid_states(step.states[2], target.allowed_k, shard.mid_b)
+    wa, wb, nt = scan_state_split(shard.slots, lo, hi, used, target, va, vb, step.with_hist, landing.hist,
+                                  shard.rows, landing.g[0], landing.g[1])
+    landing.w[0] = wa
+    landing.w[1] = wb
+    landing.count[0] = m_len
+    landing.count[1] = m_len
+    landing.touched[0] = nt
+    return shard
 
 
 @njit(cache=True, nogil=True)
@@ -105,6 +385,13 @@ def _set_leaf(nodes, node, g, n, lam):
 @njit(cache=True, nogil=True)
 def _node_sums(nodes, node):
     return StateSums(nodes.sums.r[node], nodes.sums.n[node])
+
+
+@njit(cache=True, nogil=True)
+def _land_sums(nodes, node, landing):
+    """The per-state sums a scan left in the landing, as the node's."""
+    nodes.sums.r[node, :, :] = landing.sums.r
+    nodes.sums.n[node, :] = landing.sums.n
 
 
 @njit(cache=True, nogil=True)
@@ -146,76 +433,76 @@ def _keep(kept, node, hist, h, gain, budget):
 
 
 @njit(cache=True, nogil=True)
-def _candidate(nodes, node, hist, h, kept, settings, ok, gains, left):
+def _candidate(growth, node, hist, h):
     """A new leaf's best split (the feature split on near-ties) from its Compact histogram (first h entries); a
-    leaf that may ever be split keeps that histogram in ``kept`` until it is (within settings.kept_bytes)."""
+    leaf that may ever be split keeps that histogram until it is (within settings.kept_bytes). The yes share of
+    a feature split tells the data side which child to scan."""
+    nodes = growth.nodes
+    settings = growth.settings
+    ok = growth.ok
     g = nodes.gsum[node]
     n = nodes.tree.count[node]
-    fg, ff = best_feature(hist, h, g, n, settings, ok.binary, gains)
-    fg, ff, _ = best_of((fg, np.int64(ff), 0.5), best_threshold(hist, h, g, n, ok.numeric, ok.unrouted, settings))
-    sg = best_state(_node_sums(nodes, node), nodes.tree.states[node], g, n, settings, left)
-    if record_candidate(nodes.cand, node, fg, ff, sg, left, settings):
-        _keep(kept, node, hist, h, nodes.cand.gain, settings.kept_bytes)
+    fg, ff, share = best_feature(hist, h, g, n, settings, ok.binary, growth.gains)
+    fg, ff, share = best_of((fg, np.int64(ff), share),
+                            best_threshold(hist, h, g, n, ok.numeric, ok.unrouted, settings))
+    sg = best_state(_node_sums(nodes, node), nodes.tree.states[node], g, n, settings, growth.left)
+    nodes.cand.share[node] = share
+    if record_candidate(nodes.cand, node, fg, ff, sg, growth.left, settings):
+        _keep(growth.kept, node, hist, h, nodes.cand.gain, settings.kept_bytes)
 
 
 @njit(cache=True, nogil=True)
-def _fresh_candidate(nodes, node, hist, nt, kept, settings, ok, scratch):
-    """A new leaf's candidate from the histogram just scanned for it (hist, nt touched). scratch: (gains, left)."""
-    fresh = Compact(*compact(hist, nt, ok.keep))
-    _candidate(nodes, node, fresh, fresh.ids.shape[0], kept, settings, ok, scratch[0], scratch[1])
+def _fresh_candidate(growth, node, landing):
+    """A new leaf's candidate from the histogram just scanned for it (in the landing), which is cleared."""
+    hist = landing.hist
+    nt = landing.touched[0]
+    fresh = Compact(*compact(hist, nt, growth.ok.keep))
+    clear(hist, nt)
+    _candidate(growth, node, fresh, fresh.ids.shape[0])
 
 
 @njit(cache=True, nogil=True)
-def _children_candidates(nodes, pair, hist, nt, parent, kept, settings, ok, scratch):
+def _children_candidates(growth, pair, landing, parent):
     """Best splits of two new children pair = (scanned, other, do_scanned, do_other): the scanned child's from its
-    fresh histogram (hist, nt touched), the other's from the parent's Compact histogram (parent[0], of length
-    parent[1]) minus it. scratch: (gains, left)."""
+    fresh histogram (in the landing), the other's from the parent's Compact histogram (parent[0], of length
+    parent[1]) minus it."""
     scanned, other, do_scanned, do_other = pair
-    gains, left = scratch
+    hist = landing.hist
+    nt = landing.touched[0]
     if do_scanned:
-        _fresh_candidate(nodes, scanned, hist, nt, kept, settings, ok, scratch)
+        fresh = Compact(*compact(hist, nt, growth.ok.keep))
+        _candidate(growth, scanned, fresh, fresh.ids.shape[0])
     if do_other:
         p_hist, p_len = parent
         h = subtract(p_hist.ids, p_hist.g, p_hist.n, p_len, hist.dense)
-        _candidate(nodes, other, p_hist, h, kept, settings, ok, gains, left)
+        _candidate(growth, other, p_hist, h)
     clear(hist, nt)
 
 
 @njit(cache=True, nogil=True)
-def _rescanned(nodes, node, where, target, valid, hist, rows, kept, settings, ok, scratch):
-    """A new leaf's candidate from a scan of its own, where its parent gave its histogram up (kept_bytes) and
-    the leaf cannot be its parent minus its sibling. where: (slots, g scratch of d values); its r_t are set."""
-    slots, g = where
-    lo = nodes.pstart[node]
-    _, nt = scan(slots, lo, lo + nodes.plen[node], Pass(False, False, True), target, valid, _node_sums(nodes, node),
-                 hist, rows, g)
-    _fresh_candidate(nodes, node, hist, nt, kept, settings, ok, scratch)
-    clear(hist, nt)
-
-
-@njit(cache=True, nogil=True)
-def _routed_candidate(nodes, node, slots, target, with_hist, hists, rows, missing, settings, scratch):
-    """A new node's sums (and value) from a scan of its weighted slots and, with_hist, its candidate split with
-    each feature judged where its variable is known. scratch: (Allowed, gains, mid, left)."""
-    ok, gains, mid, left = scratch
-    lo = nodes.pstart[node]
-    valid = valid_states(nodes.tree.states[node], target.allowed_k, mid)
-    sums = _node_sums(nodes, node)
-    g = np.empty(nodes.gsum.shape[1])
-    n, nt, nmt = scan_weighted(slots, lo, lo + nodes.plen[node], target, valid, sums, with_hist, hists, rows,
-                               missing, g)
+def _routed_candidate(growth, node, with_hist, landing):
+    """A routed node's sums and value from its scan (in the landing) and, with_hist, its candidate split with
+    each feature judged where its variable is known. Clears the landing's histograms."""
+    nodes = growth.nodes
+    settings = growth.settings
+    ok = growth.ok
+    g = landing.g[0]
+    n = landing.w[0]
+    _land_sums(nodes, node, landing)
     _set_leaf(nodes, node, g, n, settings.lam)
+    hists = (landing.hist, landing.var_hist)
     if with_hist and n >= 2.0 * settings.min_leaf and n > 0.0:
-        hist = Compact(*compact(hists[0], nt, ok.keep))
+        hist = Compact(*compact(hists[0], landing.touched[0], ok.keep))
         m = hist.ids.shape[0]
-        fg, ff, share = best_feature_known(hist, m, g, n, missing.fvar, hists[1].dense, settings, ok.binary, gains)
+        fg, ff, share = best_feature_known(hist, m, g, n, growth.fvar, hists[1].dense, settings, ok.binary,
+                                           growth.gains)
         fg, ff, share = best_of((fg, np.int64(ff), share),
-                                best_threshold(hist, m, g, n, ok.numeric, (missing.fvar, hists[1].dense), settings))
-        sg = best_state(sums, nodes.tree.states[node], g, n, settings, left)
-        record_candidate(nodes.cand, node, fg, ff, sg, left, settings)
+                                best_threshold(hist, m, g, n, ok.numeric, (growth.fvar, hists[1].dense), settings))
+        sg = best_state(_node_sums(nodes, node), nodes.tree.states[node], g, n, settings, growth.left)
+        record_candidate(nodes.cand, node, fg, ff, sg, growth.left, settings)
         nodes.cand.share[node] = share
-    clear(hists[0], nt)
-    clear(hists[1], nmt)
+    clear(hists[0], landing.touched[0])
+    clear(hists[1], landing.touched[1])
 
 
 @njit(cache=True, nogil=True)
@@ -234,6 +521,157 @@ def _best_leaf(nodes, n_nodes, min_gain):
         if kind[node] == LEAF and yes[node] < 0 and cgain[node] >= top * (1.0 - TIE) and cgain[node] > min_gain:
             return node
     return -1
+
+
+@njit(cache=True, nogil=True)
+def _step(kind, node, a, b, feature, scan_child, with_states, with_hist, states, share):
+    return Step(np.int64(kind), np.int64(node), np.int64(a), np.int64(b), np.int64(feature), np.int64(scan_child),
+                with_states, with_hist, states, float(share))
+
+
+@njit(cache=True, nogil=True)
+def _states_of(tree, node, a, b):
+    """The Step's states: of the node and of its children a, b (-1: the node's)."""
+    S = tree.states.shape[1]
+    out = np.empty((3, S), dtype=np.bool_)
+    out[0] = tree.states[node]
+    out[1] = tree.states[a if a >= 0 else node]
+    out[2] = tree.states[b if b >= 0 else node]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def first_step(growth, n_positions):
+    """The root's Step: scan every position (its histogram only if the tree may split)."""
+    splittable = growth.settings.max_leaves > 1 and n_positions > 0
+    return _step(ROOT, 0, -1, -1, -1, -1, splittable, splittable, _states_of(growth.nodes.tree, 0, -1, -1), 0.5)
+
+
+@njit(cache=True, nogil=True)
+def _next_split(growth):
+    """Expand the leaf with the largest gain (the lowest node id among near-ties): its children's node arrays
+    and the Step that partitions its positions; DONE when the tree has its leaves or no leaf gains."""
+    nodes = growth.nodes
+    tree = nodes.tree
+    cand = nodes.cand
+    counts = growth.counts
+    settings = growth.settings
+    routed = growth.fvar.shape[0] > 0
+    if counts[1] >= settings.max_leaves:
+        return _step(DONE, -1, -1, -1, -1, -1, False, False, np.zeros((3, 0), dtype=np.bool_), 0.5)
+    best = _best_leaf(nodes, counts[0], settings.min_gain)
+    if best < 0:
+        return _step(DONE, -1, -1, -1, -1, -1, False, False, np.zeros((3, 0), dtype=np.bool_), 0.5)
+    a = counts[0]
+    b = a + 1
+    counts[0] += 2
+    counts[1] += 1
+    last = counts[1] >= settings.max_leaves  # the children stay leaves: no histograms needed
+    tree.kind[best] = cand.kind[best]
+    tree.yes[best] = a
+    tree.no[best] = b
+    S = tree.states.shape[1]
+    if tree.kind[best] == FEATURE:
+        f = cand.feature[best]
+        tree.feature[best] = f
+        tree.states[a, :] = tree.states[best]
+        tree.states[b, :] = tree.states[best]
+        valid = valid_states(tree.states[best], growth.allowed_k, growth.mid)
+        with_states = (valid.w_start > 0.0) + valid.m >= 2
+        # the child with the smaller weight is scanned, the other is its parent minus it
+        small = -1 if last or routed else (a if cand.share[best] <= 0.5 else b)
+        return _step(FEATURE_SPLIT, best, a, b, f, small, with_states, not last, _states_of(tree, best, a, b),
+                     cand.share[best])
+    rs, ns = nodes.sums
+    for s in range(S):
+        tree.states[a, s] = tree.states[best, s] and cand.states[best, s]
+        tree.states[b, s] = tree.states[best, s] and not cand.states[best, s]
+        if not routed:  # a state split's children have their parent's sums for the states they keep
+            for child in (a, b):
+                on = tree.states[child, s]
+                for q in range(rs.shape[2]):
+                    rs[child, s, q] = rs[best, s, q] if on else 0.0
+                ns[child, s] = ns[best, s] if on else 0.0
+    return _step(STATE_SPLIT, best, a, b, -1, -1, False, not last, _states_of(tree, best, a, b), 0.5)
+
+
+@njit(cache=True, nogil=True)
+def advance(growth, step, landing):
+    """The decision side of a Step done: the new nodes' sums, values and candidate splits from the landing (whose
+    histograms it clears), then the next Step."""
+    nodes = growth.nodes
+    settings = growth.settings
+    lam = settings.lam
+    min_leaf = settings.min_leaf
+    kind = step.kind
+    if growth.fvar.shape[0] > 0:  # routing: every new node was scanned on its own, a then b
+        if kind == FEATURE_SPLIT and landing.surr_feature.shape[0] > 0:
+            nodes.tree.surr_feature[step.node, :] = landing.surr_feature
+            nodes.tree.surr_same[step.node, :] = landing.surr_same
+        if kind == FEATURE_SPLIT or kind == STATE_SPLIT:
+            _routed_candidate(growth, step.a, step.with_hist, landing)
+            return _step(RESCAN, step.b, -1, -1, -1, -1, False, step.with_hist,
+                         _states_of(nodes.tree, step.b, -1, -1), 0.5)
+        _routed_candidate(growth, step.node, step.with_hist, landing)
+        return _next_split(growth)
+    if kind == ROOT:
+        _set_leaf(nodes, 0, landing.g[0], landing.w[0], lam)
+        if step.with_hist:
+            _land_sums(nodes, 0, landing)
+            _fresh_candidate(growth, 0, landing)
+        return _next_split(growth)
+    if kind == RESCAN:
+        _fresh_candidate(growth, step.node, landing)
+        return _next_split(growth)
+    node = step.node
+    a = step.a
+    b = step.b
+    kept = growth.kept
+    parent = (Compact(kept.ids[node], kept.g[node], kept.n[node]), kept.length[node])
+    rescan = parent[1] == 0  # no histogram kept (kept_bytes): the second child is scanned as well
+    _drop(kept, node)
+    wa = landing.w[0]
+    wb = landing.w[1]
+    _set_leaf(nodes, a, landing.g[0], wa, lam)
+    _set_leaf(nodes, b, landing.g[1], wb, lam)
+    if not step.with_hist:
+        return _next_split(growth)
+    split_a = wa >= 2.0 * min_leaf and wa > 0.0
+    split_b = wb >= 2.0 * min_leaf and wb > 0.0
+    if kind == FEATURE_SPLIT:
+        small = step.scan
+        large = b if small == a else a
+        split_small, split_large = (split_a, split_b) if small == a else (split_b, split_a)
+        if step.with_states:
+            _land_sums(nodes, small, landing)
+            rs, ns = nodes.sums
+            rs[large] = rs[node] - rs[small]
+            ns[large] = ns[node] - ns[small]
+    else:
+        small, large, split_small, split_large = a, b, split_a, split_b
+    _children_candidates(growth, (small, large, split_small, split_large and not rescan), landing, parent)
+    if rescan and split_large:
+        return _step(RESCAN, large, -1, -1, -1, -1, False, True, _states_of(nodes.tree, large, -1, -1), 0.5)
+    return _next_split(growth)
+
+
+@njit(cache=True, nogil=True)
+def grown_tree(growth):
+    """The Tree grown so far, in arrays of its own size."""
+    n = growth.counts[0]
+    t = growth.nodes.tree
+    return Tree(t.kind[:n].copy(), t.feature[:n].copy(), t.yes[:n].copy(), t.no[:n].copy(), t.value[:n].copy(),
+                t.count[:n].copy(), t.states[:n].copy(), t.surr_feature[:n].copy(), t.surr_same[:n].copy(),
+                t.vector[:n].copy())
+
+
+@njit(cache=True, nogil=True)
+def shard_segments(shard, n_nodes):
+    """The Segments of a shard's positions in a grown tree's n_nodes nodes (empty where values were routed)."""
+    if routes_missing(shard.missing):
+        return Segments(shard.slots.pos[:0].copy(), shard.pstart[:0].copy(), shard.plen[:0].copy(), np.empty(0))
+    return Segments(shard.slots.pos[:shard.used[0]].copy(), shard.pstart[:n_nodes].copy(),
+                    shard.plen[:n_nodes].copy(), np.empty(0))
 
 
 @njit(cache=True, nogil=True)
@@ -268,7 +706,7 @@ def influential_positions(target, positions, trim):
 @njit(cache=True, nogil=True)
 def grow_tree(rows, index, target, positions, settings, feature_ok, missing, numeric):
     """Grow one tree best-first to at most settings.max_leaves leaves on the residuals of ``target`` (D: T x S x
-    d, d = 1 for a per-label tree).
+    d, d = 1 for a per-label tree), both sides of growth in one loop.
 
     rows: the training Rows (of atoms); index: their ColumnIndex (sparse.csc_index, built once per training set);
     positions: the positions this tree is fitted on (sorted here if they are not ascending); feature_ok (bool
@@ -276,204 +714,17 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing, num
     MissingIndex (trees.no_missing() for rows without missing values); numeric: the atoms' NumericIndex
     (numeric.no_numeric() for binary rows). Returns a Grown tree: the Tree and, without missing
     values, the Segments of its nodes."""
-    T = target.D.shape[0]
-    S = target.D.shape[1]
-    d = width(target)
-    n_features = index.ptr.shape[0] - 1
-    if T >= 2 ** 31:
+    if target.is_start.shape[0] >= 2 ** 31:
         raise ValueError(TOO_MANY_POSITIONS)
-    routed = routes_missing(missing)
-    ok = Allowed(feature_ok, feature_ok & (numeric.column < 0) if numeric.column.shape[0] > 0 else feature_ok,
-                 numeric, (np.zeros(0, np.int32), np.zeros((0, 0))))
-    max_leaves = settings.max_leaves
-    lam = settings.lam
-    min_leaf = settings.min_leaf
-    max_nodes = max(2 * max_leaves - 1, 1)
-    nodes = new_nodes(max_nodes, S, d, settings.n_surrogates if routed else 0)
-    grown = nodes.tree
-    kind, feature, yes, no, states = grown.kind, grown.feature, grown.yes, grown.no, grown.states
-    pstart, plen, cand = nodes.pstart, nodes.plen, nodes.cand
-    rs, ns = nodes.sums
-    kept = LeafHists([np.empty(0, dtype=np.int32) for _ in range(max_nodes)],
-                     [np.empty((0, d)) for _ in range(max_nodes)], [np.empty(0) for _ in range(max_nodes)],
-                     np.zeros(max_nodes, dtype=np.int64), np.zeros(1, dtype=np.int64))
-
-    n_pos = positions.shape[0]
-    # positions as int32 (T < 2**31, checked above): less to move while growing, and half the memory in the
-    # result, which the booster holds for every label of a round; grows by a copy of the node at each state split
-    pbuf = np.empty(2 * n_pos + 16, dtype=np.int32)
-    vbuf = np.empty((2 * n_pos + 16, d))  # r_t, or weights (column 0) when routing
-    ascending = True
-    for i in range(1, n_pos):
-        if positions[i] < positions[i - 1]:
-            ascending = False
-            break
-    pbuf[:n_pos] = positions if ascending else np.sort(positions)
-    used = n_pos
-    tmp = Slots(np.empty(n_pos + 1, dtype=np.int32), np.empty((n_pos + 1, d)))
-    mark = np.zeros(T, dtype=np.bool_)
-    dense = np.empty((n_features, d + 1))  # G (d values), N; N < 0: untouched
-    dense[:, d] = -1.0
-    hist = Hist(dense, np.empty(n_features, dtype=np.int32),
-                (np.empty(n_features, dtype=np.int32), np.empty((n_features, d)), np.empty(n_features)))
-    gains = np.empty((3, n_features))  # best_feature's scratch
-    mid = np.empty(S, dtype=np.int64)
-    mid_b = np.empty(S, dtype=np.int64)
-    left = np.zeros(S, dtype=np.bool_)
-    # routing only: the variables' histogram, the slots that fall to the majority side, surrogate counts
-    n_vars = missing.n_vars if routed else 0
-    var_dense = np.empty((n_vars, d + 1))
-    var_dense[:, d] = -1.0
-    var_hist = Hist(var_dense, np.empty(n_vars, dtype=np.int32),
-                    (np.empty(0, dtype=np.int32), np.empty((0, d)), np.empty(0)))
-    with_surrogates = routed and settings.n_surrogates > 0
-    fall = Slots(np.empty(n_pos + 1 if with_surrogates else 0, dtype=np.int32),
-                 np.empty((n_pos + 1 if with_surrogates else 0, d)))
-    n_cnt = n_features if with_surrogates else 0
-    n_mcnt = n_vars if with_surrogates else 0
-    counts = SurrogateScratch(np.empty((n_cnt, 2)), np.zeros(n_cnt, dtype=np.bool_), hist.touched,
-                              np.empty((n_mcnt, 2)), np.zeros(n_mcnt, dtype=np.bool_), var_hist.touched)
-
-    states[0, :] = True
-    plen[0] = n_pos
-    n_nodes = 1
-    n_leaves = 1
-    slots = Slots(pbuf, vbuf)
-    ga = np.empty(d)  # the G of a split's two children
-    gb = np.empty(d)
-    if routed:
-        vbuf[:n_pos, 0] = 1.0
-        _routed_candidate(nodes, 0, slots, target, max_leaves > 1, (hist, var_hist), rows, missing, settings,
-                          (ok, gains, mid, left))
-    else:
-        # root: r_t, G, N, per-state sums and the feature histogram in one pass
-        valid = valid_states(states[0], target.allowed_k, mid)
-        splittable = max_leaves > 1 and n_pos > 0
-        n, nt = scan(slots, 0, n_pos, Pass(True, splittable, splittable), target, valid, _node_sums(nodes, 0),
-                     hist, rows, ga)
-        _set_leaf(nodes, 0, ga, n, lam)
-        if splittable:
-            root = Compact(*compact(hist, nt, ok.keep))
-            clear(hist, nt)
-            _candidate(nodes, 0, root, root.ids.shape[0], kept, settings, ok, gains, left)
-
-    while n_leaves < max_leaves:
-        # expand the leaf with the largest gain (the lowest node id among near-ties)
-        best = _best_leaf(nodes, n_nodes, settings.min_gain)
-        if best < 0:
-            break
-        a = n_nodes
-        b = n_nodes + 1
-        n_nodes += 2
-        n_leaves += 1
-        last = n_leaves >= max_leaves  # the children stay leaves: no candidates needed
-        kind[best] = cand.kind[best]
-        yes[best] = a
-        no[best] = b
-        lo = pstart[best]
-        hi = lo + plen[best]
-        valid = valid_states(states[best], target.allowed_k, mid)
-        parent = (Compact(kept.ids[best], kept.g[best], kept.n[best]), kept.length[best])
-        rescan = parent[1] == 0  # no histogram kept (kept_bytes): both children are scanned
-        _drop(kept, best)
-        if routed:
-            pbuf = with_room(pbuf, used + hi - lo)
-            vbuf = with_room(vbuf, used + hi - lo)
-            slots = Slots(pbuf, vbuf)
-        if kind[best] == FEATURE:
-            f = cand.feature[best]
-            feature[best] = f
-            states[a, :] = states[best]
-            states[b, :] = states[best]
-            if routed:
-                if with_surrogates and missing.fvar[f] >= 0:
-                    surrogates(slots, lo, hi, f, rows, numeric, missing, counts, grown.surr_feature[best],
-                               grown.surr_same[best])
-                split = (f, cand.share[best], grown.surr_feature[best], grown.surr_same[best])
-                na, nb = partition_routed(slots, lo, hi, used, (tmp, fall), split, rows, numeric, missing,
-                                          target.is_start, valid)
-                pstart[a] = used
-                plen[a] = na
-                pstart[b] = lo
-                plen[b] = nb
-                used += na
-            else:
-                na, nb, wa, wb = partition(slots, lo, hi, tmp, f, index, mark, rows, numeric, target.is_start,
-                                           valid, ga, gb)
-                pstart[a] = lo + nb
-                plen[a] = na
-                pstart[b] = lo
-                plen[b] = nb
-                _set_leaf(nodes, a, ga, wa, lam)
-                _set_leaf(nodes, b, gb, wb, lam)
-                if last:
-                    break
-                split_a = wa >= 2.0 * min_leaf and wa > 0.0
-                split_b = wb >= 2.0 * min_leaf and wb > 0.0
-                if not (split_a or split_b):
-                    continue
-                # the child with fewer positions from the data, the other one by subtraction
-                small, large = (a, b) if na <= nb else (b, a)
-                split_small, split_large = (split_a, split_b) if na <= nb else (split_b, split_a)
-                s_lo = pstart[small]
-                with_states = (valid.w_start > 0.0) + valid.m >= 2
-                _, nt = scan(slots, s_lo, s_lo + plen[small], Pass(False, with_states, True), target, valid,
-                             _node_sums(nodes, small), hist, rows, ga)
-                if with_states:
-                    for s in range(S):
-                        for q in range(d):
-                            rs[large, s, q] = rs[best, s, q] - rs[small, s, q]
-                        ns[large, s] = ns[best, s] - ns[small, s]
-                _children_candidates(nodes, (small, large, split_small, split_large and not rescan), hist, nt,
-                                     parent, kept, settings, ok, (gains, left))
-                if rescan and split_large:
-                    _rescanned(nodes, large, (slots, ga), target, valid, hist, rows, kept, settings, ok,
-                               (gains, left))
-                continue
-        else:
-            for s in range(S):
-                states[a, s] = states[best, s] and cand.states[best, s]
-                states[b, s] = states[best, s] and not cand.states[best, s]
-            m_len = hi - lo
-            pstart[a] = lo
-            plen[a] = m_len
-            pstart[b] = used
-            plen[b] = m_len
-            if routed:
-                pbuf[used:used + m_len] = pbuf[lo:hi]
-                vbuf[used:used + m_len] = vbuf[lo:hi]
-                used += m_len
-            else:
-                for s in range(S):
-                    for child in (a, b):
-                        on = states[child, s]
-                        for q in range(d):
-                            rs[child, s, q] = rs[best, s, q] if on else 0.0
-                        ns[child, s] = ns[best, s] if on else 0.0
-                pbuf = with_room(pbuf, used + m_len)
-                vbuf = with_room(vbuf, used + m_len)
-                slots = Slots(pbuf, vbuf)
-                va = valid_states(states[a], target.allowed_k, mid)
-                vb = valid_states(states[b], target.allowed_k, mid_b)
-                wa, wb, nt = scan_state_split(slots, lo, hi, used, target, va, vb, not last, hist, rows, ga, gb)
-                used += m_len
-                _set_leaf(nodes, a, ga, wa, lam)
-                _set_leaf(nodes, b, gb, wb, lam)
-                if last:
-                    break
-                split_b = wb >= 2.0 * min_leaf and wb > 0.0
-                _children_candidates(nodes, (a, b, wa >= 2.0 * min_leaf and wa > 0.0, split_b and not rescan), hist,
-                                     nt, parent, kept, settings, ok, (gains, left))
-                if rescan and split_b:
-                    _rescanned(nodes, b, (slots, ga), target, vb, hist, rows, kept, settings, ok,
-                               (gains, left))
-                continue
-        for child in (a, b):  # routing: the new nodes' sums and candidates from scans of their own
-            _routed_candidate(nodes, child, slots, target, not last, (hist, var_hist), rows, missing, settings,
-                              (ok, gains, mid, left))
-    tree = Tree(kind[:n_nodes].copy(), feature[:n_nodes].copy(), yes[:n_nodes].copy(), no[:n_nodes].copy(),
-                grown.value[:n_nodes].copy(), grown.count[:n_nodes].copy(), states[:n_nodes].copy(),
-                grown.surr_feature[:n_nodes].copy(), grown.surr_same[:n_nodes].copy(), grown.vector[:n_nodes].copy())
-    if routed:
-        return Grown(tree, Segments(pbuf[:0].copy(), pstart[:0].copy(), plen[:0].copy(), np.empty(0)))
-    return Grown(tree, Segments(pbuf[:used].copy(), pstart[:n_nodes].copy(), plen[:n_nodes].copy(), np.empty(0)))
+    S = target.allowed_k.shape[0]
+    d = width(target)
+    n_surrogates = settings.n_surrogates if routes_missing(missing) else 0
+    growth = new_growth(settings, S, d, feature_ok, numeric, missing, target.allowed_k)
+    shard = new_shard(rows, index, numeric, missing, target, positions, settings.max_leaves, n_surrogates)
+    landing = new_landing(feature_ok.shape[0], missing.n_vars if routes_missing(missing) else 0, S, d,
+                          n_surrogates, True)
+    step = first_step(growth, positions.shape[0])
+    while step.kind != DONE:
+        shard = shard_step(shard, step, landing)
+        step = advance(growth, step, landing)
+    return Grown(grown_tree(growth), shard_segments(shard, growth.counts[0]))

@@ -90,9 +90,9 @@ def split_norms(gl, row, g):
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def best_feature(hist, m, g, n, settings, feature_ok, gains):
-    """Best present/absent split from a node's Compact histogram (its first m entries): (gain, feature),
-    feature -1 if none; among gains within TIE of the best, the lowest feature id. Only features with
-    feature_ok[f] set may split. gains: scratch, 3 x features."""
+    """Best present/absent split from a node's Compact histogram (its first m entries): (gain, feature, yes
+    share of the node's weight), feature -1 if none; among gains within TIE of the best, the lowest feature id.
+    Only features with feature_ok[f] set may split. gains: scratch, 3 x features."""
     lam = settings.lam
     min_leaf = settings.min_leaf
     ids = hist.ids
@@ -107,8 +107,8 @@ def best_feature(hist, m, g, n, settings, feature_ok, gains):
         gain = gain_of(ql[i], nl, qr[i], nr, q, n, lam)
         ok = (nl >= min_leaf) & (nr >= min_leaf) & (nl > 0.0) & (nr > 0.0) & (gain > 0.0) & feature_ok[ids[i]]
         out[i] = gain if ok else -1.0
-    gain, f, _ = pick_best(ids, out, m)
-    return gain, f
+    gain, f, slot = pick_best(ids, out, m)
+    return gain, f, hn[slot] / n if f >= 0 else 0.5
 
 
 @njit(cache=True, nogil=True)
