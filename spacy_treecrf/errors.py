@@ -261,3 +261,15 @@ class Errors(metaclass=_WithCodes):
     E192 = "window_features: 'numeric_attrs' must be a list of attribute names, not {attrs!r}"
     E193 = ("window_features: {attr!r} in 'numeric_attrs' is not 'len', a Token attribute or '_.<extension>' (or is "
             "listed twice)")
+    # training on a Dask cluster (engine/cluster.py)
+    E194 = ("a cluster fit needs dask.distributed: pip install 'spacy-treecrf[dask]' (or leave the 'scheduler' "
+            "setting empty to train in this process)")
+    E195 = ("missing values with the {strategy!r} strategy route positions through the trees, which a cluster fit "
+            "does not do yet: use missing 'imputation', 'indicator' or 'learned_direction', or "
+            "train in this process")
+    E196 = ("the 'rank' loss's line search is not run on a cluster: use loss 'crf', 'hamming' or 'pseudo_likelihood', "
+            "or train in this process")
+    E197 = "the Dask scheduler at {scheduler} has no workers to hold the training set"
+    E198 = "training on a cluster: the shard on worker {worker} failed in round {round}: {error}"
+    E199 = ("training on a cluster: worker {worker} was lost in round {round}, with its shard of the training set; "
+            "the {done} rounds completed before are kept: restart the fit (a continued fit goes on from them)")

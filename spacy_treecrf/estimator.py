@@ -316,6 +316,9 @@ class TreeCRF:
     the paper) or "fallback" (only where no feature split gains; cheaper to tag). ``shared_trees``: one tree a
     round for all labels, a value per label in each leaf (for large label sets). ``l1``: an L1 penalty on leaf
     values (each leaf sum of residuals shrunk by l1 towards 0: shared trees' leaves keep the labels that matter).
+    ``scheduler``: the address of a Dask scheduler ("tcp://host:8786") whose workers hold the training rows and
+    run each round's data side (engine/cluster.py; needs the 'dask' extra); "" trains in this process. The trees
+    are the same either way.
 
     Input values: a dict value that is a string gives the feature 'key=value' (as sklearn-crfsuite does), True
     the feature 'key' and False none; an int or float (not a bool) is a number, and the key a numeric column
@@ -495,9 +498,9 @@ class TreeCRF:
             d_indptr, d_indices, d_starts, d_missing = rows_of
             return self.ensemble.scaled_potentials(d_indptr, d_indices, self.allowed, d_starts, self.params.threads,
                                                    d_missing) if kept_trees else None
-        trainer = boost.Trainer(indptr, indices, len(self.features.names), label_ids, seq_starts, self.allowed,
-                                self.params, initial=current((indptr, indices, seq_starts, missing_rows)),
-                                missing_rows=missing_rows, numeric=numeric)
+        trainer = boost.new_trainer(indptr, indices, len(self.features.names), label_ids, seq_starts, self.allowed,
+                                    self.params, initial=current((indptr, indices, seq_starts, missing_rows)),
+                                    missing_rows=missing_rows, numeric=numeric)
         dev = None
         best_acc, best_round = -1.0, 0
         if X_dev is not None:
@@ -530,6 +533,7 @@ class TreeCRF:
                 break
         new_rounds = best_round if dev is not None else len(self.history_)
         self.best_round_ = kept_rounds + new_rounds
+        trainer.close()
         trainer = dev = None  # their caches (T x S x K each) go before the trees are joined into one array
         self.ensemble.truncate(kept_trees + new_rounds * (1 if self.params.shared_trees else K))
         return self

@@ -539,8 +539,10 @@ class TreeCRFComponent(TrainablePipe):
         if self.ensemble.n_trees:
             initial = self.ensemble.scaled_potentials(indptr, indices, self.allowed, seq_starts, self.params.threads,
                                                       missing_rows)
-        self._trainer = boost.Trainer(indptr, indices, self.n_features, y, seq_starts, self.allowed, self.params,
-                                      initial=initial, missing_rows=missing_rows, numeric=self._numeric())
+        if self._trainer is not None:
+            self._trainer.close()
+        self._trainer = boost.new_trainer(indptr, indices, self.n_features, y, seq_starts, self.allowed, self.params,
+                                          initial=initial, missing_rows=missing_rows, numeric=self._numeric())
         self._trainer_key = key
         return self._trainer
 

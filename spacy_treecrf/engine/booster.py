@@ -26,7 +26,7 @@ from .predict_bitmask import bitmask_index, bitmask_potentials
 from .predict_partition import Cells, block_rows, label_state_words, partition_index, partition_potentials
 from .predict_walk import walk_moves, walk_potentials
 from .rules import path_tables
-from .project import low_rank_rows, principal_directions
+from .project import directions_from_moments, low_rank_rows
 from .sparse import csc_index
 from .trees import (FEATURE, LEAF, Forest, GrowSettings, LeafVectors, LowRank, Rows, Target, Tree, TREE_FIELDS,
                     concat_trees, concat_vectors, empty_tree, is_shared, no_missing, scaled_tree, sparse_vectors,
@@ -83,6 +83,7 @@ class BoostParams:
     label_splits: str = "fallback"
     shared_trees: bool = True
     l1: float = 0.1
+    scheduler: str = ""
 
     def __post_init__(self):
         for f in dataclasses.fields(self):  # the type first: a string "10" must not reach a comparison
@@ -567,6 +568,15 @@ class Passes(NamedTuple):
     extra: tuple = ()
 
 
+def new_trainer(indptr, indices, n_features, y, seq_starts, allowed, params: BoostParams, **kwargs) -> "Trainer":
+    """A Trainer in this process, or with params.scheduler (a Dask scheduler's address, or a distributed.Client
+    given to a fit) one whose rows and rounds' data side live on that cluster's workers (cluster.py)."""
+    if not params.scheduler:
+        return Trainer(indptr, indices, n_features, y, seq_starts, allowed, params, **kwargs)
+    from .cluster import ClusterTrainer
+    return ClusterTrainer(params.scheduler, indptr, indices, n_features, y, seq_starts, allowed, params, **kwargs)
+
+
 class Trainer:
     """Boosting state over one fixed training set: cached scaled potentials, so a round costs the same at any size."""
 
@@ -673,7 +683,7 @@ class Trainer:
         with_missing = mr is not None and (mr.any or (n_surrogates > 0 and bool((mr.feature_var >= 0).any())))
         positions = self._round_positions()
         skipped = np.setdiff1d(self.all_positions, positions, assume_unique=True) if len(positions) < len(
-            self.y) else None
+            self.all_positions) else None
         settings = GrowSettings(self.params.max_leaves, float(self.params.shrinkage),
                                 float(self.params.min_samples_leaf), float(self.params.min_gain),
                                 self.params.label_splits == "fallback", n_surrogates)
@@ -688,7 +698,7 @@ class Trainer:
             ensemble.add(k, tree)
             if on_tree is not None:
                 on_tree(k, tree)
-        crf.rescale(self.P)
+        self._rescale()
         release_freed_memory()
         self.rounds += 1
         return passes.objective
@@ -755,8 +765,18 @@ class Trainer:
         """A shared tree's Target: the residuals of all labels along the top principal directions of the
         per-position residual sums r[t, k] = sum_s D[t, s, k] over ``positions``; for the CRF and rank losses as a
         LowRank (project.py), for the others as a T x S x d array (float32 beyond PROJECTED_BYTES)."""
+        return self._projected_target(passes, directions_from_moments(*self.position_moments(passes, positions),
+                                                                       SHARED_DIRECTIONS))
+
+    def position_moments(self, passes, positions) -> tuple:
+        """The moments of the per-position residual sums over ``positions`` (positions x K) that a shared
+        tree's directions come from (project.directions_from_moments): a cluster adds its shards' up."""
+        R = self._position_sums(passes)[positions]
+        return R.T @ R, R.sum(axis=0), len(R)
+
+    def _projected_target(self, passes, W: np.ndarray) -> Target:
+        """A shared tree's Target for the directions W (K x d), see _shared_target."""
         T, S = len(self.y), self.allowed.shape[0]
-        W = principal_directions(self._position_sums(passes)[positions], SHARED_DIRECTIONS)
         allowed_any = np.ascontiguousarray(self.allowed.any(axis=1))
         if self.params.loss in ("crf", "rank"):
             return Target(np.zeros((T, S, 0)), self.is_start, allowed_any, self._low_rank(passes, W))
@@ -800,6 +820,11 @@ class Trainer:
 
     def _leaf_vectors(self, passes, tree: Tree, segments, lam: float) -> np.ndarray:
         """nodes x K: every label's leaf_values over the cells of each leaf of a shared tree."""
+        return values_of(self.leaf_sums(passes, tree, segments), lam, self.params.l1)
+
+    def leaf_sums(self, passes, tree: Tree, segments) -> LeafSums:
+        """nodes x K: every label's leaf_values sums (G and its divisor) over the cells of each leaf of a shared
+        tree, positions in order whatever the threads (a cluster adds its shards' up)."""
         mode = LEAF_VALUES[self.params.leaf_values]
         shape = (len(tree.kind), self.allowed.shape[1])
         total = LeafSums(np.zeros(shape), np.zeros(shape))
@@ -817,7 +842,7 @@ class Trainer:
                     total.g[:] += part.g
                     total.h[:] += part.h
         self._over_residuals(passes, label_sums)
-        return values_of(total, lam, self.params.l1)
+        return total
 
     def _trimmed(self, target: Target, positions):
         """Influence trimming (trim > 0): the positions with some residual of magnitude >= trim."""
@@ -933,6 +958,13 @@ class Trainer:
                               self.rows, self.missing_rows, scale, self.params.threads, self.numeric)
         self.P = round_moves.apply(self.P)
 
+    def close(self):
+        """Let go of what the Trainer holds elsewhere (a cluster's shards; nothing here)."""
+
+    def _rescale(self):
+        """The end of a round: every position's cached potentials divided by their maximum (crf.rescale)."""
+        crf.rescale(self.P)
+
     def _tree_features(self):
         """Column subsampling: the features one tree may split on, drawn afresh per tree (None: all). Redundant
         features (a word, its lowercase form, its suffix) then each get trees that must do without the others,
@@ -948,8 +980,9 @@ class Trainer:
         """Friedman's stochastic gradient boosting: a fresh random subset of positions each round."""
         if self.params.subsample >= 1.0:
             return self.all_positions
-        n = max(1, int(round(self.params.subsample * len(self.y))))
-        return np.sort(self.rng.choice(len(self.y), size=n, replace=False)).astype(np.int64)
+        T = len(self.all_positions)
+        n = max(1, int(round(self.params.subsample * T)))
+        return np.sort(self.rng.choice(T, size=n, replace=False)).astype(np.int64)
 
 
 def decode(P: Potentials, seq_starts: np.ndarray, method: str, threads: int = 1):

@@ -40,7 +40,7 @@ from .intrinsics import with_room
 from .partition import partition, partition_routed
 from .split import (Allowed, Candidates, Compact, SurrogateScratch, best_feature, best_feature_known, best_of,
                     best_state, best_threshold, record_candidate, surrogates)
-from .trees import FEATURE, LEAF, STATE, TIE, Tree, routes_missing
+from .trees import FEATURE, LEAF, TIE, Tree, routes_missing
 from ..errors import Errors
 
 
@@ -284,6 +284,7 @@ def shard_step(shard, step, landing):
     pstart = shard.pstart
     plen = shard.plen
     routed = routes_missing(shard.missing)
+    landing.touched[:] = 0  # no histogram unless this step scans one
     if kind == ROOT:
         n_pos = shard.used[0]
         pstart[0] = 0
@@ -371,6 +372,66 @@ def shard_step(shard, step, landing):
     landing.count[1] = m_len
     landing.touched[0] = nt
     return shard
+
+
+class Packed(NamedTuple):
+    """A shard's Landing as it travels to the driver: g and w of the step's nodes (2 x d, 2), count (2), the
+    scanned node's per-state sums (r: S x d, n: S) and its feature histogram's entries with some weight (ids,
+    hg: m x d, hn)."""
+    g: np.ndarray
+    w: np.ndarray
+    count: np.ndarray
+    r: np.ndarray
+    n: np.ndarray
+    ids: np.ndarray
+    hg: np.ndarray
+    hn: np.ndarray
+
+
+@njit(cache=True, nogil=True)
+def pack_landing(landing, every_atom):
+    """What a shard sends of its Landing (every_atom: all True, one per atom); its histogram is cleared."""
+    hist = landing.hist
+    nt = landing.touched[0]
+    ids, hg, hn = compact(hist, nt, every_atom)
+    clear(hist, nt)
+    return Packed(landing.g[:2].copy(), landing.w.copy(), landing.count.copy(), landing.sums.r.copy(),
+                  landing.sums.n.copy(), ids, hg, hn)
+
+
+@njit(cache=True, nogil=True)
+def open_landing(landing):
+    """Zero a Landing's sums before the shards' Packed are added (its histograms are clear: advance clears
+    them)."""
+    landing.g[:] = 0.0
+    landing.w[:] = 0.0
+    landing.count[:] = 0
+    landing.sums.r[:] = 0.0
+    landing.sums.n[:] = 0.0
+    landing.touched[:] = 0
+
+
+@njit(cache=True, nogil=True)
+def add_landing(landing, packed):
+    """Add one shard's Packed into the driver's Landing."""
+    landing.g[:2] += packed.g
+    landing.w[:] += packed.w
+    landing.count[:] += packed.count
+    landing.sums.r[:] += packed.r
+    landing.sums.n[:] += packed.n
+    dense = landing.hist.dense
+    d = dense.shape[1] - 1
+    nt = landing.touched[0]
+    for i in range(packed.ids.shape[0]):
+        f = packed.ids[i]
+        if dense[f, d] < 0.0:
+            dense[f, :] = 0.0
+            landing.hist.touched[nt] = f
+            nt += 1
+        for q in range(d):
+            dense[f, q] += packed.hg[i, q]
+        dense[f, d] += packed.hn[i]
+    landing.touched[0] = nt
 
 
 @njit(cache=True, nogil=True)

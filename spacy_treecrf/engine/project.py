@@ -20,17 +20,27 @@ from .crf import start_target
 
 def principal_directions(R: np.ndarray, d: int) -> np.ndarray:
     """W (K x d): the d orthonormal directions maximising the variance of R @ W over R's rows (the top
-    eigenvectors of R's centred covariance, largest first), each signed so that its largest entry is positive.
-    One column: W = [[1]], so a shared tree of one label is that label's tree."""
-    K = R.shape[1]
+    eigenvectors of R's centred covariance, largest first), each signed so that its first entry of at least half
+    the largest magnitude is positive (not the largest itself: the CRF's residuals sum to 0 over the labels, so
+    with two labels both entries are +-0.707, and rounding, which differs between one process and a cluster's
+    sums, would pick the sign and with it the order of a state split's children). One column: W = [[1]], so a
+    shared tree of one label is that label's tree."""
+    return directions_from_moments(R.T @ R, R.sum(axis=0), len(R), d)
+
+
+def directions_from_moments(gram: np.ndarray, total: np.ndarray, n: int, d: int) -> np.ndarray:
+    """principal_directions from R's moments: gram = R^T R (K x K), total = R's column sums, n = its rows (sums
+    over parts of R add up, so shards of positions each give theirs)."""
+    K = gram.shape[0]
     d = min(d, K)
     if K == 1:
         return np.ones((1, 1))
-    mean = R.mean(axis=0) if len(R) else np.zeros(K)
-    cov = R.T @ R - len(R) * np.outer(mean, mean)
+    mean = total / n if n else np.zeros(K)
+    cov = gram - n * np.outer(mean, mean)
     W = np.linalg.eigh(cov)[1][:, ::-1][:, :d].copy()
     for i in range(d):
-        if W[np.argmax(np.abs(W[:, i])), i] < 0:
+        size = np.abs(W[:, i])
+        if W[np.argmax(size >= 0.5 * size.max()), i] < 0:
             W[:, i] = -W[:, i]
     return W
 

@@ -1,0 +1,384 @@
+"""Boosting rounds on a Dask cluster (the optional extra ``spacy-treecrf[dask]``; nothing imports dask until a fit
+is given a scheduler address or a ``distributed.Client``).
+
+The training sequences are cut once into one shard per worker (whole sequences, about as many positions each)
+and shipped there; a worker holds a Shard: a Trainer over its sequences, with its rows and its part of the cached
+potentials, plus the data side of the trees being grown (grow.ShardGrowth). The driver, a ClusterTrainer, is the
+Trainer that makes every decision of a round and holds no rows: its gradient pass is the shards' (the objective
+is a sum over sequences), a shared tree's directions come from the shards' moments of the residual sums, and the
+trees grow best-first as in one process (grow.py), each Step's data side run by every shard and their Landings
+added up (sums over positions: the shards' sums are the whole set's, so the trees are the same up to the order
+of the additions). The per-label trees of a round grow in lockstep, so a request carries a step of each; leaf
+values come from the shards' leaf sums; the finished trees go back to the shards, which move their own
+potentials. After the first shipment only Steps, histograms, sums and trees travel.
+
+A worker lost mid-round never leaves the fit waiting: every call polls the scheduler for the shard's worker and
+raises ClusterError naming it once it is gone (a restarted worker would hold a fresh shard, so a shard answers
+with the token it was made with, and a different one is an error too). The driver keeps every completed round's
+trees (the Ensemble), so what was fitted before the loss is kept.
+
+Not on a cluster (yet): the routing rule for missing values (instance weighting or surrogates over rows that
+have missing values; the other strategies rewrite the rows and work) and the rank loss (its line search needs
+a forward-backward pass per trial step).
+"""
+import dataclasses
+import resource
+import uuid
+from typing import List, NamedTuple, Optional
+
+import numpy as np
+
+from . import crf
+from .booster import LEAF_VALUES, SHARED_DIRECTIONS, Passes, Trainer
+from .grow import (DONE, add_landing, advance, first_step, grown_tree, new_growth, new_landing, new_shard,
+                   open_landing, pack_landing, shard_segments, shard_step)
+from .leaves import LeafSums, add_leaf_sums, values_of
+from .project import directions_from_moments
+from .numeric import no_numeric
+from .trees import KEPT_BYTES, Target, no_missing
+from ..errors import Errors
+
+POLL_SECONDS = 1.0  # how often a call waiting on a shard asks the scheduler whether its worker is alive
+# Residuals a shard keeps at once for the per-label trees of a round growing in lockstep: labels beyond this
+# budget grow in a further group (one tree per label and round either way; only the round trips differ).
+RESIDUAL_BUDGET = 512 * 2 ** 20
+
+
+class ClusterError(RuntimeError):
+    """A worker holding a shard was lost, or a shard failed."""
+
+
+class Reply(NamedTuple):
+    """A shard's answer: the token it was made with (a worker restarted in between holds a fresh shard) and the
+    result."""
+    token: str
+    result: object
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+class Shard:
+    """One worker's share of the training set (a Dask actor): a Trainer over its sequences and, during a round,
+    the data side of each tree being grown. ``offset``: its first position in the whole set."""
+
+    def __init__(self, indptr, indices, n_features, y, seq_starts, allowed, params, offset, initial=None,
+                 numeric=None):
+        self.token = uuid.uuid4().hex
+        self.trainer = Trainer(indptr, indices, n_features, y, seq_starts, allowed, params, initial=initial,
+                               numeric=numeric)
+        self.offset = int(offset)
+        self.passes = None
+        self.trees = []  # per tree being grown: (label, residual Target, its positions, grow.ShardGrowth)
+        self.done = []  # per tree of the round grown: (label, its positions, its grow.Segments)
+        self.positions = (self.trainer.all_positions, None)  # this round's positions and the skipped ones
+        self.landings = {}  # per residual width d: the Landing its steps fill
+
+    def _reply(self, result=None) -> Reply:
+        return Reply(self.token, result)
+
+    def gradient_pass(self) -> Reply:
+        self.passes = self.trainer.gradient_pass()
+        return self._reply(self.passes.objective)
+
+    def set_positions(self, positions) -> Reply:
+        """This round's positions (local ids; None: all of them) and so the ones its trees skip."""
+        tr = self.trainer
+        if positions is None:
+            self.positions = (tr.all_positions, None)
+        else:
+            pos = np.ascontiguousarray(positions, dtype=np.int64)
+            self.positions = (pos, np.setdiff1d(tr.all_positions, pos, assume_unique=True))
+        return self._reply()
+
+    def position_moments(self) -> Reply:
+        return self._reply(self.trainer.position_moments(self.passes, self.positions[0]))
+
+    def begin_labels(self, labels, max_leaves) -> Reply:
+        """The per-label trees of ``labels``: each label's residuals, trimmed positions and data side. Returns
+        their positions' counts."""
+        tr = self.trainer
+        T, S = len(tr.y), tr.allowed.shape[0]
+        self.trees = []
+        for k in labels:
+            D = tr.residuals(self.passes, k, np.empty((T, S, 1)))
+            target = Target(D, tr.is_start, np.ascontiguousarray(tr.allowed[:, k]))
+            self._begin(k, target, max_leaves)
+        return self._reply([len(pos) for _, _, pos, _ in self.trees])
+
+    def begin_shared(self, W, max_leaves) -> Reply:
+        """A shared tree on the residuals projected on W."""
+        self.trees = []
+        self._begin(-1, self.trainer._projected_target(self.passes, W), max_leaves)
+        return self._reply([len(self.trees[0][2])])
+
+    def _begin(self, k, target, max_leaves):
+        tr = self.trainer
+        pos = tr._trimmed(target, self.positions[0])
+        shard = new_shard(tr.rows, tr.column_index, tr.numeric, no_missing(), target, pos, max_leaves, 0)
+        self.trees.append((k, target, pos, shard))
+
+    def steps(self, requests) -> Reply:
+        """Each (tree, Step) of ``requests`` on this shard's positions: the packed Landings, in order."""
+        out = []
+        for j, step in requests:
+            k, target, pos, shard = self.trees[j]
+            d = shard.slots.val.shape[1]
+            if d not in self.landings:
+                tr = self.trainer
+                self.landings[d] = new_landing(tr.n_features, 0, tr.allowed.shape[0], d, 0, True)
+            landing = self.landings[d]
+            shard = shard_step(shard, step, landing)
+            self.trees[j] = (k, target, pos, shard)
+            out.append(pack_landing(landing, self.trainer.all_features))
+        return self._reply(out)
+
+    def leaf_sums(self, trees, mode) -> Reply:
+        """Each grown tree's leaf_values sums over this shard's cells (per-label trees: nodes x 1; shared: x K)."""
+        tr = self.trainer
+        out = []
+        for (k, target, pos, shard), tree in zip(self.trees, trees):
+            segments = shard_segments(shard, len(tree.kind))
+            if k < 0:
+                out.append(tr.leaf_sums(self.passes, tree, segments))
+                continue
+            sums = LeafSums(np.zeros((len(tree.kind), 1)), np.zeros((len(tree.kind), 1)))
+            add_leaf_sums(target.D, 0, tr.is_start, np.ascontiguousarray(tr.allowed[:, k:k + 1]), tree, segments,
+                          mode, sums)
+            out.append(sums)
+        return self._reply(out)
+
+    def end_trees(self, sizes) -> Reply:
+        """The trees being grown are grown (their node counts): keep their segments, drop their residuals."""
+        for (k, _, pos, shard), n_nodes in zip(self.trees, sizes):
+            self.done.append((k, pos, shard_segments(shard, n_nodes)))
+        self.trees = []
+        return self._reply()
+
+    def move(self, trees, scale) -> Reply:
+        """The round's trees (unscaled, as grown) applied to this shard's potentials at ``scale`` over their leaves'
+        segments (and walked at the positions they skipped)."""
+        tr = self.trainer
+        positions, skipped = self.positions
+        tr._move([(k, tree, segments, tr._rest(pos, positions, skipped))
+                  for (k, pos, segments), tree in zip(self.done, trees)], scale)
+        return self._reply()
+
+    def rescale(self) -> Reply:
+        """The end of a round: potentials rescaled, the round's state dropped."""
+        self.trainer._rescale()
+        self.passes = None
+        self.done = []
+        return self._reply()
+
+    def peak_rss_mb(self) -> Reply:
+        return self._reply(_peak_rss_mb())
+
+
+def sequence_shards(seq_starts: np.ndarray, n: int) -> List[tuple]:
+    """(first sequence, end sequence) of n shards of whole sequences with about as many positions each (fewer
+    shards where there are fewer sequences)."""
+    T = int(seq_starts[-1])
+    cuts = np.unique(np.searchsorted(seq_starts, np.linspace(0, T, n + 1), side="left"))
+    cuts[0], cuts[-1] = 0, len(seq_starts) - 1
+    cuts = np.unique(cuts)
+    return [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:])]
+
+
+def connect(scheduler):
+    """A distributed.Client for a scheduler address, or the Client (or stand-in) given."""
+    if not isinstance(scheduler, str):
+        return scheduler
+    try:
+        from distributed import Client
+    except ImportError as e:  # the extra is not installed
+        raise ImportError(Errors.E194) from e
+    return Client(scheduler)
+
+
+class ClusterTrainer(Trainer):
+    """The Trainer of a fit on a Dask cluster (module docstring): the same rounds, its rows on the workers."""
+
+    def __init__(self, scheduler, indptr, indices, n_features, y, seq_starts, allowed, params, initial=None,
+                 missing_rows=None, numeric=None):
+        """scheduler: a distributed.Client, or a scheduler's address (a Client is made, and closed by close());
+        the rest as Trainer's. The rows are shipped to the workers here."""
+        if missing_rows is not None and (missing_rows.any or (params.missing == "surrogate" and bool(
+                (missing_rows.feature_var >= 0).any()))):
+            raise ValueError(Errors.E195.format(strategy=params.missing))
+        if params.loss == "rank":
+            raise ValueError(Errors.E196)
+        client = self.client = connect(scheduler)
+        self._own_client = client is not scheduler
+        self.params = params
+        self.n_features = int(n_features)
+        self.allowed = np.ascontiguousarray(allowed, dtype=np.bool_)
+        self.numeric = numeric if numeric is not None else no_numeric()
+        self.missing_rows = None
+        seq_starts = np.ascontiguousarray(seq_starts, dtype=np.int64)
+        T = int(seq_starts[-1])
+        self.rng = np.random.default_rng(params.random_state)
+        self.all_positions = np.arange(T, dtype=np.int64)
+        self.all_features = np.ones(self.n_features, dtype=np.bool_)
+        self.rounds = 0
+        workers = client.scheduler_info()["workers"]
+        if not workers:
+            raise ClusterError(Errors.E197.format(scheduler=client.scheduler.address))
+        addresses = sorted(workers)
+        parts = sequence_shards(seq_starts, len(addresses))
+        self.workers = addresses[:len(parts)]
+        self.bounds = []
+        self.actors = []
+        self.tokens = []
+        futures = []
+        indptr = np.asarray(indptr)
+        for (q0, q1), address in zip(parts, self.workers):
+            a, b = int(seq_starts[q0]), int(seq_starts[q1])
+            self.bounds.append((a, b))
+            threads = workers[address].get("nthreads", 1)
+            shard_params = dataclasses.replace(params, n_threads=min(threads, params.threads), scheduler="")
+            rows = (indptr[a:b + 1] - indptr[a], np.asarray(indices)[indptr[a]:indptr[b]], self.n_features,
+                    np.asarray(y)[a:b], seq_starts[q0:q1 + 1] - a, self.allowed, shard_params, a,
+                    _copy_part(initial, a, b), self.numeric)
+            data = client.scatter(list(rows), workers=[address], direct=True)
+            futures.append((client.submit(Shard, *data, actor=True, workers=[address], allow_other_workers=False,
+                                          pure=False), data))
+        for i, (future, data) in enumerate(futures):
+            self.actors.append(self._wait(future, i))
+            self.tokens.append(self._call_one(i, "peak_rss_mb").token)
+            for part in data:  # the shard holds its rows now (a shard made again would be an error anyway)
+                part.release()
+        self._futures = [f for f, _ in futures]
+
+    # -- calls ------------------------------------------------------------------------------------------------
+    def _wait(self, future, i: int):
+        """future's result, asking the scheduler every POLL_SECONDS whether shard i's worker is still there."""
+        while True:
+            try:
+                return future.result(timeout=POLL_SECONDS)
+            except Exception as e:  # a timeout (its class differs between dask versions), or the call failed
+                if isinstance(e, OSError):  # the worker's connection (CommClosedError is one)
+                    raise ClusterError(Errors.E199.format(**self._where(i))) from e
+                if not _is_timeout(e):
+                    raise ClusterError(Errors.E198.format(worker=self.workers[i], round=self.rounds + 1,
+                                                          error=f"{type(e).__name__}: {e}")) from e
+            if self.workers[i] not in self.client.scheduler_info()["workers"]:
+                raise ClusterError(Errors.E199.format(**self._where(i)))
+
+    def _where(self, i: int) -> dict:
+        """Shard i's worker, the round under way and the rounds done (what E199 says)."""
+        return {"worker": self.workers[i], "round": self.rounds + 1, "done": self.rounds}
+
+    def _call_one(self, i: int, name: str, *args) -> Reply:
+        return self._wait(getattr(self.actors[i], name)(*args), i)
+
+    def _call(self, name: str, *args, per_shard: Optional[list] = None) -> list:
+        """Call a Shard method on every shard (the same args, or the tuple per_shard[i]) and return their
+        results."""
+        futures = [getattr(actor, name)(*(per_shard[i] if per_shard is not None else args))
+                   for i, actor in enumerate(self.actors)]
+        out = []
+        for i, future in enumerate(futures):
+            reply = self._wait(future, i)
+            if reply.token != self.tokens[i]:
+                raise ClusterError(Errors.E199.format(**self._where(i)))
+            out.append(reply.result)
+        return out
+
+    def close(self):
+        """Free the shards on the workers (and close the Client made for a scheduler address)."""
+        if self.actors:
+            self.client.cancel(self._futures)
+            self.actors = []
+            if self._own_client:
+                self.client.close()
+
+    def peak_rss_mb(self) -> List[float]:
+        """Each shard's worker's peak resident memory (MB)."""
+        return self._call("peak_rss_mb")
+
+    # -- the data side of a round (Trainer's hooks) ------------------------------------------------------------
+    def gradient_pass(self) -> Passes:
+        return Passes(None, None, float(sum(self._call("gradient_pass"))))
+
+    def _round_positions(self) -> np.ndarray:
+        positions = super()._round_positions()
+        whole = len(positions) == len(self.all_positions)
+        self._call("set_positions", per_shard=[(None if whole else positions[(positions >= a) & (positions < b)] - a,)
+                                               for a, b in self.bounds])
+        return positions
+
+    def _fit_per_label(self, passes, positions, skipped, settings, routing):
+        """The per-label trees of a round, grown in lockstep a group of labels at a time (the shards keep a
+        group's residuals at once: RESIDUAL_BUDGET)."""
+        K, S = self.allowed.shape[1], self.allowed.shape[0]
+        masks = [self._tree_features() for _ in range(K)]
+        most = max(b - a for a, b in self.bounds) * S * 8
+        group = max(1, min(K, RESIDUAL_BUDGET // max(most, 1)))
+        settings = settings._replace(kept_bytes=max(KEPT_BYTES // group, 1))  # the driver's share per tree
+        fitted = []
+        for g0 in range(0, K, group):
+            labels = list(range(g0, min(K, g0 + group)))
+            counts = np.sum(self._call("begin_labels", labels, settings.max_leaves), axis=0)
+            growths = [new_growth(settings, S, 1, masks[k] if masks[k] is not None else self.all_features,
+                                  self.numeric, no_missing(), np.ascontiguousarray(self.allowed[:, k]))
+                       for k in labels]
+            trees = self._grow(growths, counts, 1)
+            if self.params.leaf_values != "mean" or self.params.l1 > 0:  # else the grower's own values
+                trees = [tree._replace(value=values_of(sums, settings.lam, self.params.l1)[:, 0])
+                         for tree, sums in zip(trees, self._leaf_sums(trees))]
+            self._call("end_trees", [len(tree.kind) for tree in trees])
+            fitted.extend((k, tree, None, None) for k, tree in zip(labels, trees))
+        return fitted
+
+    def _fit_shared(self, passes, positions, skipped, settings, routing):
+        """One tree for all labels: its directions from the shards' moments, its leaf vectors from their sums."""
+        gram, total, n = (sum(part) for part in zip(*self._call("position_moments")))
+        W = directions_from_moments(gram, total, n, SHARED_DIRECTIONS)
+        ok = self._tree_features()
+        counts = np.sum(self._call("begin_shared", W, settings.max_leaves), axis=0)
+        growth = new_growth(settings, self.allowed.shape[0], W.shape[1], ok if ok is not None else self.all_features,
+                            self.numeric, no_missing(), np.ascontiguousarray(self.allowed.any(axis=1)))
+        tree = self._grow([growth], counts, W.shape[1])[0]
+        vector = values_of(self._leaf_sums([tree])[0], settings.lam, self.params.l1)
+        self._call("end_trees", [len(tree.kind)])
+        return -1, tree._replace(value=np.zeros(len(tree.kind)), vector=vector), None, None
+
+    def _grow(self, growths, counts, d: int) -> list:
+        """Grow the trees of ``growths`` (their shards' positions counted in ``counts``) together: every request
+        carries the next Step of each tree not yet grown; each tree's Landings from the shards are added up and
+        the tree decides its next Step."""
+        landing = new_landing(self.n_features, 0, self.allowed.shape[0], d, 0, True)
+        steps = [first_step(growth, int(n)) for growth, n in zip(growths, counts)]
+        while True:
+            active = [j for j, step in enumerate(steps) if step.kind != DONE]
+            if not active:
+                return [grown_tree(growth) for growth in growths]
+            replies = self._call("steps", [(j, steps[j]) for j in active])
+            for i, j in enumerate(active):
+                open_landing(landing)
+                for reply in replies:
+                    add_landing(landing, reply[i])
+                steps[j] = advance(growths[j], steps[j], landing)
+
+    def _leaf_sums(self, trees) -> List[LeafSums]:
+        """The grown trees' leaf_values sums, added over the shards."""
+        parts = self._call("leaf_sums", trees, LEAF_VALUES[self.params.leaf_values])
+        return [LeafSums(sum(p[j].g for p in parts), sum(p[j].h for p in parts)) for j in range(len(trees))]
+
+    def _move(self, fitted, scale: float):
+        if scale != 0.0:
+            self._call("move", [tree for _, tree, _, _ in fitted], scale)
+
+    def _rescale(self):
+        self._call("rescale")
+
+
+def _copy_part(P, a: int, b: int):
+    """Positions a:b of Potentials P as arrays of their own (None: none)."""
+    return None if P is None else crf.Potentials(*(np.array(x) for x in crf.part(P, a, b)))
+
+
+def _is_timeout(e: Exception) -> bool:
+    return isinstance(e, TimeoutError) or type(e).__name__ == "TimeoutError"

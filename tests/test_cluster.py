@@ -1,0 +1,259 @@
+"""Training on a Dask cluster (engine/cluster.py): the same trees as in one process, and a lost worker is an error
+naming it, never a hang.
+
+The shards' arithmetic is checked in this process first, against a stand-in for distributed.Client that holds the
+shards as plain objects (three shards of unequal size, every option a cluster fit takes); a LocalCluster of two
+worker processes then checks the real thing: the estimator, the spaCy component, a worker killed between rounds.
+"""
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from spacy_treecrf.engine import cluster
+from spacy_treecrf.engine.booster import BoostParams, Ensemble, Trainer
+from spacy_treecrf.engine.cluster import ClusterError, ClusterTrainer, sequence_shards
+from spacy_treecrf.engine.grow import advance
+from spacy_treecrf.engine.missing import MissingRows
+from spacy_treecrf.engine.numeric import numeric_index
+
+
+class _Done:
+    def __init__(self, value):
+        self.value = value
+
+    def result(self, timeout=None):
+        return self.value
+
+    def release(self):
+        pass
+
+
+class _InProcess:
+    """An actor's handle whose calls run at once in this process."""
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __getattr__(self, name):
+        method = getattr(self.obj, name)
+        return lambda *args: _Done(method(*args))
+
+
+class InProcessClient:
+    """What ClusterTrainer asks of a distributed.Client, with n workers in this process."""
+
+    class scheduler:
+        address = "inprocess://"
+
+    def __init__(self, n):
+        self.n = n
+
+    def scheduler_info(self):
+        return {"workers": {f"inprocess://worker-{i}": {"nthreads": 1} for i in range(self.n)}}
+
+    def scatter(self, data, workers=None, direct=None):
+        return [_Done(x) for x in data]
+
+    def submit(self, cls, *args, **kwargs):
+        return _Done(_InProcess(cls(*(a.value for a in args))))
+
+    def cancel(self, futures):
+        pass
+
+
+def sequences(seed=0, n_seq=240, K=4, F=150, numeric=False, partial=False):
+    """Generated rows: every position holds a few of F features (and, with ``numeric``, one of 20 bins of a
+    numeric column); its label depends on its first feature."""
+    rng = np.random.default_rng(seed)
+    seq_starts = np.concatenate([[0], np.cumsum(rng.integers(1, 12, n_seq))]).astype(np.int64)
+    T = int(seq_starts[-1])
+    rows = [sorted(set(rng.integers(0, F, 4).tolist())) for _ in range(T)]
+    if numeric:
+        rows = [r + [F + int(rng.integers(0, 20))] for r in rows]
+    indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
+    indices = np.concatenate(rows).astype(np.int32)
+    y = np.array([(r[0] + (r[-1] if numeric else 0)) % K for r in rows], dtype=np.int32)
+    if partial:
+        y[rng.random(T) < 0.1] = -1
+    allowed = np.ones((K + 1, K), dtype=bool)
+    allowed[2, 3] = False  # a transition mask: label 3 never follows label 1
+    y[1:][(y[:-1] == 1) & (y[1:] == 3) & ~np.isin(np.arange(1, T), seq_starts)] = 0
+    n_atoms = F + (20 if numeric else 0)
+    index = numeric_index(n_atoms, [F], [F + 20]) if numeric else None
+    return indptr, indices, n_atoms, y, seq_starts, allowed, index
+
+
+def fit(make, data, params, rounds=3):
+    indptr, indices, n_atoms, y, seq_starts, allowed, numeric = data
+    K = allowed.shape[1]
+    ensemble = Ensemble(K + 1, K, 0, shared=params.shared_trees)
+    trainer = make(indptr, indices, n_atoms, y, seq_starts, allowed, params, numeric=numeric)
+    objectives = [trainer.fit_round(ensemble) for _ in range(rounds)]
+    trainer.close()
+    return ensemble.forest(), np.array(objectives)
+
+
+def assert_same_forest(a, b, tol=1e-9):
+    for name in ("kind", "feature", "yes", "no", "states", "count"):
+        np.testing.assert_array_equal(getattr(a.nodes, name), getattr(b.nodes, name), err_msg=name)
+    np.testing.assert_allclose(a.nodes.value, b.nodes.value, rtol=0, atol=tol)
+    np.testing.assert_array_equal(a.vectors.label, b.vectors.label)
+    np.testing.assert_allclose(a.vectors.value, b.vectors.value, rtol=0, atol=tol)
+
+
+SETTINGS = [
+    {},
+    {"subsample": 0.7, "colsample": 0.5, "trim": 0.01},
+    {"leaf_values": "mean", "l1": 0.0, "label_splits": "best"},
+    {"leaf_values": "newton", "max_leaves": 3},
+    {"loss": "hamming"},
+    {"loss": "pseudo_likelihood"},
+]
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["per_label", "shared"])
+@pytest.mark.parametrize("settings", SETTINGS, ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items()) or "defaults")
+def test_shards_grow_the_trees_of_one_process(shared, settings):
+    params = BoostParams(**{"max_leaves": 25, "n_threads": 1, "shared_trees": shared, **settings})
+    data = sequences(seed=len(settings))
+    here, objective_here = fit(Trainer, data, params)
+    there, objective_there = fit(lambda *a, **k: ClusterTrainer(InProcessClient(3), *a, **k), data, params)
+    assert here.nodes.kind.shape[0] > 3 * (1 if shared else 4)
+    assert_same_forest(here, there)
+    np.testing.assert_allclose(objective_here, objective_there, rtol=1e-12)
+
+
+@pytest.mark.parametrize("what", ["numeric", "partial"])
+def test_shards_with_numeric_columns_and_partial_labels(what):
+    params = BoostParams(max_leaves=25, n_threads=1, shared_trees=False)
+    data = sequences(seed=3, numeric=what == "numeric", partial=what == "partial")
+    here, _ = fit(Trainer, data, params)
+    there, _ = fit(lambda *a, **k: ClusterTrainer(InProcessClient(2), *a, **k), data, params)
+    assert_same_forest(here, there)
+    if what == "numeric":
+        assert (here.nodes.feature >= data[2] - 20).any()  # thresholds were learned
+
+
+def test_shards_are_whole_sequences_of_about_equal_size():
+    seq_starts = np.array([0, 5, 6, 30, 31, 40, 41, 42])
+    parts = sequence_shards(seq_starts, 3)
+    assert parts[0][0] == 0 and parts[-1][1] == len(seq_starts) - 1
+    assert all(a < b for a, b in parts) and all(p[1] == q[0] for p, q in zip(parts, parts[1:]))
+    assert len(sequence_shards(np.array([0, 4]), 5)) == 1  # one sequence: one shard
+
+
+def test_what_a_cluster_fit_does_not_do_is_an_error_before_anything_ships():
+    indptr, indices, n_atoms, y, seq_starts, allowed, _ = sequences()
+    T = len(y)
+    missing = MissingRows(np.concatenate([[0], np.ones(T, dtype=np.int64).cumsum()]), np.zeros(T, np.int32),
+                          np.zeros(n_atoms, np.int32), 1)
+    with pytest.raises(ValueError, match="E195.*instance_weighting"):
+        ClusterTrainer(InProcessClient(2), indptr, indices, n_atoms, y, seq_starts, allowed, BoostParams(),
+                       missing_rows=missing)
+    with pytest.raises(ValueError, match="E196"):
+        ClusterTrainer(InProcessClient(2), indptr, indices, n_atoms, y, seq_starts, allowed,
+                       BoostParams(loss="rank"))
+
+
+def test_a_scheduler_without_dask_says_what_to_install(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    with pytest.raises(ImportError, match=r"E194.*spacy-treecrf\[dask\]"):
+        cluster.connect("tcp://127.0.0.1:1")
+
+
+# -- a LocalCluster of two worker processes -----------------------------------------------------------------------
+distributed = pytest.importorskip("distributed", reason="the 'dask' extra is not installed")
+
+
+@pytest.fixture(scope="module")
+def local_cluster():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0",
+                                  silence_logs=40) as lc:
+        yield lc
+
+
+def word_sequences(n=150, seed=0):
+    rng = np.random.default_rng(seed)
+    words = ["the", "a", "Paris", "London", "said", "runs", "Anna", "big", ",", "."]
+    X, y = [], []
+    for _ in range(n):
+        ws = [words[i] for i in rng.integers(0, len(words), rng.integers(2, 12))]
+        X.append([{"w": w, "upper": w[0].isupper(), "len": len(w)} for w in ws])
+        y.append(["B" if w[0].isupper() else "O" for w in ws])
+    return X, y
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["shared", "per_label"])
+def test_the_estimator_on_a_local_cluster_fits_the_same_model(local_cluster, shared):
+    from spacy_treecrf import TreeCRF
+
+    X, y = word_sequences()
+    settings = dict(n_rounds=4, max_leaves=30, shared_trees=shared, n_threads=1)
+    here = TreeCRF(**settings).fit(X, y)
+    there = TreeCRF(scheduler=local_cluster.scheduler_address, **settings).fit(X, y)
+    assert_same_forest(here.ensemble.forest(), there.ensemble.forest())
+    assert here.predict(X) == there.predict(X)
+    assert there.get_params()["scheduler"] == local_cluster.scheduler_address
+
+
+def test_the_component_trains_through_a_local_cluster(local_cluster):
+    import spacy
+    from spacy.tokens import Doc, Span
+    from spacy.training import Example
+
+    X, y = word_sequences(80, seed=1)
+
+    def trained(scheduler):
+        nlp = spacy.blank("en")
+        nlp.add_pipe("treecrf", config={"booster": {"scheduler": scheduler, "max_leaves": 20, "n_threads": 1}})
+        examples = []
+        for xs, ys in zip(X, y):
+            doc = Doc(nlp.vocab, words=[x["w"] for x in xs])
+            ref = Doc(nlp.vocab, words=[x["w"] for x in xs])
+            ref.ents = [Span(ref, i, i + 1, label="LOC") for i, lab in enumerate(ys) if lab == "B"]
+            examples.append(Example(doc, ref))
+        nlp.initialize(lambda: examples)
+        for _ in range(3):
+            nlp.update(examples)
+        return nlp.get_pipe("treecrf")
+
+    here, there = trained(""), trained(local_cluster.scheduler_address)
+    assert_same_forest(here.ensemble.forest(), there.ensemble.forest())
+    there._trainer.close()
+
+
+@pytest.mark.parametrize("when", ["between_rounds", "mid_round"])
+def test_a_killed_worker_is_an_error_naming_it_within_a_minute(monkeypatch, when):
+    """SIGKILL, as the kernel's OOM killer would: between two rounds, or while a round's tree is growing (after
+    the fifth of its steps)."""
+    indptr, indices, n_atoms, y, seq_starts, allowed, _ = sequences()
+    K = allowed.shape[1]
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0",
+                                  silence_logs=50) as lc, distributed.Client(lc) as client:
+        trainer = ClusterTrainer(client, indptr, indices, n_atoms, y, seq_starts, allowed,
+                                 BoostParams(max_leaves=10, n_threads=1))
+        ensemble = Ensemble(K + 1, K, 0, shared=True)
+        trainer.fit_round(ensemble)
+        victim = trainer.workers[1]
+        pid = client.run(os.getpid, workers=[victim])[victim]
+        start = time.monotonic()
+        if when == "between_rounds":
+            os.kill(pid, signal.SIGKILL)
+        else:
+            steps = []
+
+            def advance_then_kill(*args):
+                steps.append(1)
+                if len(steps) == 5:
+                    os.kill(pid, signal.SIGKILL)
+                return advance(*args)
+            monkeypatch.setattr(cluster, "advance", advance_then_kill)
+        with pytest.raises(ClusterError, match=f"E199.*{victim}.*round 2.*1 rounds completed"):
+            trainer.fit_round(ensemble)
+        assert time.monotonic() - start < 60
+        assert ensemble.n_trees == 1  # the completed round is kept
+        assert when == "between_rounds" or len(steps) == 5
