@@ -1,0 +1,112 @@
+"""CoNLL-2003 NER through `spacy train`, in one process and on a Dask LocalCluster: the same trees and test
+predictions, wall time, peak memory of the driver and of each worker, and what travels per round.
+
+    TREECRF_DATA_DIR=../shared/data python benchmarks/cluster.py [--rounds 10] [--workers 2] \
+        [--out benchmarks/results/cluster_ner]
+
+configs/ner.cfg with the fast settings (max_leaves 300, trim 0.05, label_splits fallback), `--training.max_steps`
+so that the fit has --rounds boosting rounds (step 0 is one), dev scored once at the end. In one process: 2
+threads. On the cluster: LocalCluster(n_workers=--workers, threads_per_worker=1), started here, and the same
+command with `--components.treecrf.booster.scheduler` set to its address. Each `spacy train` runs in a
+subprocess under /usr/bin/time (the driver's peak RSS) with `--code benchmarks/cluster_traffic.py`, which
+records each round's seconds and, on the cluster, the calls to the shards, the bytes they carry (pickled sizes)
+and the workers' peak RSS. The two model-last pipelines are then loaded here: their treecrf forests are compared
+node by node (structure equal, leaf values within 1e-9) and both tag the test set (entity spans compared doc by
+doc). Needs the 'dask' extra and CoNLL-2003 under TREECRF_DATA_DIR.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+FAST = {"max_leaves": 300, "trim": 0.05, "label_splits": "fallback"}
+
+
+def spacy_train(out: Path, rounds: int, traffic: Path, overrides: dict) -> dict:
+    data = Path(os.environ["TREECRF_DATA_DIR"]) / "conll2003"
+    command = [sys.executable, "-m", "spacy", "train", str(ROOT / "configs" / "ner.cfg"), "--output", str(out),
+               "--code", str(ROOT / "benchmarks" / "cluster_traffic.py"),
+               "--paths.train", str(data / "train.txt"), "--paths.dev", str(data / "valid.txt"),
+               "--training.max_steps", str(rounds - 1), "--training.eval_frequency", str(rounds)]
+    for key, value in {**{f"booster.{k}": v for k, v in FAST.items()}, **overrides}.items():
+        command += [f"--components.treecrf.{key}", str(value)]
+    t0 = time.perf_counter()
+    done = subprocess.run(["/usr/bin/time", "-f", "%M"] + command, capture_output=True, text=True,
+                          env={**os.environ, "TREECRF_TRAFFIC_OUT": str(traffic)})
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        sys.exit(done.stdout + done.stderr)
+    return {"wall_seconds": wall, "driver_peak_rss_mb": int(done.stderr.strip().splitlines()[-1]) / 1024,
+            "rounds": json.loads(traffic.read_text())}
+
+
+def compare(local: Path, distributed: Path) -> dict:
+    import spacy
+    from spacy_treecrf.readers import ColumnCorpus
+
+    a, b = spacy.load(local), spacy.load(distributed)
+    fa, fb = a.get_pipe("treecrf").ensemble.forest(), b.get_pipe("treecrf").ensemble.forest()
+    structure = all(np.array_equal(getattr(fa.nodes, n), getattr(fb.nodes, n))
+                    for n in ("kind", "feature", "yes", "no", "states"))
+    values = max(float(np.abs(fa.nodes.value - fb.nodes.value).max(initial=0.0)),
+                 float(np.abs(fa.vectors.value - fb.vectors.value).max(initial=0.0))
+                 if len(fa.vectors.value) == len(fb.vectors.value) else float("inf"))
+    data = Path(os.environ["TREECRF_DATA_DIR"]) / "conll2003"
+    keep = {"pos": "tag_", "chunk": "_.chunk"}
+    test = [eg.predicted for eg in ColumnCorpus(data / "test.txt", format="conll2003", keep_columns=keep)(a)]
+    spans = [[[(e.start, e.end, e.label_) for e in doc.ents] for doc in nlp.pipe([d.copy() for d in test])]
+             for nlp in (a, b)]
+    same_docs = sum(x == y for x, y in zip(*spans))
+    return {"trees": len(fa.roots), "nodes": len(fa.nodes.kind), "same_structure": structure,
+            "max_leaf_value_difference": values, "test_docs": len(test), "test_docs_tagged_the_same": same_docs,
+            "test_entities": sum(len(x) for x in spans[0])}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--out", type=Path, help="write OUT.json")
+    args = parser.parse_args()
+    from distributed import LocalCluster
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        here = spacy_train(tmp / "local", args.rounds, tmp / "local.json", {"booster.n_threads": 2})
+        print(f"one process: {here['wall_seconds']:.1f} s, peak RSS {here['driver_peak_rss_mb']:.0f} MB", flush=True)
+        with LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=":0",
+                          silence_logs=40) as lc:
+            there = spacy_train(tmp / "cluster", args.rounds, tmp / "cluster.json",
+                                {"booster.scheduler": lc.scheduler_address, "booster.n_threads": 1})
+        print(f"cluster: {there['wall_seconds']:.1f} s, driver peak RSS {there['driver_peak_rss_mb']:.0f} MB",
+              flush=True)
+        same = compare(tmp / "local" / "model-last", tmp / "cluster" / "model-last")
+    rounds = there["rounds"]
+    summary = {
+        "rounds": len(rounds),
+        "round_seconds_one_process": statistics.median(r["seconds"] for r in here["rounds"][1:]),
+        "round_seconds_cluster": statistics.median(r["seconds"] for r in rounds[1:]),
+        "calls_per_round": statistics.median(r["calls"] for r in rounds),
+        "sent_mb_per_round": statistics.median(r["sent"] for r in rounds) / 2 ** 20,
+        "received_mb_per_round": statistics.median(r["received"] for r in rounds) / 2 ** 20,
+        "driver_deciding_seconds_per_round": statistics.median(r["driver_seconds"] for r in rounds),
+        "worker_peak_rss_mb": rounds[-1]["worker_peak_rss_mb"],
+        "positions": rounds[0]["positions"],
+        **same,
+    }
+    print(json.dumps(summary, indent=1))
+    if args.out:
+        args.out.with_suffix(".json").write_text(json.dumps({"summary": summary, "one_process": here,
+                                                             "cluster": there}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""`spacy train --code` module for benchmarks/cluster.py: records, per boosting round, its seconds and, on a
+cluster, the calls the driver makes to its shards, the bytes they carry (pickled size of each call's arguments,
+sent to every shard, and of every shard's result), the driver's time adding Landings up and deciding Steps, and
+the workers' peak RSS. Written as JSON to $TREECRF_TRAFFIC_OUT when the process exits."""
+import atexit
+import json
+import os
+import pickle
+import time
+
+from spacy_treecrf.engine import booster, cluster
+
+ROUNDS = []
+_now = {"sent": 0, "received": 0, "calls": 0, "driver_seconds": 0.0}
+
+
+def _size(value) -> int:
+    return len(pickle.dumps(value, protocol=5))
+
+
+def _counted_call(call):
+    def wrapper(self, name, *args, per_shard=None):
+        results = call(self, name, *args, per_shard=per_shard)
+        if name != "peak_rss_mb":
+            _now["calls"] += 1
+            _now["sent"] += sum(map(_size, per_shard)) if per_shard is not None else _size(args) * len(self.actors)
+            _now["received"] += sum(map(_size, results))
+        return results
+    return wrapper
+
+
+def _timed(kernel):
+    def wrapper(*args):
+        t0 = time.perf_counter()
+        out = kernel(*args)
+        _now["driver_seconds"] += time.perf_counter() - t0
+        return out
+    return wrapper
+
+
+def _recorded_round(fit_round):
+    def wrapper(self, *args, **kwargs):
+        for key in _now:
+            _now[key] = 0
+        t0 = time.perf_counter()
+        out = fit_round(self, *args, **kwargs)
+        entry = {"seconds": time.perf_counter() - t0, "positions": len(self.all_positions)}
+        if isinstance(self, cluster.ClusterTrainer):
+            entry.update(_now, workers=self.workers, worker_peak_rss_mb=self.peak_rss_mb())
+        ROUNDS.append(entry)
+        return out
+    return wrapper
+
+
+cluster.ClusterTrainer._call = _counted_call(cluster.ClusterTrainer._call)
+cluster.add_landing = _timed(cluster.add_landing)
+cluster.advance = _timed(cluster.advance)
+booster.Trainer.fit_round = _recorded_round(booster.Trainer.fit_round)
+
+
+@atexit.register
+def _write():
+    path = os.environ.get("TREECRF_TRAFFIC_OUT")
+    if path:
+        with open(path, "w") as f:
+            json.dump(ROUNDS, f)
