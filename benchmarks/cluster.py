@@ -3,6 +3,8 @@ predictions, wall time, peak memory of the driver and of each worker, and what t
 
     TREECRF_DATA_DIR=../shared/data python benchmarks/cluster.py [--rounds 10] [--workers 2] \
         [--out benchmarks/results/cluster_ner]
+    TREECRF_DATA_DIR=../shared/data python benchmarks/cluster.py --shards 1 2 8 32 128 --rounds 3 \
+        [--out benchmarks/results/cluster_shards]
 
 configs/ner.cfg with the fast settings (max_leaves 300, trim 0.05, label_splits fallback), `--training.max_steps`
 so that the fit has --rounds boosting rounds (step 0 is one), dev scored once at the end. In one process: 2
@@ -13,6 +15,11 @@ records each round's seconds and, on the cluster, the calls to the shards, the b
 and the workers' peak RSS. The two model-last pipelines are then loaded here: their treecrf forests are compared
 node by node (structure equal, leaf values within 1e-9) and both tag the test set (entity spans compared doc by
 doc). Needs the 'dask' extra and CoNLL-2003 under TREECRF_DATA_DIR.
+
+With --shards, no cluster: the same training with N shards held in this process (cluster.InProcessClient), for
+each N given, to count what N workers would be sent and send back per round (calls, bytes) and the driver's
+time adding their Landings up and deciding (the shards' own time is not a cluster's: they run one after the
+other). docs/cluster_scaling.md models round time against workers from these counts.
 """
 import argparse
 import json
@@ -70,12 +77,30 @@ def compare(local: Path, distributed: Path) -> dict:
             "test_entities": sum(len(x) for x in spans[0])}
 
 
+def count_shards(args):
+    """Per shard count: the median round's calls, MB sent and received, and driver seconds (module docstring)."""
+    table = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in args.shards:
+            run = spacy_train(Path(tmp) / str(n), args.rounds, Path(tmp) / f"{n}.json",
+                              {"booster.scheduler": f"inprocess://{n}", "booster.n_threads": 1})
+            rounds = run["rounds"][1:] or run["rounds"]
+            table[n] = {key: statistics.median(r[key] for r in rounds)
+                        for key in ("calls", "sent", "received", "driver_seconds")}
+            print(n, json.dumps(table[n]), flush=True)
+    if args.out:
+        args.out.with_suffix(".json").write_text(json.dumps(table, indent=1))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", type=Path, help="write OUT.json")
+    parser.add_argument("--shards", type=int, nargs="*", help="count traffic with these in-process shard counts")
     args = parser.parse_args()
+    if args.shards:
+        return count_shards(args)
     from distributed import LocalCluster
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,7 +1,9 @@
 """`spacy train --code` module for benchmarks/cluster.py: records, per boosting round, its seconds and, on a
 cluster, the calls the driver makes to its shards, the bytes they carry (pickled size of each call's arguments,
 sent to every shard, and of every shard's result), the driver's time adding Landings up and deciding Steps, and
-the workers' peak RSS. Written as JSON to $TREECRF_TRAFFIC_OUT when the process exits."""
+the workers' peak RSS. Written as JSON to $TREECRF_TRAFFIC_OUT when the process exits. A scheduler address
+"inprocess://N" trains with N shards in this process (cluster.InProcessClient): the calls and bytes of N workers
+without a cluster (its timings are not a cluster's)."""
 import atexit
 import json
 import os
@@ -52,6 +54,15 @@ def _recorded_round(fit_round):
     return wrapper
 
 
+def _connect(connect):
+    def wrapper(scheduler):
+        if isinstance(scheduler, str) and scheduler.startswith("inprocess://"):
+            return cluster.InProcessClient(int(scheduler[len("inprocess://"):]))
+        return connect(scheduler)
+    return wrapper
+
+
+cluster.connect = _connect(cluster.connect)
 cluster.ClusterTrainer._call = _counted_call(cluster.ClusterTrainer._call)
 cluster.add_landing = _timed(cluster.add_landing)
 cluster.advance = _timed(cluster.advance)

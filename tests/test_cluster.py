@@ -1,8 +1,8 @@
 """Training on a Dask cluster (engine/cluster.py): the same trees as in one process, and a lost worker is an error
 naming it, never a hang.
 
-The shards' arithmetic is checked in this process first, against a stand-in for distributed.Client that holds the
-shards as plain objects (three shards of unequal size, every option a cluster fit takes); a LocalCluster of two
+The shards' arithmetic is checked in this process first, with cluster.InProcessClient (a stand-in for
+distributed.Client that holds the shards as plain objects) (three shards of unequal size, every option a cluster fit takes); a LocalCluster of two
 worker processes then checks the real thing: the estimator, the spaCy component, a worker killed between rounds.
 """
 import os
@@ -14,54 +14,10 @@ import pytest
 
 from spacy_treecrf.engine import cluster
 from spacy_treecrf.engine.booster import BoostParams, Ensemble, Trainer
-from spacy_treecrf.engine.cluster import ClusterError, ClusterTrainer, sequence_shards
+from spacy_treecrf.engine.cluster import ClusterError, ClusterTrainer, InProcessClient, sequence_shards
 from spacy_treecrf.engine.grow import advance
 from spacy_treecrf.engine.missing import MissingRows
 from spacy_treecrf.engine.numeric import numeric_index
-
-
-class _Done:
-    def __init__(self, value):
-        self.value = value
-
-    def result(self, timeout=None):
-        return self.value
-
-    def release(self):
-        pass
-
-
-class _InProcess:
-    """An actor's handle whose calls run at once in this process."""
-
-    def __init__(self, obj):
-        self.obj = obj
-
-    def __getattr__(self, name):
-        method = getattr(self.obj, name)
-        return lambda *args: _Done(method(*args))
-
-
-class InProcessClient:
-    """What ClusterTrainer asks of a distributed.Client, with n workers in this process."""
-
-    class scheduler:
-        address = "inprocess://"
-
-    def __init__(self, n):
-        self.n = n
-
-    def scheduler_info(self):
-        return {"workers": {f"inprocess://worker-{i}": {"nthreads": 1} for i in range(self.n)}}
-
-    def scatter(self, data, workers=None, direct=None):
-        return [_Done(x) for x in data]
-
-    def submit(self, cls, *args, **kwargs):
-        return _Done(_InProcess(cls(*(a.value for a in args))))
-
-    def cancel(self, futures):
-        pass
 
 
 def sequences(seed=0, n_seq=240, K=4, F=150, numeric=False, partial=False):
@@ -135,6 +91,28 @@ def test_shards_with_numeric_columns_and_partial_labels(what):
     assert_same_forest(here, there)
     if what == "numeric":
         assert (here.nodes.feature >= data[2] - 20).any()  # thresholds were learned
+
+
+def test_a_slow_shard_is_waited_for_and_a_failing_one_named():
+    """A call that takes longer than a poll is no error (TimeoutError is an OSError, as a lost connection is);
+    a shard's own exception is E198 with the worker and the message."""
+    indptr, indices, n_atoms, y, seq_starts, allowed, _ = sequences()
+    trainer = ClusterTrainer(InProcessClient(2), indptr, indices, n_atoms, y, seq_starts, allowed, BoostParams())
+
+    class Slow:
+        def __init__(self, outcomes):
+            self.outcomes = list(outcomes)
+
+        def result(self, timeout=None):
+            outcome = self.outcomes.pop(0)
+            if isinstance(outcome, Exception):
+                raise outcome
+            return outcome
+    assert trainer._wait(Slow([TimeoutError("timed out after 1 s."), TimeoutError("again"), "done"]), 1) == "done"
+    with pytest.raises(ClusterError, match=r"E198.*inprocess://worker-0001.*round 1.*ValueError: bad row"):
+        trainer._wait(Slow([ValueError("bad row")]), 1)
+    with pytest.raises(ClusterError, match=r"E199.*inprocess://worker-0000"):
+        trainer._wait(Slow([ConnectionResetError("reset by peer")]), 0)
 
 
 def test_shards_are_whole_sequences_of_about_equal_size():
