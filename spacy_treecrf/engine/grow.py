@@ -40,7 +40,7 @@ from .intrinsics import with_room
 from .partition import partition, partition_routed
 from .split import (Allowed, Candidates, Compact, SurrogateScratch, best_feature, best_feature_known, best_of,
                     best_state, best_threshold, record_candidate, surrogates)
-from .trees import FEATURE, LEAF, TIE, Tree, routes_missing
+from .trees import FEATURE, LEAF, TIE, Tree, routes_missing, tie_slack
 from ..errors import Errors
 
 
@@ -505,10 +505,10 @@ def _candidate(growth, node, hist, h):
     n = nodes.tree.count[node]
     fg, ff, share = best_feature(hist, h, g, n, settings, ok.binary, growth.gains)
     fg, ff, share = best_of((fg, np.int64(ff), share),
-                            best_threshold(hist, h, g, n, ok.numeric, ok.unrouted, settings))
+                            best_threshold(hist, h, g, n, ok.numeric, ok.unrouted, settings), n)
     sg = best_state(_node_sums(nodes, node), nodes.tree.states[node], g, n, settings, growth.left)
     nodes.cand.share[node] = share
-    if record_candidate(nodes.cand, node, fg, ff, sg, growth.left, settings):
+    if record_candidate(nodes.cand, node, fg, ff, sg, growth.left, settings, n):
         _keep(growth.kept, node, hist, h, nodes.cand.gain, settings.kept_bytes)
 
 
@@ -558,9 +558,9 @@ def _routed_candidate(growth, node, with_hist, landing):
         fg, ff, share = best_feature_known(hist, m, g, n, growth.fvar, hists[1].dense, settings, ok.binary,
                                            growth.gains)
         fg, ff, share = best_of((fg, np.int64(ff), share),
-                                best_threshold(hist, m, g, n, ok.numeric, (growth.fvar, hists[1].dense), settings))
+                                best_threshold(hist, m, g, n, ok.numeric, (growth.fvar, hists[1].dense), settings), n)
         sg = best_state(_node_sums(nodes, node), nodes.tree.states[node], g, n, settings, growth.left)
-        record_candidate(nodes.cand, node, fg, ff, sg, growth.left, settings)
+        record_candidate(nodes.cand, node, fg, ff, sg, growth.left, settings, n)
         nodes.cand.share[node] = share
     clear(hists[0], landing.touched[0])
     clear(hists[1], landing.touched[1])
@@ -568,18 +568,23 @@ def _routed_candidate(growth, node, with_hist, landing):
 
 @njit(cache=True, nogil=True)
 def _best_leaf(nodes, n_nodes, min_gain):
-    """The leaf to expand next: the largest candidate gain, the lowest node id among near-ties; -1 if none."""
+    """The leaf to expand next: the largest candidate gain, the lowest node id among near-ties (TIE, and the
+    tie_slack of both leaves' weights); -1 if none."""
     kind = nodes.tree.kind
     yes = nodes.tree.yes
     cgain = nodes.cand.gain
+    count = nodes.tree.count
     top = 0.0
+    top_n = 0.0
     for node in range(n_nodes):
         if kind[node] == LEAF and yes[node] < 0 and cgain[node] > min_gain and cgain[node] > top:
             top = cgain[node]
+            top_n = count[node]
     if top <= 0.0:
         return -1
     for node in range(n_nodes):
-        if kind[node] == LEAF and yes[node] < 0 and cgain[node] >= top * (1.0 - TIE) and cgain[node] > min_gain:
+        if (kind[node] == LEAF and yes[node] < 0 and cgain[node] > min_gain
+                and cgain[node] >= top * (1.0 - TIE) - tie_slack(top_n + count[node])):
             return node
     return -1
 

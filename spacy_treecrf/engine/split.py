@@ -17,7 +17,7 @@ from numba import njit
 
 from .missing import is_missing
 from .numeric import passes
-from .trees import FEATURE, STATE, TIE
+from .trees import FEATURE, STATE, TIE, tie_slack
 
 
 class Compact(NamedTuple):
@@ -107,7 +107,7 @@ def best_feature(hist, m, g, n, settings, feature_ok, gains):
         gain = gain_of(ql[i], nl, qr[i], nr, q, n, lam)
         ok = (nl >= min_leaf) & (nr >= min_leaf) & (nl > 0.0) & (nr > 0.0) & (gain > 0.0) & feature_ok[ids[i]]
         out[i] = gain if ok else -1.0
-    gain, f, slot = pick_best(ids, out, m)
+    gain, f, slot = pick_best(ids, out, m, tie_slack(n))
     return gain, f, hn[slot] / n if f >= 0 else 0.5
 
 
@@ -150,7 +150,7 @@ def best_feature_known(hist, m, g, n, fvar, var_dense, settings, feature_ok, gai
         ok = (nl >= settings.min_leaf and nr >= settings.min_leaf and nl > 0.0 and nr > 0.0 and gain > 0.0
               and feature_ok[ids[i]])
         out[i] = gain if ok else -1.0
-    gain, f, slot = pick_best(ids, out, m)
+    gain, f, slot = pick_best(ids, out, m, tie_slack(n))
     if f < 0:
         return 0.0, -1, 0.5
     v = fvar[f]
@@ -223,41 +223,44 @@ def best_threshold(hist, m, g, n, numeric, known, settings):
                 cum[0, q] += hist.g[r, q]
             n_cum += hist.n[r]
             ql, qr = split_norms(cum, 0, gk)  # "x <= u": yes = cum, no = the rest (missing values with it)
-            best = _better(best, ql, n_cum, qr, nk - n_cum, q_all, nk, lam, min_leaf, a)
+            best = _better(best, ql, n_cum, qr, nk - n_cum, q_all, (nk, lam, min_leaf), a)
             if v < 0:  # not routed: "x > u", yes = total - cum, no = cum and the missing values
                 for q in range(d):
                     rest[0, q] = total[q] - cum[0, q]
                 ql, qr = split_norms(rest, 0, gk)
-                best = _better(best, ql, n_total - n_cum, qr, nk - n_total + n_cum, q_all, nk, lam, min_leaf,
+                best = _better(best, ql, n_total - n_cum, qr, nk - n_total + n_cum, q_all, (nk, lam, min_leaf),
                                n_atoms + a)
         i = j
     return best
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _better(best, ql, nl, qr, nr, q, n, lam, min_leaf, f):
+def _better(best, ql, nl, qr, nr, q, node, f):
     """best (gain, test, yes share) or the split of test f (yes: squared norm ql, weight nl; no: qr, nr), whichever
-    gains more (the lower test id within TIE)."""
+    gains more (the lower test id within TIE or tie_slack); node: (its weight n, lam, min_leaf)."""
+    n, lam, min_leaf = node
     if not (nl >= min_leaf and nr >= min_leaf and nl > 0.0 and nr > 0.0):
         return best
     gain = gain_of(ql, nl, qr, nr, q, n, lam)
     top, f_best, _ = best
-    if gain > 0.0 and (f_best < 0 or gain > top * (1.0 + TIE) or (gain >= top * (1.0 - TIE) and f < f_best)):
+    slack = tie_slack(n)
+    if gain > 0.0 and (f_best < 0 or gain > top * (1.0 + TIE) + slack or
+                       (gain >= top * (1.0 - TIE) - slack and f < f_best)):
         return gain, np.int64(f), nl / n
     return best
 
 
 @njit(cache=True, nogil=True)
-def pick_best(ids, gains, m):
-    """(gain, feature, slot) of the largest of gains[:m] (-1 = refused); among gains within TIE of it, the
-    lowest feature id. Feature -1 if none is positive."""
+def pick_best(ids, gains, m, slack):
+    """(gain, feature, slot) of the largest of gains[:m] (-1 = refused); among gains within TIE of it or within
+    ``slack`` (tie_slack) below it, the lowest feature id. Feature -1 if none is positive."""
     top = 0.0
     for i in range(m):
         if gains[i] > top:
             top = gains[i]
     if top <= 0.0:
         return 0.0, -1, -1
-    floor = top * (1.0 - TIE)
+    floor = top * (1.0 - TIE) - slack
     best_f = -1
     best_i = -1
     best_gain = 0.0
@@ -272,7 +275,8 @@ def pick_best(ids, gains, m):
 @njit(cache=True, nogil=True, error_model="numpy")
 def best_state(sums, states_row, g, n, settings, left_out):
     """Best subset of previous states (sums: the node's StateSums): sort states by mean residual (its first
-    component) and take the best prefix; the states sent left go to left_out. Returns the gain (0.0: none)."""
+    component) and take the best prefix (the shortest among near-ties: tie_slack); the states sent left go to
+    left_out. Returns the gain (0.0: none)."""
     rs = sums.r
     ns = sums.n
     lam = settings.lam
@@ -304,7 +308,7 @@ def best_state(sums, states_row, g, n, settings, left_out):
         if nl >= min_leaf and nr >= min_leaf and nr > 0.0:
             ql, qr = split_norms(gl, 0, g)
             gain = gain_of(ql, nl, qr, nr, q, n, lam)
-            if gain > best_gain:
+            if gain > best_gain + tie_slack(n):  # the first of near-tied cuts
                 best_gain = gain
                 best_cut = i
     left_out[:] = False
@@ -314,22 +318,23 @@ def best_state(sums, states_row, g, n, settings, left_out):
 
 
 @njit(cache=True, nogil=True)
-def best_of(feature_split, threshold_split):
-    """The better of a present/absent split and a threshold split, each (gain, test, yes share; test -1: none):
-    the larger gain, the lower test id within TIE."""
+def best_of(feature_split, threshold_split, n):
+    """The better of a present/absent split and a threshold split of a node of weight n, each (gain, test, yes
+    share; test -1: none): the larger gain, the lower test id within TIE or tie_slack(n)."""
     fg, ff, _ = feature_split
     tg, tf, _ = threshold_split
-    if tf >= 0 and (ff < 0 or tg > fg * (1.0 + TIE) or (tg >= fg * (1.0 - TIE) and tf < ff)):
+    slack = tie_slack(n)
+    if tf >= 0 and (ff < 0 or tg > fg * (1.0 + TIE) + slack or (tg >= fg * (1.0 - TIE) - slack and tf < ff)):
         return threshold_split
     return feature_split
 
 
 @njit(cache=True, nogil=True)
-def record_candidate(cand, node, fg, ff, sg, left, settings):
-    """Keep the better of a leaf's best feature split (fg, ff) and state split (sg, left) in cand, the feature
-    split on near-ties (settings.states_last: the feature split whenever there is one); True if the leaf may
-    ever be split."""
-    if ff >= 0 and (settings.states_last or fg >= sg * (1.0 - TIE)):
+def record_candidate(cand, node, fg, ff, sg, left, settings, n):
+    """Keep the better of the best feature split (fg, ff) and state split (sg, left) of a leaf of weight n in
+    cand, the feature split on near-ties (TIE, tie_slack; settings.states_last: the feature split whenever there
+    is one); True if the leaf may ever be split."""
+    if ff >= 0 and (settings.states_last or fg >= sg * (1.0 - TIE) - tie_slack(n)):
         cand.gain[node] = fg
         cand.kind[node] = FEATURE
         cand.feature[node] = ff
