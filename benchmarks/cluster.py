@@ -12,9 +12,10 @@ threads. On the cluster: LocalCluster(n_workers=--workers, threads_per_worker=1)
 command with `--components.treecrf.booster.scheduler` set to its address. Each `spacy train` runs in a
 subprocess under /usr/bin/time (the driver's peak RSS) with `--code benchmarks/cluster_traffic.py`, which
 records each round's seconds and, on the cluster, the calls to the shards, the bytes they carry (pickled sizes)
-and the workers' peak RSS. The two model-last pipelines are then loaded here: their treecrf forests are compared
-node by node (structure equal, leaf values within 1e-9) and both tag the test set (entity spans compared doc by
-doc). Needs the 'dask' extra and CoNLL-2003 under TREECRF_DATA_DIR.
+and the workers' peak RSS; the median time of a call answered at once by every worker (an actor that does
+nothing) is then measured on the same cluster. The two model-last pipelines are loaded here: their treecrf
+forests are compared node by node (structure equal, leaf values within 1e-9) and both tag the test set (entity
+spans compared doc by doc). Needs the 'dask' extra and CoNLL-2003 under TREECRF_DATA_DIR.
 
 With --shards, no cluster: the same training with N shards held in this process (cluster.InProcessClient), for
 each N given, to count what N workers would be sent and send back per round (calls, bytes) and the driver's
@@ -53,6 +54,25 @@ def spacy_train(out: Path, rounds: int, traffic: Path, overrides: dict) -> dict:
         sys.exit(done.stdout + done.stderr)
     return {"wall_seconds": wall, "driver_peak_rss_mb": int(done.stderr.strip().splitlines()[-1]) / 1024,
             "rounds": json.loads(traffic.read_text())}
+
+
+class Echo:
+    """A Dask actor that answers at once: the cost of a round trip to every worker, without work."""
+
+    def ping(self, payload=None):
+        return 0
+
+
+def round_trip_seconds(client, n: int = 300) -> float:
+    """Median seconds of a call to one Echo actor per worker, answered by all (ClusterTrainer._call's pattern)."""
+    actors = [client.submit(Echo, actor=True, workers=[w]).result() for w in sorted(client.scheduler_info()["workers"])]
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        for future in [actor.ping() for actor in actors]:
+            future.result()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 def compare(local: Path, distributed: Path) -> dict:
@@ -101,7 +121,7 @@ def main():
     args = parser.parse_args()
     if args.shards:
         return count_shards(args)
-    from distributed import LocalCluster
+    from distributed import Client, LocalCluster
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -111,6 +131,8 @@ def main():
                           silence_logs=40) as lc:
             there = spacy_train(tmp / "cluster", args.rounds, tmp / "cluster.json",
                                 {"booster.scheduler": lc.scheduler_address, "booster.n_threads": 1})
+            with Client(lc) as client:
+                latency = round_trip_seconds(client)
         print(f"cluster: {there['wall_seconds']:.1f} s, driver peak RSS {there['driver_peak_rss_mb']:.0f} MB",
               flush=True)
         same = compare(tmp / "local" / "model-last", tmp / "cluster" / "model-last")
@@ -125,6 +147,7 @@ def main():
         "driver_deciding_seconds_per_round": statistics.median(r["driver_seconds"] for r in rounds),
         "worker_peak_rss_mb": rounds[-1]["worker_peak_rss_mb"],
         "positions": rounds[0]["positions"],
+        "round_trip_seconds": latency,
         **same,
     }
     print(json.dumps(summary, indent=1))

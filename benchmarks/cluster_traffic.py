@@ -64,8 +64,7 @@ def _connect(connect):
 
 cluster.connect = _connect(cluster.connect)
 cluster.ClusterTrainer._call = _counted_call(cluster.ClusterTrainer._call)
-cluster.add_landing = _timed(cluster.add_landing)
-cluster.advance = _timed(cluster.advance)
+cluster.advance_all = _timed(cluster.advance_all)
 booster.Trainer.fit_round = _recorded_round(booster.Trainer.fit_round)
 
 

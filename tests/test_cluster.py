@@ -15,7 +15,7 @@ import pytest
 from spacy_treecrf.engine import cluster
 from spacy_treecrf.engine.booster import BoostParams, Ensemble, Trainer
 from spacy_treecrf.engine.cluster import ClusterError, ClusterTrainer, InProcessClient, sequence_shards
-from spacy_treecrf.engine.grow import advance
+from spacy_treecrf.engine.grow import advance_all
 from spacy_treecrf.engine.missing import MissingRows
 from spacy_treecrf.engine.numeric import numeric_index
 
@@ -207,7 +207,7 @@ def test_the_component_trains_through_a_local_cluster(local_cluster):
 @pytest.mark.parametrize("when", ["between_rounds", "mid_round"])
 def test_a_killed_worker_is_an_error_naming_it_within_a_minute(monkeypatch, when):
     """SIGKILL, as the kernel's OOM killer would: between two rounds, or while a round's tree is growing (after
-    the fifth of its steps)."""
+    the fifth of its requests)."""
     indptr, indices, n_atoms, y, seq_starts, allowed, _ = sequences()
     K = allowed.shape[1]
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0",
@@ -228,8 +228,8 @@ def test_a_killed_worker_is_an_error_naming_it_within_a_minute(monkeypatch, when
                 steps.append(1)
                 if len(steps) == 5:
                     os.kill(pid, signal.SIGKILL)
-                return advance(*args)
-            monkeypatch.setattr(cluster, "advance", advance_then_kill)
+                return advance_all(*args)
+            monkeypatch.setattr(cluster, "advance_all", advance_then_kill)
         with pytest.raises(ClusterError, match=f"E199.*{victim}.*round 2.*1 rounds completed"):
             trainer.fit_round(ensemble)
         assert time.monotonic() - start < 60

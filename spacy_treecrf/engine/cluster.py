@@ -27,11 +27,12 @@ import uuid
 from typing import List, NamedTuple, Optional
 
 import numpy as np
+from numba.typed import List as TypedList
 
 from . import crf
 from .booster import LEAF_VALUES, SHARED_DIRECTIONS, Passes, Trainer
-from .grow import (DONE, add_landing, advance, first_step, grown_tree, new_growth, new_landing, new_shard,
-                   open_landing, pack_landing, shard_segments, shard_step)
+from .grow import (DONE, advance_all, first_step, grown_tree, new_growth, new_landing, new_shard, shard_segments,
+                   shard_steps)
 from .leaves import LeafSums, add_leaf_sums, values_of
 from .project import directions_from_moments
 from .numeric import no_numeric
@@ -70,10 +71,11 @@ class Shard:
                                numeric=numeric)
         self.offset = int(offset)
         self.passes = None
-        self.trees = []  # per tree being grown: (label, residual Target, its positions, grow.ShardGrowth)
+        self.trees = []  # per tree being grown: (label, residual Target, its positions)
+        self.growing = TypedList()  # per tree being grown: its grow.ShardGrowth
+        self.landing = None  # the Landing the trees' steps fill (residual width d: that of the trees grown)
         self.done = []  # per tree of the round grown: (label, its positions, its grow.Segments)
         self.positions = (self.trainer.all_positions, None)  # this round's positions and the skipped ones
-        self.landings = {}  # per residual width d: the Landing its steps fill
 
     def _reply(self, result=None) -> Reply:
         return Reply(self.token, result)
@@ -100,45 +102,46 @@ class Shard:
         their positions' counts."""
         tr = self.trainer
         T, S = len(tr.y), tr.allowed.shape[0]
-        self.trees = []
+        self._new_trees()
         for k in labels:
             D = tr.residuals(self.passes, k, np.empty((T, S, 1)))
             target = Target(D, tr.is_start, np.ascontiguousarray(tr.allowed[:, k]))
             self._begin(k, target, max_leaves)
-        return self._reply([len(pos) for _, _, pos, _ in self.trees])
+        return self._reply([len(pos) for _, _, pos in self.trees])
 
     def begin_shared(self, W, max_leaves) -> Reply:
         """A shared tree on the residuals projected on W."""
-        self.trees = []
+        self._new_trees()
         self._begin(-1, self.trainer._projected_target(self.passes, W), max_leaves)
         return self._reply([len(self.trees[0][2])])
+
+    def _new_trees(self):
+        self.trees = []
+        self.growing = TypedList()
 
     def _begin(self, k, target, max_leaves):
         tr = self.trainer
         pos = tr._trimmed(target, self.positions[0])
         shard = new_shard(tr.rows, tr.column_index, tr.numeric, no_missing(), target, pos, max_leaves, 0)
-        self.trees.append((k, target, pos, shard))
+        self.trees.append((k, target, pos))
+        self.growing.append(shard)
+        d = shard.slots.val.shape[1]
+        if self.landing is None or self.landing.g.shape[1] != d:
+            self.landing = new_landing(tr.n_features, 0, tr.allowed.shape[0], d, 0, True)
 
     def steps(self, requests) -> Reply:
         """Each (tree, Step) of ``requests`` on this shard's positions: the packed Landings, in order."""
-        out = []
-        for j, step in requests:
-            k, target, pos, shard = self.trees[j]
-            d = shard.slots.val.shape[1]
-            if d not in self.landings:
-                tr = self.trainer
-                self.landings[d] = new_landing(tr.n_features, 0, tr.allowed.shape[0], d, 0, True)
-            landing = self.landings[d]
-            shard = shard_step(shard, step, landing)
-            self.trees[j] = (k, target, pos, shard)
-            out.append(pack_landing(landing, self.trainer.all_features))
-        return self._reply(out)
+        steps = TypedList()
+        for _, step in requests:
+            steps.append(step)
+        which = np.array([j for j, _ in requests], dtype=np.int64)
+        return self._reply(list(shard_steps(self.growing, which, steps, self.landing, self.trainer.all_features)))
 
     def leaf_sums(self, trees, mode) -> Reply:
         """Each grown tree's leaf_values sums over this shard's cells (per-label trees: nodes x 1; shared: x K)."""
         tr = self.trainer
         out = []
-        for (k, target, pos, shard), tree in zip(self.trees, trees):
+        for (k, target, pos), shard, tree in zip(self.trees, self.growing, trees):
             segments = shard_segments(shard, len(tree.kind))
             if k < 0:
                 out.append(tr.leaf_sums(self.passes, tree, segments))
@@ -151,9 +154,9 @@ class Shard:
 
     def end_trees(self, sizes) -> Reply:
         """The trees being grown are grown (their node counts): keep their segments, drop their residuals."""
-        for (k, _, pos, shard), n_nodes in zip(self.trees, sizes):
+        for (k, _, pos), shard, n_nodes in zip(self.trees, self.growing, sizes):
             self.done.append((k, pos, shard_segments(shard, n_nodes)))
-        self.trees = []
+        self._new_trees()
         return self._reply()
 
     def move(self, trees, scale) -> Reply:
@@ -352,17 +355,18 @@ class ClusterTrainer(Trainer):
         carries the next Step of each tree not yet grown; each tree's Landings from the shards are added up and
         the tree decides its next Step."""
         landing = new_landing(self.n_features, 0, self.allowed.shape[0], d, 0, True)
-        steps = [first_step(growth, int(n)) for growth, n in zip(growths, counts)]
+        together, steps = TypedList(), TypedList()
+        for growth, n in zip(growths, counts):
+            together.append(growth)
+            steps.append(first_step(growth, int(n)))
         while True:
-            active = [j for j, step in enumerate(steps) if step.kind != DONE]
-            if not active:
+            active = np.array([j for j in range(len(steps)) if steps[j].kind != DONE], dtype=np.int64)
+            if not len(active):
                 return [grown_tree(growth) for growth in growths]
-            replies = self._call("steps", [(j, steps[j]) for j in active])
-            for i, j in enumerate(active):
-                open_landing(landing)
-                for reply in replies:
-                    add_landing(landing, reply[i])
-                steps[j] = advance(growths[j], steps[j], landing)
+            replies = TypedList()
+            for reply in self._call("steps", [(int(j), steps[j]) for j in active]):
+                replies.append(TypedList(reply))
+            advance_all(together, steps, active, landing, replies)
 
     def _leaf_sums(self, trees) -> List[LeafSums]:
         """The grown trees' leaf_values sums, added over the shards."""

@@ -722,6 +722,32 @@ def advance(growth, step, landing):
 
 
 @njit(cache=True, nogil=True)
+def shard_steps(shards, which, steps, landing, every_atom):
+    """shard_step of steps[i] on the tree which[i] of ``shards`` (a typed List of one shard's ShardGrowth, each
+    replaced by its successor) for every i: their Packed Landings, in order (every_atom: pack_landing's)."""
+    out = List()
+    for i in range(which.shape[0]):
+        j = which[i]
+        shards[j] = shard_step(shards[j], steps[i], landing)
+        out.append(pack_landing(landing, every_atom))
+    return out
+
+
+@njit(cache=True, nogil=True)
+def advance_all(growths, steps, active, landing, replies):
+    """advance for the trees ``active`` (indices into the typed Lists growths and steps) whose Steps every shard
+    has done: replies[w][i] is shard w's Packed Landing of tree active[i]; each tree's are added up into
+    ``landing`` and the tree decides its next Step (in one call: a Growth costs tens of microseconds to pass
+    from Python, more than most Steps take)."""
+    for i in range(active.shape[0]):
+        j = active[i]
+        open_landing(landing)
+        for w in range(len(replies)):
+            add_landing(landing, replies[w][i])
+        steps[j] = advance(growths[j], steps[j], landing)
+
+
+@njit(cache=True, nogil=True)
 def grown_tree(growth):
     """The Tree grown so far, in arrays of its own size."""
     n = growth.counts[0]
