@@ -97,27 +97,33 @@ class Shard:
     def position_moments(self) -> Reply:
         return self._reply(self.trainer.position_moments(self.passes, self.positions[0]))
 
-    def begin_labels(self, labels, max_leaves) -> Reply:
-        """The per-label trees of ``labels``: each label's residuals, trimmed positions and data side. Returns
+    def begin_labels(self, labels, max_leaves, masks) -> Reply:
+        """The per-label trees of ``labels``: each label's residuals, trimmed positions and data side; masks: per
+        label, the atoms its tree may split on (np.packbits; None: all), the only histogram entries sent. Returns
         their positions' counts."""
         tr = self.trainer
         T, S = len(tr.y), tr.allowed.shape[0]
-        self._new_trees()
+        self._new_trees(masks)
         for k in labels:
             D = tr.residuals(self.passes, k, np.empty((T, S, 1)))
             target = Target(D, tr.is_start, np.ascontiguousarray(tr.allowed[:, k]))
             self._begin(k, target, max_leaves)
         return self._reply([len(pos) for _, _, pos in self.trees])
 
-    def begin_shared(self, W, max_leaves) -> Reply:
-        """A shared tree on the residuals projected on W."""
-        self._new_trees()
+    def begin_shared(self, W, max_leaves, mask) -> Reply:
+        """A shared tree on the residuals projected on W (mask: as begin_labels')."""
+        self._new_trees([mask])
         self._begin(-1, self.trainer._projected_target(self.passes, W), max_leaves)
         return self._reply([len(self.trees[0][2])])
 
-    def _new_trees(self):
+    def _new_trees(self, masks=()):
         self.trees = []
         self.growing = TypedList()
+        F = self.trainer.n_features
+        self.keeps = np.ones((len(masks), F), dtype=np.bool_)
+        for i, mask in enumerate(masks):
+            if mask is not None:
+                self.keeps[i] = np.unpackbits(mask, count=F).astype(np.bool_)
 
     def _begin(self, k, target, max_leaves):
         tr = self.trainer
@@ -135,7 +141,7 @@ class Shard:
         for _, step in requests:
             steps.append(step)
         which = np.array([j for j, _ in requests], dtype=np.int64)
-        return self._reply(list(shard_steps(self.growing, which, steps, self.landing, self.trainer.all_features)))
+        return self._reply(list(shard_steps(self.growing, which, steps, self.landing, self.keeps)))
 
     def leaf_sums(self, trees, mode) -> Reply:
         """Each grown tree's leaf_values sums over this shard's cells (per-label trees: nodes x 1; shared: x K)."""
@@ -325,7 +331,8 @@ class ClusterTrainer(Trainer):
         fitted = []
         for g0 in range(0, K, group):
             labels = list(range(g0, min(K, g0 + group)))
-            counts = np.sum(self._call("begin_labels", labels, settings.max_leaves), axis=0)
+            counts = np.sum(self._call("begin_labels", labels, settings.max_leaves,
+                                       [_packed(masks[k]) for k in labels]), axis=0)
             growths = [new_growth(settings, S, 1, masks[k] if masks[k] is not None else self.all_features,
                                   self.numeric, no_missing(), np.ascontiguousarray(self.allowed[:, k]))
                        for k in labels]
@@ -342,7 +349,7 @@ class ClusterTrainer(Trainer):
         gram, total, n = (sum(part) for part in zip(*self._call("position_moments")))
         W = directions_from_moments(gram, total, n, SHARED_DIRECTIONS)
         ok = self._tree_features()
-        counts = np.sum(self._call("begin_shared", W, settings.max_leaves), axis=0)
+        counts = np.sum(self._call("begin_shared", W, settings.max_leaves, _packed(ok)), axis=0)
         growth = new_growth(settings, self.allowed.shape[0], W.shape[1], ok if ok is not None else self.all_features,
                             self.numeric, no_missing(), np.ascontiguousarray(self.allowed.any(axis=1)))
         tree = self._grow([growth], counts, W.shape[1])[0]
@@ -430,6 +437,11 @@ class InProcessClient:
 
     def close(self):
         pass
+
+
+def _packed(mask):
+    """A tree's feature mask as bits (None: every feature), as it travels."""
+    return None if mask is None else np.packbits(mask)
 
 
 def _copy_part(P, a: int, b: int):

@@ -389,11 +389,12 @@ class Packed(NamedTuple):
 
 
 @njit(cache=True, nogil=True)
-def pack_landing(landing, every_atom):
-    """What a shard sends of its Landing (every_atom: all True, one per atom); its histogram is cleared."""
+def pack_landing(landing, keep):
+    """What a shard sends of its Landing: the histogram entries of the atoms in ``keep`` (the tree's
+    Allowed.keep: the decision side keeps no others); its histogram is cleared."""
     hist = landing.hist
     nt = landing.touched[0]
-    ids, hg, hn = compact(hist, nt, every_atom)
+    ids, hg, hn = compact(hist, nt, keep)
     clear(hist, nt)
     return Packed(landing.g[:2].copy(), landing.w.copy(), landing.count.copy(), landing.sums.r.copy(),
                   landing.sums.n.copy(), ids, hg, hn)
@@ -722,14 +723,15 @@ def advance(growth, step, landing):
 
 
 @njit(cache=True, nogil=True)
-def shard_steps(shards, which, steps, landing, every_atom):
+def shard_steps(shards, which, steps, landing, keeps):
     """shard_step of steps[i] on the tree which[i] of ``shards`` (a typed List of one shard's ShardGrowth, each
-    replaced by its successor) for every i: their Packed Landings, in order (every_atom: pack_landing's)."""
+    replaced by its successor) for every i: their Packed Landings, in order (keeps: per tree, pack_landing's
+    keep)."""
     out = List()
     for i in range(which.shape[0]):
         j = which[i]
         shards[j] = shard_step(shards[j], steps[i], landing)
-        out.append(pack_landing(landing, every_atom))
+        out.append(pack_landing(landing, keeps[j]))
     return out
 
 
