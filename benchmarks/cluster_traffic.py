@@ -1,9 +1,10 @@
 """`spacy train --code` module for benchmarks/cluster.py: records, per boosting round, its seconds and, on a
-cluster, the calls the driver makes to its shards, the bytes they carry (pickled size of each call's arguments,
-sent to every shard, and of every shard's result), the driver's time adding Landings up and deciding Steps, and
-the workers' peak RSS. Written as JSON to $TREECRF_TRAFFIC_OUT when the process exits. A scheduler address
-"inprocess://N" trains with N shards in this process (cluster.InProcessClient): the calls and bytes of N workers
-without a cluster (its timings are not a cluster's)."""
+cluster, the calls the driver makes to its shards (and the seconds spent in each kind of call), the bytes they
+carry (pickled size of each call's arguments, sent to every shard, and of every shard's result), the driver's
+time adding Landings up and deciding Steps, and the workers' peak RSS. Written as JSON to $TREECRF_TRAFFIC_OUT
+when the process exits. A scheduler address "inprocess://N" trains with N shards in this process
+(cluster.InProcessClient): the calls and bytes of N workers without a cluster (its timings are not a
+cluster's)."""
 import atexit
 import json
 import os
@@ -22,8 +23,10 @@ def _size(value) -> int:
 
 def _counted_call(call):
     def wrapper(self, name, *args, per_shard=None):
+        t0 = time.perf_counter()
         results = call(self, name, *args, per_shard=per_shard)
         if name != "peak_rss_mb":
+            _now["seconds_in"][name] = _now["seconds_in"].get(name, 0.0) + time.perf_counter() - t0
             _now["calls"] += 1
             _now["sent"] += sum(map(_size, per_shard)) if per_shard is not None else _size(args) * len(self.actors)
             _now["received"] += sum(map(_size, results))
@@ -44,6 +47,7 @@ def _recorded_round(fit_round):
     def wrapper(self, *args, **kwargs):
         for key in _now:
             _now[key] = 0
+        _now["seconds_in"] = {}
         t0 = time.perf_counter()
         out = fit_round(self, *args, **kwargs)
         entry = {"seconds": time.perf_counter() - t0, "positions": len(self.all_positions)}

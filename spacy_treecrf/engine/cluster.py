@@ -203,7 +203,7 @@ def connect(scheduler):
         from distributed import Client
     except ImportError as e:  # the extra is not installed
         raise ImportError(Errors.E194) from e
-    return Client(scheduler)
+    return Client(scheduler, direct_to_workers=True)  # a call goes to its worker, not through the scheduler
 
 
 class ClusterTrainer(Trainer):
