@@ -14,7 +14,8 @@ import time
 from spacy_treecrf.engine import booster, cluster
 
 ROUNDS = []
-_now = {"sent": 0, "received": 0, "calls": 0, "driver_seconds": 0.0}
+FRESH = {"sent": 0, "received": 0, "calls": 0, "driver_seconds": 0.0, "pass_seconds": 0.0}
+_now = {**FRESH, "seconds_in": {}}  # the round under way, from its gradient pass (the component runs that first)
 
 
 def _size(value) -> int:
@@ -43,17 +44,28 @@ def _timed(kernel):
     return wrapper
 
 
+def _timed_pass(gradient_pass):
+    def wrapper(self):
+        t0 = time.perf_counter()
+        out = gradient_pass(self)
+        _now["pass_seconds"] += time.perf_counter() - t0
+        return out
+    return wrapper
+
+
 def _recorded_round(fit_round):
+    """A round's entry: its seconds with its gradient pass's (which the component runs in update(), the Trainer
+    in fit_round), and on a cluster the counts since the last round ended."""
     def wrapper(self, *args, **kwargs):
-        for key in _now:
-            _now[key] = 0
-        _now["seconds_in"] = {}
+        given = kwargs.get("passes", args[2] if len(args) > 2 else None) is not None  # else run inside
         t0 = time.perf_counter()
         out = fit_round(self, *args, **kwargs)
-        entry = {"seconds": time.perf_counter() - t0, "positions": len(self.all_positions)}
+        seconds = time.perf_counter() - t0 + (_now["pass_seconds"] if given else 0.0)
+        entry = {"seconds": seconds, "positions": len(self.all_positions)}
         if isinstance(self, cluster.ClusterTrainer):
             entry.update(_now, workers=self.workers, worker_peak_rss_mb=self.peak_rss_mb())
         ROUNDS.append(entry)
+        _now.update(FRESH, seconds_in={})
         return out
     return wrapper
 
@@ -70,6 +82,8 @@ cluster.connect = _connect(cluster.connect)
 cluster.ClusterTrainer._call = _counted_call(cluster.ClusterTrainer._call)
 cluster.advance_all = _timed(cluster.advance_all)
 booster.Trainer.fit_round = _recorded_round(booster.Trainer.fit_round)
+booster.Trainer.gradient_pass = _timed_pass(booster.Trainer.gradient_pass)
+cluster.ClusterTrainer.gradient_pass = _timed_pass(cluster.ClusterTrainer.gradient_pass)
 
 
 @atexit.register
