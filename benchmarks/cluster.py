@@ -106,7 +106,7 @@ def count_shards(args):
                               {"booster.scheduler": f"inprocess://{n}", "booster.n_threads": 1})
             rounds = run["rounds"][1:] or run["rounds"]
             table[n] = {key: statistics.median(r[key] for r in rounds)
-                        for key in ("calls", "sent", "received", "driver_seconds")}
+                        for key in ("calls", "sent", "received", "driver_seconds", "shard_seconds")}
             print(n, json.dumps(table[n]), flush=True)
     if args.out:
         args.out.with_suffix(".json").write_text(json.dumps(table, indent=1))

@@ -1,7 +1,8 @@
 """`spacy train --code` module for benchmarks/cluster.py: records, per boosting round, its seconds and, on a
 cluster, the calls the driver makes to its shards (and the seconds spent in each kind of call), the bytes they
 carry (pickled size of each call's arguments, sent to every shard, and of every shard's result), the driver's
-time adding Landings up and deciding Steps, and the workers' peak RSS. Written as JSON to $TREECRF_TRAFFIC_OUT
+time adding Landings up and deciding Steps (and, with shards in this process, their time running the Steps), and
+the workers' peak RSS. Written as JSON to $TREECRF_TRAFFIC_OUT
 when the process exits. A scheduler address "inprocess://N" trains with N shards in this process
 (cluster.InProcessClient): the calls and bytes of N workers without a cluster (its timings are not a
 cluster's)."""
@@ -14,7 +15,7 @@ import time
 from spacy_treecrf.engine import booster, cluster
 
 ROUNDS = []
-FRESH = {"sent": 0, "received": 0, "calls": 0, "driver_seconds": 0.0, "pass_seconds": 0.0}
+FRESH = {"sent": 0, "received": 0, "calls": 0, "driver_seconds": 0.0, "pass_seconds": 0.0, "shard_seconds": 0.0}
 _now = {**FRESH, "seconds_in": {}}  # the round under way, from its gradient pass (the component runs that first)
 
 
@@ -35,11 +36,11 @@ def _counted_call(call):
     return wrapper
 
 
-def _timed(kernel):
+def _timed(kernel, key):
     def wrapper(*args):
         t0 = time.perf_counter()
         out = kernel(*args)
-        _now["driver_seconds"] += time.perf_counter() - t0
+        _now[key] += time.perf_counter() - t0
         return out
     return wrapper
 
@@ -80,7 +81,8 @@ def _connect(connect):
 
 cluster.connect = _connect(cluster.connect)
 cluster.ClusterTrainer._call = _counted_call(cluster.ClusterTrainer._call)
-cluster.advance_all = _timed(cluster.advance_all)
+cluster.advance_all = _timed(cluster.advance_all, "driver_seconds")
+cluster.shard_steps = _timed(cluster.shard_steps, "shard_seconds")  # shards in this process only (inprocess://)
 booster.Trainer.fit_round = _recorded_round(booster.Trainer.fit_round)
 booster.Trainer.gradient_pass = _timed_pass(booster.Trainer.gradient_pass)
 cluster.ClusterTrainer.gradient_pass = _timed_pass(cluster.ClusterTrainer.gradient_pass)
