@@ -17,6 +17,10 @@ nothing) is then measured on the same cluster. The two model-last pipelines are 
 forests are compared node by node (structure equal, leaf values within 1e-9) and both tag the test set (entity
 spans compared doc by doc). Needs the 'dask' extra and CoNLL-2003 under TREECRF_DATA_DIR.
 
+With --estimator, the TreeCRF estimator instead (token dicts of the word, POS and chunk columns over a window of
+one, the same fast settings with per-label trees), in this process and through the cluster: the same forest and
+test predictions (`python benchmarks/cluster.py --estimator --rounds 10`).
+
 With --shards, no cluster: the same training with N shards held in this process (cluster.InProcessClient), for
 each N given, to count what N workers would be sent and send back per round (calls, bytes) and the driver's
 time adding their Landings up and deciding (the shards' own time is not a cluster's: they run one after the
@@ -97,6 +101,61 @@ def compare(local: Path, distributed: Path) -> dict:
             "test_entities": sum(len(x) for x in spans[0])}
 
 
+def token_dicts(sentence) -> list:
+    """The estimator's input for a CoNLL-2003 sentence (rows: word, POS, chunk, NER): per token its lower case,
+    3-letter suffix, capitalisation and digit flags, POS and chunk tags, and those of its neighbours."""
+    out = []
+    for i in range(len(sentence)):
+        x = {}
+        for off in (-1, 0, 1):
+            if not 0 <= i + off < len(sentence):
+                x[f"{off}:edge"] = True
+                continue
+            word, pos, chunk, _ = sentence[i + off]
+            x.update({f"{off}:lower": word.lower(), f"{off}:suffix3": word[-3:].lower(), f"{off}:title": word.istitle(),
+                      f"{off}:upper": word.isupper(), f"{off}:digit": word.isdigit(), f"{off}:pos": pos,
+                      f"{off}:chunk": chunk})
+        out.append(x)
+    return out
+
+
+def estimator_check(args):
+    """TreeCRF on CoNLL-2003 with the fast per-label settings, in this process (2 threads) and through a
+    LocalCluster of --workers workers: the same forest and the same test predictions."""
+    from distributed import LocalCluster
+    from spacy_treecrf import TreeCRF
+    from spacy_treecrf.readers import read_columns
+
+    data = Path(os.environ["TREECRF_DATA_DIR"]) / "conll2003"
+    columns = ["word", "pos", "chunk", "ner"]
+    train, test = (list(read_columns(data / name, columns)) for name in ("train.txt", "test.txt"))
+    X, y = [token_dicts(s) for s in train], [[row[3] for row in s] for s in train]
+    X_test = [token_dicts(s) for s in test]
+    settings = dict(n_rounds=args.rounds, shared_trees=False, leaf_values="position_mean", colsample=0.3, l1=0.0,
+                    **FAST)
+    t0 = time.perf_counter()
+    here = TreeCRF(n_threads=2, **settings).fit(X, y)
+    seconds_here = time.perf_counter() - t0
+    with LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=":0", silence_logs=40) as lc:
+        t0 = time.perf_counter()
+        there = TreeCRF(n_threads=1, scheduler=lc.scheduler_address, **settings).fit(X, y)
+        seconds_there = time.perf_counter() - t0
+    fa, fb = here.ensemble.forest(), there.ensemble.forest()
+    pa, pb = here.predict(X_test), there.predict(X_test)
+    summary = {"fit_seconds_one_process": seconds_here, "fit_seconds_cluster": seconds_there,
+               "trees": len(fa.roots), "nodes": len(fa.nodes.kind),
+               "same_structure": len(fa.nodes.kind) == len(fb.nodes.kind) and all(
+                   np.array_equal(getattr(fa.nodes, n), getattr(fb.nodes, n))
+                   for n in ("kind", "feature", "yes", "no", "states")),
+               "max_leaf_value_difference": float(np.abs(fa.nodes.value - fb.nodes.value).max(initial=0.0))
+               if len(fa.nodes.value) == len(fb.nodes.value) else None,
+               "test_sentences": len(pa), "test_sentences_tagged_the_same": sum(a == b for a, b in zip(pa, pb)),
+               "test_tokens": sum(map(len, pa))}
+    print(json.dumps(summary, indent=1))
+    if args.out:
+        args.out.with_suffix(".json").write_text(json.dumps(summary, indent=1))
+
+
 def count_shards(args):
     """Per shard count: the median round's calls, MB sent and received, and driver seconds (module docstring)."""
     table = {}
@@ -118,9 +177,12 @@ def main():
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", type=Path, help="write OUT.json")
     parser.add_argument("--shards", type=int, nargs="*", help="count traffic with these in-process shard counts")
+    parser.add_argument("--estimator", action="store_true", help="the TreeCRF estimator instead of spacy train")
     args = parser.parse_args()
     if args.shards:
         return count_shards(args)
+    if args.estimator:
+        return estimator_check(args)
     from distributed import Client, LocalCluster
 
     with tempfile.TemporaryDirectory() as tmp:

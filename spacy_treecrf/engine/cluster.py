@@ -62,14 +62,13 @@ def _peak_rss_mb() -> float:
 
 class Shard:
     """One worker's share of the training set (a Dask actor): a Trainer over its sequences and, during a round,
-    the data side of each tree being grown. ``offset``: its first position in the whole set."""
+    the data side of each tree being grown."""
 
-    def __init__(self, indptr, indices, n_features, y, seq_starts, allowed, params, offset, initial=None,
+    def __init__(self, indptr, indices, n_features, y, seq_starts, allowed, params, initial=None,
                  numeric=None):
         self.token = uuid.uuid4().hex
         self.trainer = Trainer(indptr, indices, n_features, y, seq_starts, allowed, params, initial=initial,
                                numeric=numeric)
-        self.offset = int(offset)
         self.passes = None
         self.trees = []  # per tree being grown: (label, residual Target, its positions)
         self.growing = TypedList()  # per tree being grown: its grow.ShardGrowth
@@ -248,7 +247,7 @@ class ClusterTrainer(Trainer):
             threads = workers[address].get("nthreads", 1)
             shard_params = dataclasses.replace(params, n_threads=min(threads, params.threads), scheduler="")
             rows = (indptr[a:b + 1] - indptr[a], np.asarray(indices)[indptr[a]:indptr[b]], self.n_features,
-                    np.asarray(y)[a:b], seq_starts[q0:q1 + 1] - a, self.allowed, shard_params, a,
+                    np.asarray(y)[a:b], seq_starts[q0:q1 + 1] - a, self.allowed, shard_params,
                     _copy_part(initial, a, b), self.numeric)
             data = client.scatter(list(rows), workers=[address], direct=True)
             futures.append((client.submit(Shard, *data, actor=True, workers=[address], allow_other_workers=False,
