@@ -17,6 +17,9 @@ nothing) is then measured on the same cluster. The two model-last pipelines are 
 forests are compared node by node (structure equal, leaf values within 1e-9) and both tag the test set (entity
 spans compared doc by doc). Needs the 'dask' extra and CoNLL-2003 under TREECRF_DATA_DIR.
 
+With --defaults, the boosting settings' defaults (BoostParams: shared trees of 1000 leaves, l1 0.1, ...) instead
+of the fast ones.
+
 With --estimator, the TreeCRF estimator instead (token dicts of the word, POS and chunk columns over a window of
 one, the same fast settings with per-label trees), in this process and through the cluster: the same forest and
 test predictions (`python benchmarks/cluster.py --estimator --rounds 10`).
@@ -42,13 +45,20 @@ ROOT = Path(__file__).resolve().parent.parent
 FAST = {"max_leaves": 300, "trim": 0.05, "label_splits": "fallback"}
 
 
-def spacy_train(out: Path, rounds: int, traffic: Path, overrides: dict) -> dict:
+def default_settings() -> dict:
+    """The boosting settings' defaults (BoostParams) but threads and the scheduler: what a user gets untuned."""
+    import dataclasses
+    from spacy_treecrf.engine.booster import BoostParams
+    return {f.name: f.default for f in dataclasses.fields(BoostParams) if f.name not in ("n_threads", "scheduler")}
+
+
+def spacy_train(out: Path, rounds: int, traffic: Path, overrides: dict, settings: dict = FAST) -> dict:
     data = Path(os.environ["TREECRF_DATA_DIR"]) / "conll2003"
     command = [sys.executable, "-m", "spacy", "train", str(ROOT / "configs" / "ner.cfg"), "--output", str(out),
                "--code", str(ROOT / "benchmarks" / "cluster_traffic.py"),
                "--paths.train", str(data / "train.txt"), "--paths.dev", str(data / "valid.txt"),
                "--training.max_steps", str(rounds - 1), "--training.eval_frequency", str(rounds)]
-    for key, value in {**{f"booster.{k}": v for k, v in FAST.items()}, **overrides}.items():
+    for key, value in {**{f"booster.{k}": v for k, v in settings.items()}, **overrides}.items():
         command += [f"--components.treecrf.{key}", str(value)]
     t0 = time.perf_counter()
     done = subprocess.run(["/usr/bin/time", "-f", "%M"] + command, capture_output=True, text=True,
@@ -178,6 +188,7 @@ def main():
     parser.add_argument("--out", type=Path, help="write OUT.json")
     parser.add_argument("--shards", type=int, nargs="*", help="count traffic with these in-process shard counts")
     parser.add_argument("--estimator", action="store_true", help="the TreeCRF estimator instead of spacy train")
+    parser.add_argument("--defaults", action="store_true", help="the default boosting settings, not the fast ones")
     args = parser.parse_args()
     if args.shards:
         return count_shards(args)
@@ -187,12 +198,13 @@ def main():
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        here = spacy_train(tmp / "local", args.rounds, tmp / "local.json", {"booster.n_threads": 2})
+        settings = default_settings() if args.defaults else FAST
+        here = spacy_train(tmp / "local", args.rounds, tmp / "local.json", {"booster.n_threads": 2}, settings)
         print(f"one process: {here['wall_seconds']:.1f} s, peak RSS {here['driver_peak_rss_mb']:.0f} MB", flush=True)
         with LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=":0",
                           silence_logs=40) as lc:
             there = spacy_train(tmp / "cluster", args.rounds, tmp / "cluster.json",
-                                {"booster.scheduler": lc.scheduler_address, "booster.n_threads": 1})
+                                {"booster.scheduler": lc.scheduler_address, "booster.n_threads": 1}, settings)
             with Client(lc) as client:
                 latency = round_trip_seconds(client)
         print(f"cluster: {there['wall_seconds']:.1f} s, driver peak RSS {there['driver_peak_rss_mb']:.0f} MB",
