@@ -569,8 +569,8 @@ class Passes(NamedTuple):
 
 
 def new_trainer(indptr, indices, n_features, y, seq_starts, allowed, params: BoostParams, **kwargs) -> "Trainer":
-    """A Trainer in this process, or with params.scheduler (a Dask scheduler's address, or a distributed.Client
-    given to a fit) one whose rows and rounds' data side live on that cluster's workers (cluster.py)."""
+    """A Trainer in this process, or with params.scheduler (a Dask scheduler's address) one whose rows and rounds'
+    data side live on that cluster's workers (cluster.py)."""
     if not params.scheduler:
         return Trainer(indptr, indices, n_features, y, seq_starts, allowed, params, **kwargs)
     from .cluster import ClusterTrainer
