@@ -59,7 +59,7 @@ def spacy_train(out: Path, rounds: int, traffic: Path, overrides: dict, settings
                "--paths.train", str(data / "train.txt"), "--paths.dev", str(data / "valid.txt"),
                "--training.max_steps", str(rounds - 1), "--training.eval_frequency", str(rounds)]
     for key, value in {**{f"booster.{k}": v for k, v in settings.items()}, **overrides}.items():
-        command += [f"--components.treecrf.{key}", str(value)]
+        command += [f"--components.treecrf.{key}", json.dumps(value) if isinstance(value, bool) else str(value)]
     t0 = time.perf_counter()
     done = subprocess.run(["/usr/bin/time", "-f", "%M"] + command, capture_output=True, text=True,
                           env={**os.environ, "TREECRF_TRAFFIC_OUT": str(traffic)})
