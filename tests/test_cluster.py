@@ -2,8 +2,9 @@
 naming it, never a hang.
 
 The shards' arithmetic is checked in this process first, with cluster.InProcessClient (a stand-in for
-distributed.Client that holds the shards as plain objects) (three shards of unequal size, every option a cluster fit takes); a LocalCluster of two
-worker processes then checks the real thing: the estimator, the spaCy component, a worker killed between rounds.
+distributed.Client that holds the shards as plain objects: three shards of unequal size, every option a cluster
+fit takes); a LocalCluster of two worker processes then checks the real thing: the estimator, the spaCy
+component, a worker killed between rounds or mid-round.
 """
 import os
 import signal
@@ -144,7 +145,12 @@ def test_a_scheduler_without_dask_says_what_to_install(monkeypatch):
 
 
 # -- a LocalCluster of two worker processes -----------------------------------------------------------------------
-distributed = pytest.importorskip("distributed", reason="the 'dask' extra is not installed")
+try:
+    import distributed
+except ImportError:  # the tests above need no dask
+    distributed = None
+needs_dask = pytest.mark.skipif(distributed is None, reason="the 'dask' extra is not installed (pip install -e "
+                                                            "'.[test,dask]', as the README's test command does)")
 
 
 @pytest.fixture(scope="module")
@@ -165,6 +171,7 @@ def word_sequences(n=150, seed=0):
     return X, y
 
 
+@needs_dask
 @pytest.mark.parametrize("shared", [True, False], ids=["shared", "per_label"])
 def test_the_estimator_on_a_local_cluster_fits_the_same_model(local_cluster, shared):
     from spacy_treecrf import TreeCRF
@@ -178,6 +185,7 @@ def test_the_estimator_on_a_local_cluster_fits_the_same_model(local_cluster, sha
     assert there.get_params()["scheduler"] == local_cluster.scheduler_address
 
 
+@needs_dask
 def test_the_component_trains_through_a_local_cluster(local_cluster):
     import spacy
     from spacy.tokens import Doc, Span
@@ -204,6 +212,7 @@ def test_the_component_trains_through_a_local_cluster(local_cluster):
     there._trainer.close()
 
 
+@needs_dask
 @pytest.mark.parametrize("when", ["between_rounds", "mid_round"])
 def test_a_killed_worker_is_an_error_naming_it_within_a_minute(monkeypatch, when):
     """SIGKILL, as the kernel's OOM killer would: between two rounds, or while a round's tree is growing (after

@@ -739,8 +739,8 @@ def shard_steps(shards, which, steps, landing, keeps):
 def advance_all(growths, steps, active, landing, replies):
     """advance for the trees ``active`` (indices into the typed Lists growths and steps) whose Steps every shard
     has done: replies[w][i] is shard w's Packed Landing of tree active[i]; each tree's are added up into
-    ``landing`` and the tree decides its next Step (in one call: a Growth costs tens of microseconds to pass
-    from Python, more than most Steps take)."""
+    ``landing`` and the tree decides its next Step, all in one compiled call: passing a Growth between Python
+    and compiled code costs more than most Steps take."""
     for i in range(active.shape[0]):
         j = active[i]
         open_landing(landing)
