@@ -3,6 +3,12 @@ benchmark behind the README's results table.
 
     TREECRF_DATA_DIR=../shared/data python benchmarks/defaults.py [--rows ROW ...] [--work DIR] [--stock]
         [--crf-jobs N] [--out benchmarks/results/defaults]
+    TREECRF_DATA_DIR=../shared/data python benchmarks/defaults.py --dev-only [--rows ROW ...] [--set NAME=VALUE ...]
+
+--dev-only trains TreeCRF alone on each spaCy row, as below, with the generated config's settings overridden by
+--set (a boosting, feature or component setting, by name), and prints its best dev score and round: how
+candidate defaults are compared across tasks (on dev data only; the estimator rows' candidates:
+estimator_defaults.py).
 
 Rows (data under TREECRF_DATA_DIR; nothing is tuned on a test set):
 - spaCy rows, trained as a user would: `spacy init config --pipeline treecrf`, then only the target, its score
@@ -177,6 +183,27 @@ def train_pipeline(pipeline: str, row: str, files: list, run_dir: Path):
          "--output", run_dir, "--code", SCRIPTS / "training_log.py"])
     if json.loads((run_dir / "run.json").read_text())["exit_code"]:
         raise SystemExit(f"spacy train failed for {row} ({pipeline}): see {run_dir / 'train.log'}")
+
+
+def dev_run(row: str, data: Path, work: Path, settings: list) -> dict:
+    """TreeCRF alone on a spaCy row, the generated config with ``settings`` (NAME=VALUE, see init_config_train):
+    its best dev score, the round it came from (spaCy's epoch: a round per pass) and the rounds run."""
+    from init_config_train import override
+    files = spacy_corpus(row, data, work)
+    run_dir = work / "dev" / row / (",".join(settings) or "defaults")
+    config = user_config("treecrf", row, run_dir)
+    run([sys.executable, SCRIPTS / "timed.py", run_dir / "run.json", "--log", run_dir / "train.log", "--",
+         sys.executable, "-m", "spacy", "train", config, "--paths.train", files[0], "--paths.dev", files[1],
+         "--output", run_dir, "--code", SCRIPTS / "training_log.py",
+         *[part for item in settings for part in override(item)]], stdout=subprocess.DEVNULL)
+    evals = [json.loads(line) for line in (run_dir / "log.jsonl").read_text().splitlines()]
+    best = max(evals, key=lambda e: (e["score"], -e["step"]))
+    result = dict(row=row, settings=settings, best_dev=best["score"], best_round=best["epoch"],
+                  rounds=evals[-1]["epoch"], commit=commit(), date=time.strftime("%Y-%m-%d"))
+    (run_dir / "result.json").write_text(json.dumps(result, indent=1))
+    print(f"{row} {' '.join(settings) or 'defaults'}: best dev {SPACY_ROWS[row][1]} {100 * best['score']:.2f} at "
+          f"round {best['epoch']} of {evals[-1]['epoch']}", flush=True)
+    return result
 
 
 def spacy_row(row: str, data: Path, work: Path, args) -> dict:
@@ -389,12 +416,19 @@ def main():
     parser.add_argument("--crf-max-iterations", type=int, default=500,
                         help="L-BFGS iterations of CRFsuite's fits on the spaCy rows (0: until CRFsuite converges)")
     parser.add_argument("--table-only", action="store_true", help="rewrite OUT from the rows present")
+    parser.add_argument("--dev-only", action="store_true", help="TreeCRF's best dev score per spaCy row (see above)")
+    parser.add_argument("--set", nargs="*", default=[], help="with --dev-only: settings NAME=VALUE")
     parser.add_argument("--readme", type=Path, default=None, help="also put the table into this README")
     args = parser.parse_args()
     data = Path(os.environ.get("TREECRF_DATA_DIR") or REPO.parent / "shared" / "data")
     if not data.is_dir():
         raise SystemExit(f"data directory {data} not found: set TREECRF_DATA_DIR")
     sys.path.insert(0, str(SCRIPTS))
+    if args.dev_only:
+        for row in args.rows:
+            if row in SPACY_ROWS:
+                dev_run(row, data, args.work, args.set)
+        return
     (args.work / "rows").mkdir(parents=True, exist_ok=True)
     if not args.table_only:  # as an installed package is (its build compiles the kernels): else the first row's
         # processes compile them, in the measured time and memory (xpos: a 2,214 MB training peak, 1,505 MB warm)
