@@ -273,5 +273,3 @@ class Errors(metaclass=_WithCodes):
     E198 = "training on a cluster: the shard on worker {worker} failed in round {round}: {error}"
     E199 = ("training on a cluster: worker {worker} was lost in round {round}, with its shard of the training set; "
             "the {done} rounds completed before are kept: restart the fit (a continued fit goes on from them)")
-    E200 = ("window_features: 'suffix_dictionary' needs 'label_dictionary' (it gives its tests to the words the label "
-            "dictionary does not know)")

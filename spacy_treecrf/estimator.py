@@ -304,7 +304,9 @@ class TreeCRF:
     HistGradientBoosting convention: only where the data is large enough) holds them out where they have at least
     1,000 positions (so the validation accuracy's standard error is at most 1.6 points), as from about 10,000
     training positions at the default fraction; otherwise every round is kept.
-    ``shrinkage`` is the paper's lambda (a leaf's value is sum(residual) / (lambda + N)); ``learning_rate``
+    ``shrinkage`` is the paper's lambda (a leaf's value is sum(residual) / (lambda + N)), or "auto": 10 for up to
+    15,000 training positions, 1 from 150,000, 150,000 / positions between (engine/booster.resolved_shrinkage,
+    chosen on dev data across tasks); ``learning_rate``
     multiplies every tree (1.0 as in the paper). ``loss``: what the trees boost, "crf" (the
     paper's log-likelihood), "pseudo_likelihood", "hamming" or "rank" (losses.py; README "Choosing a loss").
     ``subsample``: share of positions each round's trees are fitted on; ``colsample``: share of feature columns

@@ -27,18 +27,6 @@ a training doc leave that doc's own labels out (``own_labels``: a word seen only
 get that label's test), so training sees the dictionary as unseen text does; without the leave-one-doc-out the
 test would be right on every training token and the trees would learn to trust it blindly.
 
-The suffix dictionary
----------------------
-An unseen word has no ``ld=`` test, and its suffix tests (``s3=ing``) are hundreds of values that each hold a
-few training tokens, which a tree has to pick one at a time. The suffix dictionary (``suffix_dictionary``, the
-suffix guesser of Brants' TnT) gives a word the label dictionary does not know ``sd=LABEL`` for every label that
-holds at least SUFFIX_DICTIONARY_SHARE of the training tokens of rare words (at most RARE_WORD_TOKENS tokens:
-the words most like unseen ones, as in TnT) that end in its longest suffix (up to SUFFIX_DICTIONARY_LENGTH
-characters) with at least SUFFIX_DICTIONARY_TOKENS of them, counted apart for words with an upper-case first
-letter and the others: "-ing" and "-ed" words get one verb test, "-son" names a proper-noun test. In a training
-doc, a word whose label dictionary tests were all left out (it occurs in no other doc) is unseen there too: it
-gets its suffix labels counted without its own tokens.
-
 The 16 character-pattern tests
 ------------------------------
 McCallum (UAI 2003, section 5) uses "16 character-level regular expressions, mostly concerning
@@ -155,13 +143,6 @@ _COMPILED = tuple((name, re.compile(pattern, re.DOTALL)) for name, pattern in RE
 
 # Families subject to the min_freq cut-off.
 _FREQ_FAMILIES = ("w=", "lw=")
-# the suffix dictionary (see the module docstring): suffixes up to this length, of words with at most
-# RARE_WORD_TOKENS labelled training tokens; a suffix with fewer tokens backs off to a shorter one; labels of at
-# least this share of its tokens
-SUFFIX_DICTIONARY_LENGTH = 4
-RARE_WORD_TOKENS = 10
-SUFFIX_DICTIONARY_TOKENS = 5
-SUFFIX_DICTIONARY_SHARE = 0.1
 _CHUNK_TOKENS = 200_000
 NUMERIC_SAMPLE = 200_000  # at most this many training tokens set a numeric source's bins...
 NUMERIC_SAMPLE_VALUES = 20_000_000  # ...and at most this many values over all sources (300-d vectors: 66,666 tokens)
@@ -208,8 +189,7 @@ def offset_name(offset: int) -> str:
 
 # family prefix of a test name -> (what the family reads, whether its value is text to quote)
 READABLE_FAMILIES = {"w=": ("word", True), "lw=": ("lower", True), "re=": ("pattern", False),
-                     "sh=": ("shape", False), "lex=": ("lexicon", False), "ld=": ("seen_as", False),
-                     "sd=": ("suffix_seen_as", False)}
+                     "sh=": ("shape", False), "lex=": ("lexicon", False), "ld=": ("seen_as", False)}
 
 
 def readable_test(name: str) -> str:
@@ -218,7 +198,7 @@ def readable_test(name: str) -> str:
     ``sh=Xxxxx@0`` -> ``shape[0] = Xxxxx``, ``re=Aa+@0`` -> ``pattern[0] = Aa+`` (the regex tests of the
     module docstring), ``f=is_title@0`` -> ``is_title[0]``, ``a:tag_=NNP@-1`` -> ``tag_[-1] = "NNP"``,
     ``lex=CITY@0`` -> ``lexicon[0] = CITY``, ``ld=B-PER@0`` -> ``seen_as[0] = B-PER`` (the word carried that
-    gold label in training), ``sd=VBG@0`` -> ``suffix_seen_as[0] = VBG`` (the suffix dictionary), ``pad@+2`` -> ``outside[+2]`` (the offset lies beyond the doc's edge),
+    gold label in training), ``pad@+2`` -> ``outside[+2]`` (the offset lies beyond the doc's edge),
     ``missing:w=@0`` -> ``word[0] missing``, ``num:vector3 <= 0.25@-1`` -> ``vector3[-1] <= 0.25``."""
     if name.startswith("missing:"):
         family, _, offset = name[len("missing:"):].rpartition("@")
@@ -449,8 +429,6 @@ class WindowFeaturizer:
     - ``label_dictionary``: test ``ld=LABEL`` when the token's text carried gold label LABEL in the training docs
       (``initialize(docs, labels)``); a training doc's rows leave its own labels out (``__call__(docs,
       own_labels)``, see the module docstring).
-    - ``suffix_dictionary``: test ``sd=LABEL`` on words the label dictionary does not know, from the labels of rare
-      training words with the same suffix (see the module docstring); needs ``label_dictionary``.
     - ``numeric_attrs`` / ``vectors`` / ``tensor``: real-valued sources, windowed as numeric columns (see the
       module docstring); ``len`` (characters), a numeric Token attribute (``rank``, ...) or ``_.<extension>``
       holding numbers; the token's vector; its row of ``doc.tensor`` (put the tok2vec that sets it in
@@ -471,13 +449,13 @@ class WindowFeaturizer:
                  regexes: bool = True, prefix: int = 3, suffix: int = 4, shape: bool = True, flags: bool = True,
                  attrs: Sequence[str] = (), lexicons: Optional[Dict[str, str]] = None,
                  lexicon_lowercase: bool = True, missing_text: Optional[str] = None,
-                 label_dictionary: bool = True, suffix_dictionary: bool = False, numeric_attrs: Sequence[str] = (),
-                 vectors: bool = False, tensor: bool = False):
+                 label_dictionary: bool = True, numeric_attrs: Sequence[str] = (), vectors: bool = False,
+                 tensor: bool = False):
         self._configure(dict(window=window, word=word, lower=lower, min_freq=min_freq, regexes=regexes,
                              prefix=prefix, suffix=suffix, shape=shape, flags=flags, attrs=attrs,
                              lexicons={} if lexicons is None else lexicons, lexicon_lowercase=lexicon_lowercase,
                              missing_text=missing_text, label_dictionary=label_dictionary,
-                             suffix_dictionary=suffix_dictionary, numeric_attrs=numeric_attrs, vectors=vectors, tensor=tensor))
+                             numeric_attrs=numeric_attrs, vectors=vectors, tensor=tensor))
         self._reset_state()
 
     # ---- configuration
@@ -500,9 +478,6 @@ class WindowFeaturizer:
             raise ValueError(Errors.E076.format(missing=missing))
         self.missing_text = missing
         self.label_dictionary = _check_bool("label_dictionary", cfg["label_dictionary"])
-        self.suffix_dictionary = _check_bool("suffix_dictionary", cfg["suffix_dictionary"])
-        if self.suffix_dictionary and not self.label_dictionary:
-            raise ValueError(Errors.E200)
         self.numeric_attrs = _check_numeric_attrs(cfg["numeric_attrs"])
         self.vectors = _check_bool("vectors", cfg["vectors"])
         self.tensor = _check_bool("tensor", cfg["tensor"])
@@ -523,8 +498,7 @@ class WindowFeaturizer:
                 "regexes": self.regexes, "prefix": self.prefix, "suffix": self.suffix, "shape": self.shape,
                 "flags": self.flags, "attrs": list(self.attrs), "lexicons": dict(self.lexicons),
                 "lexicon_lowercase": self.lexicon_lowercase, "missing_text": self.missing_text,
-                "label_dictionary": self.label_dictionary, "suffix_dictionary": self.suffix_dictionary,
-                "numeric_attrs": list(self.numeric_attrs),
+                "label_dictionary": self.label_dictionary, "numeric_attrs": list(self.numeric_attrs),
                 "vectors": self.vectors, "tensor": self.tensor}
 
     @property
@@ -542,7 +516,6 @@ class WindowFeaturizer:
         self._single_lex: List[Tuple[str, frozenset]] = []
         self._multi_lex: Dict[str, List[str]] = {}
         self._label_counts: Dict[str, Dict[str, int]] = {}  # text -> gold label -> training tokens
-        self._suffix_counts: Dict[str, Dict[str, int]] = {}  # case class + suffix -> gold label -> rare words' tokens
         self._matchers: Dict[int, Tuple[Vocab, PhraseMatcher, Dict[int, str]]] = {}
         self._clear_caches()
         self._col_offset = np.zeros(0, np.int32)
@@ -658,28 +631,8 @@ class WindowFeaturizer:
             add((q, "lex=" + name) for q in kept for name, entries in self._single_lex if keys[q] in entries)
         if self.label_dictionary:
             add((q, "ld=" + label) for q in kept for label in sorted(self._label_counts.get(texts[q], ())))
-        if self.suffix_dictionary:
-            add((q, "sd=" + label) for q in kept if texts[q] not in self._label_counts
-                for label in self._suffix_labels(texts[q]))
         order = sorted(range(len(which)), key=which.__getitem__)  # stable: per text, in family order
         return [which[i] for i in order], [names[i] for i in order]
-
-    def _suffix_labels(self, text: str, own: Optional[Dict[str, int]] = None) -> List[str]:
-        """The suffix dictionary's labels of a word (sorted): those of at least SUFFIX_DICTIONARY_SHARE of the rare
-        training words' tokens that end in its longest suffix with SUFFIX_DICTIONARY_TOKENS of them (its case
-        class's; see the module docstring). ``own``: the word's own label counts, left out (a training doc's
-        word that occurs in no other doc)."""
-        case = "A" if text[:1].isupper() else "a"
-        own = own if own and sum(own.values()) <= RARE_WORD_TOKENS else {}  # (a frequent word is not counted)
-        for k in range(min(len(text), SUFFIX_DICTIONARY_LENGTH), 0, -1):
-            counts = self._suffix_counts.get(case + text[-k:])
-            if counts is None:
-                continue
-            counts = {label: n - own.get(label, 0) for label, n in counts.items()}
-            total = sum(counts.values())
-            if total >= SUFFIX_DICTIONARY_TOKENS:
-                return sorted(label for label, n in counts.items() if n > 0 and n >= SUFFIX_DICTIONARY_SHARE * total)
-        return []
 
     def prepare_known_words(self, vocab: Vocab) -> None:
         """Compute the lexeme tests of every word the frozen index has a word test for (the training words seen
@@ -817,48 +770,34 @@ class WindowFeaturizer:
 
     def _leave_own_labels_out(self, docs, own_labels, doc_starts, a_indptr, a_ids):
         """Drop ``ld=LABEL`` from the tokens of a doc whose every (text, LABEL) occurrence in the training docs
-        is in that doc; with the suffix dictionary, a token that loses every ``ld=`` test gets the ``sd=`` tests
-        of its word's suffix without the word's own tokens, as an unseen word would."""
+        is in that doc."""
         if len(own_labels) != len(docs):
             raise ValueError(Errors.E069.format(n_docs=len(docs), n_labels=len(own_labels)))
-        rows, atoms, added_rows, added = [], [], [], []
+        rows, atoms = [], []
         for q, (doc, labels) in enumerate(zip(docs, own_labels)):
             if len(labels) != len(doc):
                 raise ValueError(Errors.E093.format(q=q, text=doc.text[:40], n_doc=len(doc), n_labels=len(labels)))
             words = [t.text for t in doc]
             pairs = Counter((w, label) for w, label in zip(words, labels) if label is not None)
             own_only: Dict[str, List[int]] = {}
-            n_own: Counter = Counter()  # the word's labels that only this doc gives it
             for (word, label), n in pairs.items():
-                if self._label_counts.get(word, {}).get(label, 0) <= n:
-                    n_own[word] += 1
-                    atom = self._atom_ids.get("ld=" + label)
-                    if atom is not None:
-                        own_only.setdefault(word, []).append(atom)
-            unseen = {word: [a for a in map(self._intern_one, (
-                "sd=" + label for label in self._suffix_labels(word, self._label_counts[word]))) if a >= 0]
-                      for word, n in n_own.items() if n == len(self._label_counts[word])
-                      } if self.suffix_dictionary else {}
-            if own_only or unseen:
+                atom = self._atom_ids.get("ld=" + label)
+                if atom is not None and self._label_counts.get(word, {}).get(label, 0) <= n:
+                    own_only.setdefault(word, []).append(atom)
+            if own_only:
                 base = int(doc_starts[q])
                 for i, word in enumerate(words):
                     for atom in own_only.get(word, ()):
                         rows.append(base + i)
                         atoms.append(atom)
-                    for atom in unseen.get(word, ()):
-                        added_rows.append(base + i)
-                        added.append(atom)
-        if not rows and not added_rows:
+        if not rows:
             return a_indptr, a_ids
         n_atoms = max(len(self._atom_names), 1)
         token = np.repeat(np.arange(len(a_indptr) - 1, dtype=np.int64), np.diff(a_indptr))
         keep = ~np.isin(token * n_atoms + a_ids, np.asarray(rows, np.int64) * n_atoms + np.asarray(atoms))
-        token = np.concatenate([token[keep], np.asarray(added_rows, np.int64)])
-        ids = np.concatenate([a_ids[keep], np.asarray(added, np.int32)])
-        order = np.lexsort((ids, token))  # rows' ids stay sorted (an added sd= test is new to its row)
         indptr = np.zeros_like(a_indptr)
-        np.cumsum(np.bincount(token, minlength=len(a_indptr) - 1), out=indptr[1:])
-        return indptr, ids[order]
+        np.cumsum(np.bincount(token[keep], minlength=len(a_indptr) - 1), out=indptr[1:])
+        return indptr, a_ids[keep]
 
     def _read_tokens(self, nonempty: List[Doc]) -> "TokenTable":
         """Everything featurization and missing_rows read from the docs, in one Doc.to_array per doc and one
@@ -901,7 +840,7 @@ class WindowFeaturizer:
         names += [f"p{k}=" for k in range(1, self.prefix + 1)] + [f"s{k}=" for k in range(1, self.suffix + 1)]
         names += (["sh="] if self.shape else []) + (["f="] if self.flags else [])
         names += [f"a:{attr}=" for attr in self.attrs] + (["lex="] if self.lexicons else [])
-        return names + (["ld="] if self.label_dictionary else []) + (["sd="] if self.suffix_dictionary else [])
+        return names + (["ld="] if self.label_dictionary else [])
 
     @property
     def n_variables(self) -> int:
@@ -1080,7 +1019,6 @@ class WindowFeaturizer:
             if labels is None:
                 raise ValueError(Errors.E094)
             self._label_counts = _count_labels(docs, labels)
-            self._suffix_counts = _count_suffixes(self._label_counts) if self.suffix_dictionary else {}
         mapping, seen, pad_seen = self._count_atoms(docs, labels, first_new=0)
         col_offset, col_atom = self._new_columns(seen, pad_seen)
         self._set_columns(np.asarray(col_offset, np.int32), np.asarray(col_atom, np.int32))
@@ -1113,7 +1051,6 @@ class WindowFeaturizer:
                 known = self._label_counts.setdefault(word, {})
                 for label, n in counts.items():
                     known[label] = max(known.get(label, 0), n)
-            self._suffix_counts = _count_suffixes(self._label_counts) if self.suffix_dictionary else {}
         first_new = len(self._atom_names)
         self._frozen = False
         self._clear_caches()  # cached lexeme tests lack the new dictionary labels
@@ -1253,9 +1190,8 @@ class WindowFeaturizer:
         cfg = state["config"]
         if not isinstance(cfg, dict):
             raise ValueError(Errors.E081.format(where=where))
-        # states written before the label and suffix dictionaries and the numeric sources existed
-        cfg = {"label_dictionary": False, "suffix_dictionary": False, "numeric_attrs": [], "vectors": False,
-               "tensor": False, **cfg}
+        # states written before the label dictionary and the numeric sources existed
+        cfg = {"label_dictionary": False, "numeric_attrs": [], "vectors": False, "tensor": False, **cfg}
         expected = set(self.config())
         if set(cfg) != expected:
             raise ValueError(Errors.E082.format(where=where, cfg=sorted(cfg), expected=sorted(expected)))
@@ -1321,7 +1257,6 @@ class WindowFeaturizer:
         self._reset_state()
         self._set_lexicons(entries)
         self._label_counts = {word: dict(counts) for word, counts in label_counts.items()}
-        self._suffix_counts = _count_suffixes(self._label_counts) if self.suffix_dictionary else {}
         self._atom_names = list(atoms)
         self._atom_ids = {name: i for i, name in enumerate(atoms)}
         self._set_columns(np.asarray(offs, np.int32), np.asarray(cols, np.int32))
@@ -1471,20 +1406,6 @@ def _count_labels(docs: List[Doc], labels: Sequence[Sequence[Optional[str]]]) ->
             if label is not None:
                 counts.setdefault(token.text, Counter())[label] += 1
     return {word: dict(c) for word, c in counts.items()}
-
-
-def _count_suffixes(label_counts: Dict[str, Dict[str, int]]) -> Dict[str, Dict[str, int]]:
-    """The suffix dictionary's table (see the module docstring): case class ("A": an upper-case first letter,
-    else "a") + suffix -> gold label -> tokens of the rare words (at most RARE_WORD_TOKENS labelled tokens) with
-    that suffix, for suffixes of 1 .. SUFFIX_DICTIONARY_LENGTH characters."""
-    table: Dict[str, Counter] = {}
-    for word, counts in label_counts.items():
-        if sum(counts.values()) > RARE_WORD_TOKENS:
-            continue
-        case = "A" if word[:1].isupper() else "a"
-        for k in range(1, min(len(word), SUFFIX_DICTIONARY_LENGTH) + 1):
-            table.setdefault(case + word[-k:], Counter()).update(counts)
-    return {key: dict(counts) for key, counts in table.items()}
 
 
 def _chunks_with_labels(docs: List[Doc], labels: Optional[Sequence[Sequence[Optional[str]]]]):

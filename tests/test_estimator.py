@@ -24,6 +24,22 @@ def toy_data(n=60, seed=0):
     return X, y
 
 
+def test_auto_shrinkage_follows_the_training_positions(monkeypatch):
+    from spacy_treecrf.engine import booster
+    assert [booster.resolved_shrinkage("auto", n) for n in (1, 15000, 30000, 150000, 10 ** 7)] == [10.0, 10.0, 5.0,
+                                                                                                   1.0, 1.0]
+    assert booster.resolved_shrinkage(3, 10 ** 7) == 3.0 and TreeCRF().shrinkage == "auto"
+    X, y = toy_data()
+
+    def leaf_values(shrinkage):
+        model = paper_crf(n_rounds=3, max_leaves=8, shrinkage=shrinkage, early_stopping=False).fit(X, y)
+        return model.ensemble.nodes.value
+    assert np.array_equal(leaf_values("auto"), leaf_values(10.0))  # a few hundred positions: lambda 10
+    monkeypatch.setattr(booster, "AUTO_SHRINKAGE_POSITIONS", 7 * sum(map(len, y)))  # lambda 7 on this data
+    assert np.array_equal(leaf_values("auto"), leaf_values(7.0))
+    assert not np.array_equal(leaf_values(7.0), leaf_values(10.0))
+
+
 def test_fit_predict_learns_transitions_through_previous_label_splits():
     X, y = toy_data()
     model = paper_crf(n_rounds=15, max_leaves=8, shrinkage=1.0).fit(X, y)

@@ -2,7 +2,6 @@
 import os
 import time
 from pathlib import Path
-from collections import Counter
 
 import numpy as np
 import pytest
@@ -14,7 +13,6 @@ from spacy.training import Example
 from spacy.vocab import create_vocab
 
 from spacy_treecrf.engine.sparse import pairs_to_rows
-from spacy_treecrf import features
 from spacy_treecrf.features import REGEXES, WindowFeaturizer, regex_tests, window_features
 from conftest import plain_featurizer
 
@@ -355,60 +353,6 @@ def test_label_dictionary_errors_name_the_problem(vocab):
         f(docs, own_labels=LD_LABELS[:2] + [["VERB", "VERB"]])
     with pytest.raises(ValueError, match="label_dictionary"):
         plain_featurizer(label_dictionary="yes")
-
-SD_WORDS = [["he", "was", "running", "fast"], ["she", "is", "jumping", "now"], ["they", "kept", "singing", "Johnson"],
-            ["we", "saw", "walking", "Jackson"], ["it", "was", "dancing", "Hobson"], ["running", "is", "good", "Dobson"]]
-SD_LABELS = [["PRP", "VBD", "VBG", "RB"], ["PRP", "VBZ", "VBG", "RB"], ["PRP", "VBD", "VBG", "NNP"],
-             ["PRP", "VBD", "VBG", "NNP"], ["PRP", "VBD", "VBG", "NNP"], ["VBG", "VBZ", "JJ", "NNP"]]
-
-
-def brute_suffix_labels(word, docs_words, docs_labels, leave_out=None):
-    """The suffix dictionary's labels of ``word`` recounted from the token lists (no table): rare words' tokens
-    of its case class by suffix, longest suffix first, without the tokens of ``leave_out``."""
-    counts = Counter()
-    for words, labels in zip(docs_words, docs_labels):
-        counts.update(w for w, label in zip(words, labels) if label is not None)
-    upper = word[:1].isupper()
-    for k in range(min(len(word), features.SUFFIX_DICTIONARY_LENGTH), 0, -1):
-        by_label = Counter(label for words, labels in zip(docs_words, docs_labels) for w, label in zip(words, labels)
-                           if label is not None and w != leave_out and counts[w] <= features.RARE_WORD_TOKENS
-                           and len(w) >= k and w[-k:] == word[-k:] and w[:1].isupper() == upper)
-        total = sum(by_label.values())
-        if total >= features.SUFFIX_DICTIONARY_TOKENS:
-            return sorted(label for label, n in by_label.items() if n >= features.SUFFIX_DICTIONARY_SHARE * total)
-    return []
-
-
-def test_suffix_dictionary_against_a_recount(vocab, monkeypatch):
-    monkeypatch.setattr(features, "SUFFIX_DICTIONARY_TOKENS", 2)
-    docs = make_docs(vocab, SD_WORDS)
-    f = plain_featurizer(window=0, label_dictionary=True, suffix_dictionary=True)
-    f.initialize(docs, SD_LABELS)
-    assert "sd=" in f.family_names()
-    own = f(docs, own_labels=SD_LABELS)
-    t = 0
-    for q, words in enumerate(SD_WORDS):
-        for word in words:
-            in_other_docs = any(word in other for r, other in enumerate(SD_WORDS) if r != q)
-            want = [] if in_other_docs else brute_suffix_labels(word, SD_WORDS, SD_LABELS, leave_out=word)
-            got = sorted(name[3:-2] for name in row_names(f, own[0], own[1], t) if name.startswith("sd="))
-            assert got == [label for label in want if f"sd={label}@0" in f.feature_names()], (word, got, want)
-            t += 1
-    # e.g. a name seen once gets the proper-noun test from the other "-son" names, not from itself
-    assert "sd=NNP@0" in row_names(f, own[0], own[1], 11)
-    new = ["Wilson", "flying", "running", "Xy"]
-    rows = f(make_docs(vocab, [new]))
-    for t, word in enumerate(new):
-        want = [] if word in f._label_counts else brute_suffix_labels(word, SD_WORDS, SD_LABELS)
-        assert sorted(name[3:-2] for name in row_names(f, rows[0], rows[1], t) if name.startswith("sd=")) == want
-    assert brute_suffix_labels("Wilson", SD_WORDS, SD_LABELS) == ["NNP"]
-    assert brute_suffix_labels("flying", SD_WORDS, SD_LABELS) == ["VBG"]
-    g = plain_featurizer().from_dict(srsly.msgpack_loads(srsly.msgpack_dumps(f.to_dict())))
-    for a, b in zip(f(docs, own_labels=SD_LABELS), g(docs, own_labels=SD_LABELS)):
-        assert np.array_equal(a, b)
-    with pytest.raises(ValueError, match="E200.*suffix_dictionary.*needs.*label_dictionary"):
-        plain_featurizer(suffix_dictionary=True)
-
 
 # ------------------------------------------------------------------------------------------ serialization
 

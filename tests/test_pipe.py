@@ -449,7 +449,7 @@ def test_sequence_bio_spans_match_the_tag_by_tag_reading():
 def test_boosting_settings_live_in_the_booster_block_and_the_old_place_still_loads(tmp_path):
     nlp = spacy.blank("en")
     crf = nlp.add_pipe("treecrf", config={"booster": {"max_leaves": 7, "label_splits": "fallback"}})
-    assert (crf.params.max_leaves, crf.params.label_splits, crf.params.shrinkage) == (7, "fallback", 10.0)
+    assert (crf.params.max_leaves, crf.params.label_splits, crf.params.shrinkage) == (7, "fallback", "auto")
     block = nlp.config["components"]["treecrf"]["booster"]
     assert block["@misc"] == "spacy_treecrf.booster.v1" and block["max_leaves"] == 7
     # a config (or a saved pipeline) from before the block: applied, with a warning that says where they go

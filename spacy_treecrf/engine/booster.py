@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 import os
 import threading
-from typing import List, NamedTuple, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 
@@ -46,7 +46,12 @@ GOLDEN = (np.sqrt(5.0) - 1.0) / 2.0
 # node arrays (2 * max_leaves rows of S states) before growing anything; threads beyond MAX_THREADS only cost.
 MAX_LEAVES = 100_000
 MAX_THREADS = 256
-TYPE_WORDS = {int: "an integer", float: "a finite number", str: "a string", bool: "true or false"}
+TYPE_WORDS = {int: "an integer", float: "a finite number", str: "a string", bool: "true or false",
+              Union[float, str]: 'a finite number or "auto"'}
+# shrinkage "auto" (resolved_shrinkage): lambda = AUTO_SHRINKAGE_POSITIONS / the training positions, within
+# AUTO_SHRINKAGE_RANGE
+AUTO_SHRINKAGE_POSITIONS = 150_000
+AUTO_SHRINKAGE_RANGE = (1.0, 10.0)
 # A shared tree's splits are chosen on the residuals projected on this many directions (project.py): the
 # histograms, per-state sums and the projected residuals (a LowRank's rows, or a T x S x d array) grow with it.
 SHARED_DIRECTIONS = 16
@@ -68,7 +73,7 @@ class BoostParams:
     """Tree and round settings; checked once here so every caller gets the same messages."""
 
     max_leaves: int = 1000
-    shrinkage: float = 10.0
+    shrinkage: Union[float, str] = "auto"
     learning_rate: float = 1.0
     min_samples_leaf: float = 1.0
     min_gain: float = 0.0
@@ -94,6 +99,8 @@ class BoostParams:
                 ok = isinstance(value, (bool, np.bool_))
             elif f.type is int:
                 ok = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+            elif isinstance(value, str):  # Union[float, str]: a number or "auto"
+                ok = f.type == Union[float, str] and value == "auto"  # (==: typing may rebuild the object)
             else:
                 ok = (isinstance(value, (int, float, np.integer, np.floating))
                       and not isinstance(value, (bool, np.bool_)) and bool(np.isfinite(value)))
@@ -110,7 +117,7 @@ class BoostParams:
         missing.check_strategy(self.missing, "TreeCRF")
         checks = [
             ("max_leaves", 2 <= self.max_leaves <= MAX_LEAVES, f"an integer in [2, {MAX_LEAVES}]"),
-            ("shrinkage", self.shrinkage >= 0, ">= 0"),
+            ("shrinkage", self.shrinkage == "auto" or self.shrinkage >= 0, '>= 0 or "auto"'),
             ("l1", self.l1 >= 0, ">= 0"),
             ("learning_rate", 0 < self.learning_rate <= 10, "in (0, 10] (|leaf value| <= 1, so this keeps exp() "
                                                                   "of a round finite in the float32 cache)"),
@@ -156,6 +163,21 @@ def release_freed_memory():
 # what the bit masks cost; on the CoNLL-2003 models the two break even at a few hundred rows.
 PARTITION_ROWS = 512
 BITMASK_BYTES = 64 * 2 ** 20  # bit-mask tables beyond this plus 4 x the trees' own size: the partition kernel
+
+
+def resolved_shrinkage(shrinkage: Union[float, str], n_positions: int) -> float:
+    """The paper's lambda for a fit over ``n_positions`` training positions: the setting itself, or for "auto"
+    AUTO_SHRINKAGE_POSITIONS / n_positions within AUTO_SHRINKAGE_RANGE (10 up to 15,000 positions, 1 from
+    150,000). Chosen on dev data across tasks (benchmarks/results/defaults_candidates.md): the tasks with 5,000 to
+    15,000 training positions (NETtalk, protein, the synthetic HMM) scored best with 10, those with 134,000 to
+    223,000 (CoNLL-2003, CoNLL-2000, EWT UPOS, XPOS and cross-genre, Moby hyphenation) with 1. A leaf's value is
+    its residual sum over (lambda + its positions): where the data is small, most leaves hold a few positions and
+    lambda keeps them from fitting noise; where it is large, the small leaves are its rare words and patterns,
+    which lambda = 10 held back (XPOS dev 92.05 against 92.64 with 1)."""
+    if shrinkage != "auto":
+        return float(shrinkage)
+    low, high = AUTO_SHRINKAGE_RANGE
+    return float(min(high, max(low, AUTO_SHRINKAGE_POSITIONS / max(n_positions, 1))))
 
 
 def in_chunks(seq_starts: np.ndarray, threads: int, call, min_positions: int = 20000) -> list:
@@ -684,7 +706,8 @@ class Trainer:
         positions = self._round_positions()
         skipped = np.setdiff1d(self.all_positions, positions, assume_unique=True) if len(positions) < len(
             self.all_positions) else None
-        settings = GrowSettings(self.params.max_leaves, float(self.params.shrinkage),
+        settings = GrowSettings(self.params.max_leaves, resolved_shrinkage(self.params.shrinkage,
+                                                                           len(self.all_positions)),
                                 float(self.params.min_samples_leaf), float(self.params.min_gain),
                                 self.params.label_splits == "fallback", n_surrogates)
         routing = mr.index() if with_missing else None
