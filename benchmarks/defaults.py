@@ -173,14 +173,16 @@ def user_config(pipeline: str, row: str, run_dir: Path) -> Path:
     return path
 
 
-def train_pipeline(pipeline: str, row: str, files: list, run_dir: Path):
+def train_pipeline(pipeline: str, row: str, files: list, run_dir: Path, overrides: tuple = ()):
+    """`spacy train` of the row's user_config into run_dir (timed), plus ``overrides`` (spacy train's
+    --section.setting VALUE arguments); a run_dir trained before is kept."""
     if (run_dir / "model-best").exists() and (run_dir / "run.json").exists():
         print(f"  {run_dir}: trained before, kept", flush=True)
         return
     config = user_config(pipeline, row, run_dir)
     run([sys.executable, SCRIPTS / "timed.py", run_dir / "run.json", "--log", run_dir / "train.log", "--",
          sys.executable, "-m", "spacy", "train", config, "--paths.train", files[0], "--paths.dev", files[1],
-         "--output", run_dir, "--code", SCRIPTS / "training_log.py"])
+         "--output", run_dir, "--code", SCRIPTS / "training_log.py", *overrides])
     if json.loads((run_dir / "run.json").read_text())["exit_code"]:
         raise SystemExit(f"spacy train failed for {row} ({pipeline}): see {run_dir / 'train.log'}")
 
@@ -191,11 +193,7 @@ def dev_run(row: str, data: Path, work: Path, settings: list) -> dict:
     from init_config_train import override
     files = spacy_corpus(row, data, work)
     run_dir = work / "dev" / row / (",".join(settings) or "defaults")
-    config = user_config("treecrf", row, run_dir)
-    run([sys.executable, SCRIPTS / "timed.py", run_dir / "run.json", "--log", run_dir / "train.log", "--",
-         sys.executable, "-m", "spacy", "train", config, "--paths.train", files[0], "--paths.dev", files[1],
-         "--output", run_dir, "--code", SCRIPTS / "training_log.py",
-         *[part for item in settings for part in override(item)]], stdout=subprocess.DEVNULL)
+    train_pipeline("treecrf", row, files, run_dir, [part for item in settings for part in override(item)])
     evals = [json.loads(line) for line in (run_dir / "log.jsonl").read_text().splitlines()]
     best = max(evals, key=lambda e: (e["score"], -e["step"]))
     result = dict(row=row, settings=settings, best_dev=best["score"], best_round=best["epoch"],
