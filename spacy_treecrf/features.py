@@ -597,10 +597,11 @@ class WindowFeaturizer:
         """Names of the lexeme-level tests of a token with this text."""
         return self._lexeme_names([text], vocab)[1]
 
-    def _lexeme_names(self, texts: List[str], vocab: Vocab) -> Tuple[List[int], List[str]]:
+    def _lexeme_names(self, texts: List[str], vocab: Vocab, ordered: bool = True) -> Tuple[List[int], List[str]]:
         """The lexeme-level tests of each of ``texts`` as (which text, test name) pairs. The tests are made family
-        by family over all texts at once (a few comprehensions, not a dozen calls per text); ordered stably by
-        text, the pairs list each text's tests in the order of the families here."""
+        by family over all texts at once (a few comprehensions, not a dozen calls per text). ``ordered``: the
+        pairs list each text's tests in the order of the families here, text by text (the order new atoms get
+        their ids in); else family by family (enough to look the names up)."""
         if self.missing_text is not None:
             texts = [None if text == self.missing_text else text for text in texts]
         kept = [q for q, text in enumerate(texts) if text is not None]
@@ -608,29 +609,32 @@ class WindowFeaturizer:
         which: List[int] = []
         names: List[str] = []
 
-        def add(pairs) -> None:
-            for q, name in pairs:
-                which.append(q)
-                names.append(name)
+        def add(pairs: List[Tuple[int, str]]) -> None:
+            if pairs:
+                qs, ns = zip(*pairs)
+                which.extend(qs)
+                names.extend(ns)
         if self.word:
-            add((q, "w=" + texts[q]) for q in kept)
+            add([(q, "w=" + texts[q]) for q in kept])
         if self.lower:
-            add((q, "lw=" + (lexes[q].lower_ or texts[q].lower())) for q in kept)
+            add([(q, "lw=" + (lexes[q].lower_ or texts[q].lower())) for q in kept])
         if self.regexes:
-            add((q, "re=" + name) for q in kept for name in regex_tests(texts[q]))
+            add([(q, "re=" + name) for q in kept for name in regex_tests(texts[q])])
         for k in range(1, self.prefix + 1):
-            add((q, f"p{k}={texts[q][:k]}") for q in kept if len(texts[q]) >= k)
+            add([(q, f"p{k}={texts[q][:k]}") for q in kept if len(texts[q]) >= k])
         for k in range(1, self.suffix + 1):
-            add((q, f"s{k}={texts[q][-k:]}") for q in kept if len(texts[q]) >= k)
+            add([(q, f"s{k}={texts[q][-k:]}") for q in kept if len(texts[q]) >= k])
         if self.shape:
-            add((q, "sh=" + lexes[q].shape_) for q in kept if lexes[q].shape_)
+            add([(q, "sh=" + lexes[q].shape_) for q in kept if lexes[q].shape_])
         if self.flags:
-            add((q, "f=" + flag) for q in kept for flag in FLAGS if getattr(lexes[q], flag))
+            add([(q, "f=" + flag) for q in kept for flag in FLAGS if getattr(lexes[q], flag)])
         if self._single_lex:
             keys = {q: (lexes[q].lower_ or texts[q].lower()) if self.lexicon_lowercase else texts[q] for q in kept}
-            add((q, "lex=" + name) for q in kept for name, entries in self._single_lex if keys[q] in entries)
+            add([(q, "lex=" + name) for q in kept for name, entries in self._single_lex if keys[q] in entries])
         if self.label_dictionary:
-            add((q, "ld=" + label) for q in kept for label in sorted(self._label_counts.get(texts[q], ())))
+            add([(q, "ld=" + label) for q in kept for label in sorted(self._label_counts.get(texts[q], ()))])
+        if not ordered or len(texts) == 1:
+            return which, names
         order = sorted(range(len(which)), key=which.__getitem__)  # stable: per text, in family order
         return [which[i] for i in order], [names[i] for i in order]
 
@@ -645,10 +649,10 @@ class WindowFeaturizer:
     def _compute_lexemes(self, orths: List[int], vocab: Vocab) -> List[np.ndarray]:
         """The sorted unique atom ids of each lexeme in ``orths`` (new names get new ids before the freeze, in the
         order the lexemes and their tests come)."""
-        which, names = self._lexeme_names([vocab.strings[orth] for orth in orths], vocab)
+        which, names = self._lexeme_names([vocab.strings[orth] for orth in orths], vocab, ordered=not self._frozen)
         table = self._atom_ids
-        if self._frozen:
-            ids = np.fromiter((table.get(name, -1) for name in names), np.int64, count=len(names))
+        if self._frozen:  # look-ups only: their order does not matter (np.unique below sorts)
+            ids = np.fromiter(map(table.get, names, repeat(-1, len(names))), np.int64, count=len(names))
         else:
             ids = np.empty(len(names), np.int64)
             for i, name in enumerate(names):
