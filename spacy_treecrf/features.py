@@ -609,30 +609,42 @@ class WindowFeaturizer:
         which: List[int] = []
         names: List[str] = []
 
-        def add(pairs: List[Tuple[int, str]]) -> None:
-            if pairs:
-                qs, ns = zip(*pairs)
-                which.extend(qs)
-                names.extend(ns)
+        def add(qs: List[int], family_names: Iterable[str]) -> None:
+            which.extend(qs)
+            names.extend(family_names)
+
+        def add_many(qs: List[int], per_text: List[Sequence[str]], prefix: str) -> None:
+            """Several tests per text: per_text[i] are the names of text qs[i] (after prefix)."""
+            which.extend(q for q, found in zip(qs, per_text) for _ in found)
+            names.extend(prefix + name for found in per_text for name in found)
+        # Lists of ints and strings only, no (text, name) pairs: tens of thousands of tuples alive at once would
+        # set off Python's full garbage collections here (80-120 ms each, over every object of the process)
         if self.word:
-            add([(q, "w=" + texts[q]) for q in kept])
+            add(kept, ["w=" + texts[q] for q in kept])
         if self.lower:
-            add([(q, "lw=" + (lexes[q].lower_ or texts[q].lower())) for q in kept])
+            add(kept, ["lw=" + (lexes[q].lower_ or texts[q].lower()) for q in kept])
         if self.regexes:
-            add([(q, "re=" + name) for q in kept for name in regex_tests(texts[q])])
+            add_many(kept, [regex_tests(texts[q]) for q in kept], "re=")
         for k in range(1, self.prefix + 1):
-            add([(q, f"p{k}={texts[q][:k]}") for q in kept if len(texts[q]) >= k])
+            qs = [q for q in kept if len(texts[q]) >= k]
+            add(qs, [f"p{k}={texts[q][:k]}" for q in qs])
         for k in range(1, self.suffix + 1):
-            add([(q, f"s{k}={texts[q][-k:]}") for q in kept if len(texts[q]) >= k])
+            qs = [q for q in kept if len(texts[q]) >= k]
+            add(qs, [f"s{k}={texts[q][-k:]}" for q in qs])
         if self.shape:
-            add([(q, "sh=" + lexes[q].shape_) for q in kept if lexes[q].shape_])
+            shapes = [lexes[q].shape_ for q in kept]
+            add([q for q, shape in zip(kept, shapes) if shape], ["sh=" + shape for shape in shapes if shape])
         if self.flags:
-            add([(q, "f=" + flag) for q in kept for flag in FLAGS if getattr(lexes[q], flag)])
+            for flag in FLAGS:
+                qs = [q for q in kept if getattr(lexes[q], flag)]
+                add(qs, ["f=" + flag] * len(qs))
         if self._single_lex:
-            keys = {q: (lexes[q].lower_ or texts[q].lower()) if self.lexicon_lowercase else texts[q] for q in kept}
-            add([(q, "lex=" + name) for q in kept for name, entries in self._single_lex if keys[q] in entries])
+            keys = [(lexes[q].lower_ or texts[q].lower()) if self.lexicon_lowercase else texts[q] for q in kept]
+            for name, entries in self._single_lex:
+                qs = [q for q, key in zip(kept, keys) if key in entries]
+                add(qs, ["lex=" + name] * len(qs))
         if self.label_dictionary:
-            add([(q, "ld=" + label) for q in kept for label in sorted(self._label_counts.get(texts[q], ()))])
+            add_many(kept, [sorted(self._label_counts.get(texts[q], ())) for q in kept], "ld=")
         if not ordered or len(texts) == 1:
             return which, names
         order = sorted(range(len(which)), key=which.__getitem__)  # stable: per text, in family order
