@@ -193,6 +193,20 @@ def test_lexeme_cache_computes_each_orth_once(vocab, monkeypatch):
     assert len(calls) == 4
 
 
+def test_unseen_words_get_the_same_tests_in_a_batch_or_alone(vocab):
+    """A trained featurizer looks the tests of many new words up family by family, in no particular order: each
+    word's row is the one it gets alone."""
+    f = plain_featurizer(window=0, min_freq=1)
+    f.initialize(make_docs(vocab, [["Alpha", "beta", "U.S.", "1990", "well-known", "Bank", "banks"]]))
+    words = ["Gamma", "betas", "U.K.", "2024", "ill-known", "Alphabet", "Banker", "x"]
+    indptr, indices, _ = f(make_docs(vocab, [words]))
+    for t, word in enumerate(words):
+        f._clear_caches()
+        one_indptr, one_indices, _ = f(make_docs(vocab, [[word]]))
+        assert row_names(f, one_indptr, one_indices, 0) == row_names(f, indptr, indices, t), word
+        assert one_indptr[1] > 0, word  # some test of each word is known
+
+
 def test_attrs_pos_and_extension(vocab):
     Token.set_extension("treecrf_test_gaz", default=None, force=True)
     doc = Doc(vocab, words=["Kim", "runs"], pos=["PROPN", "VERB"], lemmas=["Kim", "run"])
