@@ -22,13 +22,16 @@ def fmt(v, spec):
     return "" if v is None else format(v, spec)
 
 
-def side_by_side(res, rel):
+def side_by_side(res, rel, folder: Path):
+    """The table of one side_by_side.py run (its results.json in ``folder``, linked as ``rel``), with links to the
+    plots plot_curves.py made there, if it did."""
     name = res["task"]
     m = res["machine"]
+    plots = "".join(f", [{title}]({rel}/{name}_{stem}.png)" for title, stem in (
+        ("dev curves", "dev_curve"), ("training seconds", "train_seconds")) if (folder / f"{name}_{stem}.png").exists())
     out = [f"**`{name}`** ({res.get('settings') or 'default settings'}; {m['cpu']}, {m['cpus']} CPUs, load average "
            f"{m['load_average_at_start'][0]:.1f} at start; {time.strftime('%Y-%m-%d', time.localtime(res['finished']))}"
-           f"; benchmark {res['seconds'] / 60:.0f} min). [table]({rel}/results.md), "
-           f"[dev curves]({rel}/{name}_dev_curve.png), [training seconds]({rel}/{name}_train_seconds.png)", "",
+           f"; benchmark {res['seconds'] / 60:.0f} min). [table]({rel}/results.md){plots}", "",
            "| system | metric | test score | train s | rounds / iterations | tokens/s (no stored scores) "
            "| peak RSS MB (train / tag) | train s ÷ CRFsuite | tokens/s ÷ CRFsuite |",
            "|---|---|---:|---:|---:|---:|---|---:|---:|"]
@@ -84,7 +87,7 @@ def section(names, base: Path = ROOT):
     for name in names:
         bench = ROOT / "projects" / name / "benchmark"
         for path in sorted(bench.glob("results.json")) + sorted(bench.glob("*/results.json")):
-            lines += side_by_side(json.loads(path.read_text()), link(path.parent))
+            lines += side_by_side(json.loads(path.read_text()), link(path.parent), path.parent)
         if (bench / "paper_tasks.json").exists():
             lines += paper(name, json.loads((bench / "paper_tasks.json").read_text()), link(bench))
     return "\n".join(lines + [END])
