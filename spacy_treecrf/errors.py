@@ -273,3 +273,5 @@ class Errors(metaclass=_WithCodes):
     E198 = "training on a cluster: the shard on worker {worker} failed in round {round}: {error}"
     E199 = ("training on a cluster: worker {worker} was lost in round {round}, with its shard of the training set; "
             "the {done} rounds completed before are kept: restart the fit (a continued fit goes on from them)")
+    E200 = ("treecrf: 'rounds_per_pass' must be an integer from 1 to {maximum} (boosting rounds fitted on each pass's "
+            "gradient), got {value!r}")

@@ -3,12 +3,14 @@
 Training in spaCy's loop, with ``round_every = "corpus"`` (the default): `update()` gathers spaCy's batches until
 it holds as many examples as the training corpus `initialize()` saw, then runs the loss's gradient pass over all
 of them (forward-backward for the CRF loss, whose value is the negative log-likelihood); the next
-`finish_update()` fits one boosting round on it. So one round is one pass over the corpus, the paper's
+`finish_update()` fits a boosting round on it. So a round is one pass over the corpus, the paper's
 full-gradient round, whatever spaCy's batch size: spaCy's epoch counter counts rounds, and the potentials of
 the same examples are cached from round to round (a batch of a few hundred words would otherwise make a round of
 its own, from potentials evaluated afresh, and the model would grow by a round per step). With
 ``round_every = "batch"`` every update() / finish_update() pair is a round on that batch: stochastic boosting,
-and the same thing for a batch as large as the corpus.
+and the same thing for a batch as large as the corpus. With ``rounds_per_pass`` n, finish_update() fits n rounds
+instead of one, each from its own gradient pass over the cached potentials the round before moved (the full-batch
+rounds of the estimator): spaCy's epochs then count n rounds each, and its max_steps allows n times as many.
 """
 import copy
 import dataclasses
@@ -47,6 +49,7 @@ from .errors import Errors, Warnings
 TARGETS = ("ner", "spans", "tag", "pos", "token_attr")
 BIO_TARGETS = ("ner", "spans")
 ROUND_EVERY = ("corpus", "batch")
+MAX_ROUNDS_PER_PASS = 100
 MARGINALS_EXT = "treecrf_marginals"
 SPAN_PROB_EXT = "treecrf_prob"
 NBEST_EXT = "treecrf_nbest"
@@ -117,13 +120,14 @@ DEFAULT_CONFIG = {
     "n_best": 0,
     "overwrite": True,
     "round_every": "corpus",
+    "rounds_per_pass": 1,
     "scorer": {"@scorers": "spacy_treecrf.scorer.v1"},
 }
 
 
 def make_treecrf(nlp: Language, name: str, model: Model, features, booster: BoostParams, target: str,
                  spans_key: str, token_attr: str, decode: str, constrain_bio: bool, store_scores: bool,
-                 n_best: int, overwrite: bool, round_every: str, scorer: Optional[Callable],
+                 n_best: int, overwrite: bool, round_every: str, rounds_per_pass: int, scorer: Optional[Callable],
                  **moved) -> "TreeCRFComponent":
     """A sequence labeller trained by gradient tree boosting. Score weights default to NER's; set
     [training.score_weights] for other targets (the configs/ files do). ``moved``: boosting settings written
@@ -135,7 +139,7 @@ def make_treecrf(nlp: Language, name: str, model: Model, features, booster: Boos
     return TreeCRFComponent(nlp.vocab, model, name, features=features, target=target, spans_key=spans_key,
                             token_attr=token_attr, params=booster, decode=decode, constrain_bio=constrain_bio,
                             store_scores=store_scores, n_best=n_best, overwrite=overwrite, round_every=round_every,
-                            scorer=scorer)
+                            rounds_per_pass=rounds_per_pass, scorer=scorer)
 
 
 # the factory's parameters: its own, then every boosting setting in its old place (default None: not given)
@@ -234,7 +238,8 @@ class TreeCRFComponent(TrainablePipe):
     def __init__(self, vocab: Vocab, model: Model, name: str = "treecrf", *, features, target: str = "ner",
                  spans_key: str = "chunks", token_attr: str = "", params: Optional[BoostParams] = None,
                  decode: str = "viterbi", constrain_bio: bool = True, store_scores: bool = True, n_best: int = 0,
-                 overwrite: bool = True, round_every: str = "corpus", scorer: Optional[Callable] = treecrf_score):
+                 overwrite: bool = True, round_every: str = "corpus", rounds_per_pass: int = 1,
+                 scorer: Optional[Callable] = treecrf_score):
         if target not in TARGETS:
             raise ValueError(Errors.E001.format(target=target, targets=TARGETS))
         if target == "spans" and not spans_key:
@@ -246,6 +251,7 @@ class TreeCRFComponent(TrainablePipe):
         if round_every not in ROUND_EVERY:
             raise ValueError(Errors.E171.format(choices=ROUND_EVERY, value=round_every))
         _check_n_best(n_best)
+        _check_rounds_per_pass(rounds_per_pass)
         self.vocab = vocab
         self.model = model
         self.name = name
@@ -254,7 +260,8 @@ class TreeCRFComponent(TrainablePipe):
         self.scorer = scorer
         self.cfg = {"target": target, "spans_key": spans_key, "token_attr": token_attr, "decode": decode,
                     "constrain_bio": constrain_bio, "store_scores": store_scores, "n_best": n_best,
-                    "overwrite": overwrite, "round_every": round_every, "labels": [], "rounds": 0, "corpus_size": 0}
+                    "overwrite": overwrite, "round_every": round_every,
+                    "rounds_per_pass": rounds_per_pass, "labels": [], "rounds": 0, "corpus_size": 0}
         if target == "token_attr" and not Token.has_extension(token_attr):
             Token.set_extension(token_attr, default=None)
         self.ensemble: Optional[Ensemble] = None
@@ -481,11 +488,15 @@ class TreeCRFComponent(TrainablePipe):
         return losses
 
     def finish_update(self, sgd=None) -> None:
-        """One boosting round on what update() kept, once it has run the round's gradient pass."""
+        """rounds_per_pass boosting rounds on what update() kept, once it has run the first one's gradient pass;
+        each later one runs its own over the trainer's potentials, which every round moves."""
         if self._passes is None:
             return
-        self._trainer.fit_round(self.ensemble, passes=self._passes)
-        self.cfg["rounds"] += 1
+        passes = self._passes
+        for _ in range(self.cfg.get("rounds_per_pass", 1)):
+            self._trainer.fit_round(self.ensemble, passes=passes)
+            self.cfg["rounds"] += 1
+            passes = None
         self._pending = []
         self._passes = None
 
@@ -876,10 +887,16 @@ def _check_n_best(n_best) -> None:
         raise ValueError(Errors.E180.format(maximum=crf.MAX_NBEST, value=n_best))
 
 
+def _check_rounds_per_pass(rounds) -> None:
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= MAX_ROUNDS_PER_PASS:
+        raise ValueError(Errors.E200.format(maximum=MAX_ROUNDS_PER_PASS, value=rounds))
+
+
 def _check_loaded_cfg(cfg: dict) -> None:
     """The settings a model file carries, checked as the constructor checks them."""
     kinds = {"spans_key": str, "token_attr": str, "decode": str, "constrain_bio": bool, "store_scores": bool,
-             "n_best": int, "overwrite": bool, "round_every": str, "rounds": int, "corpus_size": int}
+             "n_best": int, "overwrite": bool, "round_every": str, "rounds_per_pass": int, "rounds": int,
+             "corpus_size": int}
     for key, typ in kinds.items():
         if key in cfg and (not isinstance(cfg[key], typ) or (typ is int and isinstance(cfg[key], bool))):
             raise ValueError(Errors.E110.format(key=key, type_name=typ.__name__, cfg=cfg[key]))
@@ -889,6 +906,8 @@ def _check_loaded_cfg(cfg: dict) -> None:
         raise ValueError(Errors.E171.format(choices=ROUND_EVERY, value=cfg["round_every"]))
     if "n_best" in cfg:
         _check_n_best(cfg["n_best"])
+    if "rounds_per_pass" in cfg:
+        _check_rounds_per_pass(cfg["rounds_per_pass"])
     for key in ("rounds", "corpus_size"):
         if key in cfg and cfg[key] < 0:
             raise ValueError(Errors.E110.format(key=key, type_name="non-negative int", cfg=cfg[key]))

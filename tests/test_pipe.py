@@ -366,6 +366,29 @@ def test_round_every_batch_fits_a_round_on_each_batch():
     assert crf.cfg["rounds"] == 3
 
 
+def test_rounds_per_pass_fits_that_many_full_gradient_rounds_at_the_end_of_each_pass():
+    """Two rounds a pass over two passes in small batches are the trees of four full-batch rounds: the second
+    round of a pass takes its gradient from the potentials the first moved."""
+    full, full_crf = make_nlp()
+    train(full, ner_examples(full), rounds=4)
+    nlp, crf = make_nlp(rounds_per_pass=2)
+    examples = ner_examples(nlp)
+    nlp.initialize(lambda: examples)
+    for epoch in range(2):
+        for batch in (examples[:2], examples[2:]):
+            nlp.update(batch, losses={})
+        assert crf.cfg["rounds"] == 2 * (epoch + 1)
+    assert trees_of(crf) == trees_of(full_crf)
+
+
+@pytest.mark.parametrize("value,message", [(0, "E200"), (101, "E200"), ("2", "E200"), (1.5, "Config error"),
+                                           (True, "Config error")])
+def test_rounds_per_pass_is_checked(value, message):
+    """Out of range: the component's E200; not an int: spaCy's config check, which names the setting as well."""
+    with pytest.raises(Exception, match=f"{message}(.|\\n)*rounds_per_pass"):
+        make_nlp(rounds_per_pass=value)
+
+
 def chunk_example(nlp, words, chunks):
     ref = Doc(nlp.vocab, words=words)
     ref.spans["chunks"] = [Span(ref, start, end, label) for start, end, label in chunks]
