@@ -48,6 +48,7 @@ from .errors import Errors, Warnings
 
 TARGETS = ("ner", "spans", "tag", "pos", "token_attr")
 BIO_TARGETS = ("ner", "spans")
+TOKEN_ARRAY_ATTRS = {"tag": TAG, "pos": POS}  # targets written as a token attribute array
 ROUND_EVERY = ("corpus", "batch")
 MAX_ROUNDS_PER_PASS = 100
 MARGINALS_EXT = "treecrf_marginals"
@@ -652,6 +653,11 @@ class TreeCRFComponent(TrainablePipe):
             offsets = spans_per_sequence(spans, starts)
             if scores["fb"]:
                 span_p = per_sequence(spans[0], self._span_probabilities(spans, scores).tolist(), len(docs))
+        elif self.target in TOKEN_ARRAY_ATTRS:  # a doc's tags as the hashes / ids Doc.from_array writes
+            attr = TOKEN_ARRAY_ATTRS[self.target]
+            values = np.array([self.vocab.strings.add(label) if attr == TAG else UPOS_IDS[label] for label in labels],
+                              dtype=np.uint64)[ids]
+            doc_tags = [values[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
         else:
             names = [labels[k] for k in ids.tolist()]
             doc_tags = [names[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
@@ -676,8 +682,9 @@ class TreeCRFComponent(TrainablePipe):
             self._write(doc, None if doc_tags is None else doc_tags[q], None if offsets is None else offsets[q],
                         None if span_p is None else span_p[q])
 
-    def _write(self, doc: Doc, tags: Optional[List[str]], offsets, probs: Optional[List[float]]):
-        """Write tags (or, for BIO targets, the spans at ``offsets``, from sequence_bio_spans) onto the doc."""
+    def _write(self, doc: Doc, tags, offsets, probs: Optional[List[float]]):
+        """Write tags (tag / pos: a uint64 array of TAG hashes / UPOS ids; token_attr: label strings; for BIO
+        targets, the spans at ``offsets``, from sequence_bio_spans) onto the doc."""
         target = self.target
         overwrite = self.cfg["overwrite"]
         if target in BIO_TARGETS:
@@ -699,17 +706,17 @@ class TreeCRFComponent(TrainablePipe):
             doc.spans[key] = SpanGroup(doc, name=key, spans=spans,
                                        attrs={"scores": list(probs) if probs is not None else []})
             return
+        if target in TOKEN_ARRAY_ATTRS:  # tags: their hashes / UPOS ids, one Doc.from_array, not a Token each
+            attr = TOKEN_ARRAY_ATTRS[target]
+            if not overwrite:
+                old = doc.to_array([attr]).reshape(-1)
+                tags = np.where(old == 0, tags, old)
+            doc.from_array([attr], tags)
+            return
+        name = self.cfg["token_attr"]
         for token, tag in zip(doc, tags):
-            if target == "tag":
-                if overwrite or not token.tag_:
-                    token.tag_ = tag
-            elif target == "pos":
-                if overwrite or not token.pos_:
-                    token.pos_ = tag
-            else:
-                name = self.cfg["token_attr"]
-                if overwrite or token._.get(name) in (None, ""):
-                    token._.set(name, tag)
+            if overwrite or token._.get(name) in (None, ""):
+                token._.set(name, tag)
 
     def _span_probabilities(self, spans, scores) -> np.ndarray:
         """Each predicted span's probability of being labelled exactly so under the CRF (``spans``: the

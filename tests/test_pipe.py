@@ -244,6 +244,12 @@ def test_token_targets(target, attr):
     doc = nlp(Doc(nlp.vocab, words=words))
     assert [getattr(t, attr) for t in doc] == tags[target]
     assert nlp.evaluate(examples)[f"{target}_acc"] == 1.0
+    other = {"tag": "XX", "pos": "PROPN"}[target]
+    given = Doc(nlp.vocab, words=words, **{"tags" if target == "tag" else "pos": [other] + [""] * 5})
+    assert [getattr(t, attr) for t in nlp(given)] == tags[target]  # overwrite (the default) replaces a given tag
+    nlp.get_pipe("treecrf").cfg["overwrite"] = False
+    given = Doc(nlp.vocab, words=words, **{"tags" if target == "tag" else "pos": [other] + [""] * 5})
+    assert [getattr(t, attr) for t in nlp(given)] == [other] + tags[target][1:]  # else only the untagged tokens
 
 
 def test_pos_target_refuses_non_upos_labels():
