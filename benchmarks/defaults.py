@@ -224,7 +224,7 @@ def spacy_row(row: str, data: Path, work: Path, args) -> dict:
                             [r["kind"]], score=r["score"], train_seconds=r.get("train_seconds"),
                             wall_seconds=r.get("wall_seconds"), tokens_per_second=r.get("tokens_per_second"),
                             peak_rss_mb=max(filter(None, (r.get("train_peak_rss_mb"), r.get("tag_peak_rss_mb")))),
-                            rounds=r.get("rounds"), detail={k: r[k] for k in ("c1", "c2", "dev") if k in r}))
+                            rounds=r.get("rounds"), detail={k: r[k] for k in ("c1", "c2", "dev", "trees") if k in r}))
     return dict(metric=key, systems=systems)
 
 

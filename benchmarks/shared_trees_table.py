@@ -30,13 +30,6 @@ ROWS = ("ner", "chunking", "upos", "xpos", "nettalk", "nettalk_phoneme_stress", 
 KINDS = {"shared": ("true", True), "per_label": ("false", False)}  # name: (config value, estimator argument)
 
 
-def model_trees(path: Path) -> int:
-    import spacy
-    import spacy_treecrf  # noqa: F401  (registers the factory)
-    nlp = spacy.load(path)
-    return next(pipe for _, pipe in nlp.pipeline if hasattr(pipe, "ensemble")).ensemble.n_trees
-
-
 def spacy_row(row: str, data: Path, work: Path) -> dict:
     files = defaults.spacy_corpus(row, data, work)
     command = [sys.executable, defaults.SCRIPTS / "side_by_side.py", "--task", row, "--out",
@@ -51,9 +44,8 @@ def spacy_row(row: str, data: Path, work: Path) -> dict:
     out = {}
     for r in bench["rows"]:
         kind = r["system"].split(" ", 1)[1]  # "TreeCRF LABEL"
-        run_dir = work / row / ("treecrf" if kind == "shared" else kind)
         out[kind] = dict(score=r["score"], train_seconds=r.get("train_seconds"), rounds=r.get("rounds"),
-                         trees=model_trees(run_dir / "model-best"), tokens_per_second=r.get("tokens_per_second"),
+                         trees=r["trees"], tokens_per_second=r.get("tokens_per_second"),
                          peak_rss_mb=max(filter(None, (r.get("train_peak_rss_mb"), r.get("tag_peak_rss_mb")))))
     return dict(metric=defaults.SPACY_ROWS[row][1], systems=out)
 

@@ -304,7 +304,7 @@ def main(argv=None):
             row = dict(system=f"TreeCRF {label}", kind="treecrf", metric=key, score=tree["scores"][key],
                        scores=tree["scores"], tokens_per_second=tree["tokens_per_second"],
                        tokens_per_second_no_scores=tree.get("tokens_per_second_no_scores"),
-                       tag_peak_rss_mb=tree["peak_rss_mb"], component=name, **stats)
+                       tag_peak_rss_mb=tree["peak_rss_mb"], component=name, trees=pipe.ensemble.n_trees, **stats)
             res["rows"].append(row)
             print(f"  TreeCRF {label}: {key} {row['score'] * 100:.2f}, {row['rounds']} rounds, "
                   f"{row['tokens_per_second']:.0f} tokens/s", flush=True)
