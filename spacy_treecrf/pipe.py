@@ -50,7 +50,7 @@ TARGETS = ("ner", "spans", "tag", "pos", "token_attr")
 BIO_TARGETS = ("ner", "spans")
 TOKEN_ARRAY_ATTRS = {"tag": TAG, "pos": POS}  # targets written as a token attribute array
 ROUND_EVERY = ("corpus", "batch")
-MAX_ROUNDS_PER_PASS = 100
+MAX_ROUNDS_PER_PASS = 100  # beyond this a pass is the estimator's whole fit: a typo more likely than a plan
 MARGINALS_EXT = "treecrf_marginals"
 SPAN_PROB_EXT = "treecrf_prob"
 NBEST_EXT = "treecrf_nbest"
@@ -494,7 +494,7 @@ class TreeCRFComponent(TrainablePipe):
         if self._passes is None:
             return
         passes = self._passes
-        for _ in range(self.cfg.get("rounds_per_pass", 1)):
+        for _ in range(self.cfg["rounds_per_pass"]):
             self._trainer.fit_round(self.ensemble, passes=passes)
             self.cfg["rounds"] += 1
             passes = None
