@@ -84,6 +84,8 @@ def main():
     parser.add_argument("--work", type=Path, default=Path("defaults_bench"), help="as benchmarks/defaults.py's")
     parser.add_argument("--out", type=Path, default=defaults.REPO / "benchmarks" / "results" / "shared_trees")
     parser.add_argument("--table-only", action="store_true", help="rewrite OUT from the rows present")
+    parser.add_argument("--note", nargs="*", default=[], metavar="ROW=TEXT",
+                        help="a remark on how a row present ran (the machine, other jobs), kept in its file")
     args = parser.parse_args()
     data = Path(os.environ.get("TREECRF_DATA_DIR") or defaults.REPO.parent / "shared" / "data")
     if not data.is_dir():
@@ -101,6 +103,12 @@ def main():
         res.update(row=row, commit=defaults.commit(), date=time.strftime("%Y-%m-%d"),
                    seconds=time.perf_counter() - t0, machine=machine())
         (rows_dir / f"{row}.json").write_text(json.dumps(res, indent=1))
+    for item in args.note:
+        row, sep, note = item.partition("=")
+        path = rows_dir / f"{row}.json"
+        if not sep or not path.exists():
+            raise SystemExit(f"--note wants ROW=TEXT for a row present in {rows_dir}, got {item!r}")
+        path.write_text(json.dumps({**json.loads(path.read_text()), "note": note}, indent=1))
     results = {p.stem: json.loads(p.read_text()) for p in sorted(rows_dir.glob("*.json"))}
     commits = sorted({r["commit"] for r in results.values()})
     text = ["# Per-label trees against shared trees, at the defaults", "",
@@ -109,7 +117,9 @@ def main():
             "`shared_trees`; test scores; training seconds without dev evaluations; tokens/s: tagging (spaCy rows: "
             "`nlp.pipe`; estimator rows: predict from the feature dicts); peak RSS of training or tagging.", "",
             table(results), ""]
-    text += [f"- {row}: run {r['date']} at {r['commit']}, {r['seconds']:.0f} s" for row, r in results.items()]
+    for row, r in results.items():
+        note = f"; {r['note']}" if r.get("note") else ""
+        text.append(f"- {row}: run {r['date']} at {r['commit']}, {r['seconds']:.0f} s{note}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".md").write_text("\n".join(text) + "\n")
     args.out.with_suffix(".json").write_text(json.dumps(results, indent=1))
