@@ -140,35 +140,22 @@ class BoostParams:
         return min(self.n_threads or 8, os.cpu_count() or 1)
 
 
-def _glibc():
-    """The C library if it is glibc, whose malloc_trim and mallopt these use (None on others)."""
+def _glibc_malloc_trim():
+    """glibc's malloc_trim (None on other C libraries)."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-    except OSError:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
         return None
-    return libc if hasattr(libc, "malloc_trim") and hasattr(libc, "mallopt") else None
 
 
-GLIBC = _glibc()
-M_MMAP_THRESHOLD = -3  # mallopt's parameter number (glibc's malloc.h)
-MMAP_THRESHOLD = 2 ** 20
+MALLOC_TRIM = _glibc_malloc_trim()
 
 
 def release_freed_memory():
     """Return freed heap pages to the system. A round's large buffers are made and freed in worker threads, i.e.
     in glibc's per-thread arenas, which keep freed pages: the resident size grew with every round."""
-    if GLIBC is not None:
-        GLIBC.malloc_trim(0)
-
-
-def map_large_buffers():
-    """Have glibc allocate every buffer of MMAP_THRESHOLD bytes or more with mmap, which gives it back to the
-    system when it is freed. By default glibc raises that threshold to the largest buffer freed so far (up to
-    32 MB), after which a round's large temporaries (forward-backward's per-chunk pieces, the grower's arrays)
-    come from its heap and stay resident once freed, adding to the peak of the next phase of the round
-    (benchmarks/results/shared_trees_memory.md)."""
-    if GLIBC is not None:
-        GLIBC.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+    if MALLOC_TRIM is not None:
+        MALLOC_TRIM(0)
 
 
 # Rows from which Ensemble.potentials takes predict_partition over predict_bitmask: the partition
@@ -622,7 +609,6 @@ class Trainer:
         ``missing_rows``: the variables missing at each position (instance weighting or surrogate splits; the
         other strategies rewrite the rows before they get here).
         ``numeric``: the NumericIndex of the rows' n_features atoms (numeric.py; None: all binary)."""
-        map_large_buffers()
         self.indptr = np.ascontiguousarray(indptr, dtype=np.int64)
         self.indices = np.ascontiguousarray(indices, dtype=np.int32)
         self.n_features = int(n_features)
