@@ -4,11 +4,13 @@ benchmark behind the README's results table.
     TREECRF_DATA_DIR=../shared/data python benchmarks/defaults.py [--rows ROW ...] [--work DIR] [--stock]
         [--crf-jobs N] [--out benchmarks/results/defaults]
     TREECRF_DATA_DIR=../shared/data python benchmarks/defaults.py --dev-only [--rows ROW ...] [--set NAME=VALUE ...]
+        [--max-steps N]
 
 --dev-only trains TreeCRF alone on each spaCy row, as below, with the generated config's settings overridden by
---set (a boosting, feature or component setting, by name), and prints its best dev score and round: how
-candidate defaults are compared across tasks (on dev data only; the estimator rows' candidates:
-estimator_defaults.py).
+--set (a boosting, feature or component setting, by name), and prints its best dev score and round and the
+training's peak RSS: how candidate defaults are compared across tasks (on dev data only; the estimator rows'
+candidates: estimator_defaults.py). --max-steps N stops spaCy's loop after N steps (training.max_steps): a short
+run that shows the memory of the first rounds.
 
 Rows (data under TREECRF_DATA_DIR; nothing is tuned on a test set):
 - spaCy rows, trained as a user would: `spacy init config --pipeline treecrf`, then only the target, its score
@@ -187,20 +189,26 @@ def train_pipeline(pipeline: str, row: str, files: list, run_dir: Path, override
         raise SystemExit(f"spacy train failed for {row} ({pipeline}): see {run_dir / 'train.log'}")
 
 
-def dev_run(row: str, data: Path, work: Path, settings: list) -> dict:
-    """TreeCRF alone on a spaCy row, the generated config with ``settings`` (NAME=VALUE, see init_config_train):
-    its best dev score, the round it came from (spaCy's epoch: a round per pass) and the rounds run."""
+def dev_run(row: str, data: Path, work: Path, settings: list, max_steps: int = 0) -> dict:
+    """TreeCRF alone on a spaCy row, the generated config with ``settings`` (NAME=VALUE, see init_config_train),
+    stopped after ``max_steps`` steps (0: the config's): its best dev score, the round it came from (spaCy's
+    epoch: a round per pass), the rounds run and the training's peak RSS."""
     from init_config_train import override
     files = spacy_corpus(row, data, work)
-    run_dir = work / "dev" / row / (",".join(settings) or "defaults")
-    train_pipeline("treecrf", row, files, run_dir, [part for item in settings for part in override(item)])
+    name = ",".join(settings + ([f"max_steps={max_steps}"] if max_steps else [])) or "defaults"
+    run_dir = work / "dev" / row / name
+    overrides = [part for item in settings for part in override(item)]
+    train_pipeline("treecrf", row, files, run_dir,
+                   overrides + (["--training.max_steps", str(max_steps)] if max_steps else []))
     evals = [json.loads(line) for line in (run_dir / "log.jsonl").read_text().splitlines()]
     best = max(evals, key=lambda e: (e["score"], -e["step"]))
-    result = dict(row=row, settings=settings, best_dev=best["score"], best_round=best["epoch"],
-                  rounds=evals[-1]["epoch"], commit=commit(), date=time.strftime("%Y-%m-%d"))
+    peak = json.loads((run_dir / "run.json").read_text())["peak_rss_mb"]
+    result = dict(row=row, settings=settings, max_steps=max_steps or None, best_dev=best["score"],
+                  best_round=best["epoch"], rounds=evals[-1]["epoch"], peak_rss_mb=peak, commit=commit(),
+                  date=time.strftime("%Y-%m-%d"))
     (run_dir / "result.json").write_text(json.dumps(result, indent=1))
-    print(f"{row} {' '.join(settings) or 'defaults'}: best dev {SPACY_ROWS[row][1]} {100 * best['score']:.2f} at "
-          f"round {best['epoch']} of {evals[-1]['epoch']}", flush=True)
+    print(f"{row} {name}: best dev {SPACY_ROWS[row][1]} {100 * best['score']:.2f} at round {best['epoch']} of "
+          f"{evals[-1]['epoch']}, training peak RSS {peak:,.0f} MB", flush=True)
     return result
 
 
@@ -416,21 +424,22 @@ def main():
     parser.add_argument("--table-only", action="store_true", help="rewrite OUT from the rows present")
     parser.add_argument("--dev-only", action="store_true", help="TreeCRF's best dev score per spaCy row (see above)")
     parser.add_argument("--set", nargs="*", default=[], help="with --dev-only: settings NAME=VALUE")
+    parser.add_argument("--max-steps", type=int, default=0, help="with --dev-only: spaCy's max_steps (0: its own)")
     parser.add_argument("--readme", type=Path, default=None, help="also put the table into this README")
     args = parser.parse_args()
     data = Path(os.environ.get("TREECRF_DATA_DIR") or REPO.parent / "shared" / "data")
     if not data.is_dir():
         raise SystemExit(f"data directory {data} not found: set TREECRF_DATA_DIR")
     sys.path.insert(0, str(SCRIPTS))
-    if args.dev_only:
-        for row in args.rows:
-            if row in SPACY_ROWS:
-                dev_run(row, data, args.work, args.set)
-        return
-    (args.work / "rows").mkdir(parents=True, exist_ok=True)
     if not args.table_only:  # as an installed package is (its build compiles the kernels): else the first row's
         # processes compile them, in the measured time and memory (xpos: a 2,214 MB training peak, 1,505 MB warm)
         run([sys.executable, "-m", "spacy_treecrf.precompile"], stdout=subprocess.DEVNULL)
+    if args.dev_only:
+        for row in args.rows:
+            if row in SPACY_ROWS:
+                dev_run(row, data, args.work, args.set, args.max_steps)
+        return
+    (args.work / "rows").mkdir(parents=True, exist_ok=True)
     for row in [] if args.table_only else args.rows:
         print(f"== {row}", flush=True)
         t0 = time.perf_counter()
