@@ -494,12 +494,14 @@ class TreeCRFComponent(TrainablePipe):
         if self._passes is None:
             return
         passes = self._passes
+        # the trainer holds all the rounds need, so the pass's examples go first: spaCy's loop hands each update
+        # copies of its examples, so they are a second copy of the training corpus, which the rounds' peak need not hold
+        self._pending = []
+        self._passes = None
         for _ in range(self.cfg["rounds_per_pass"]):
             self._trainer.fit_round(self.ensemble, passes=passes)
             self.cfg["rounds"] += 1
             passes = None
-        self._pending = []
-        self._passes = None
 
     def _digest(self, eg: Example, stored: Tuple[str, ...], computed: List[str]) -> bytes:
         """A content key of one example: spaCy copies examples every step, so identity cannot key the cache.

@@ -387,6 +387,27 @@ def test_rounds_per_pass_fits_that_many_full_gradient_rounds_at_the_end_of_each_
     assert trees_of(crf) == trees_of(full_crf)
 
 
+def test_the_rounds_run_without_the_pass_examples_held(monkeypatch):
+    """The pass's examples (spaCy's copies) are let go before its rounds, not after: the rounds' memory peak need not
+    hold a second copy of the training corpus. The next pass still reuses the trainer's cache."""
+    from spacy_treecrf.engine import booster
+    nlp, crf = make_nlp(rounds_per_pass=2)
+    examples = ner_examples(nlp)
+    nlp.initialize(lambda: examples)
+    held = []
+    fit_round = booster.Trainer.fit_round
+
+    def watched(self, *args, **kwargs):
+        held.append(len(crf._pending))
+        return fit_round(self, *args, **kwargs)
+    monkeypatch.setattr(booster.Trainer, "fit_round", watched)
+    for _ in range(2):
+        trainer = crf._trainer
+        for batch in (examples[:2], examples[2:]):
+            nlp.update(batch, losses={})
+    assert held == [0, 0, 0, 0] and crf._trainer is trainer and crf.cfg["rounds"] == 4
+
+
 @pytest.mark.parametrize("value,message", [(0, "E200"), (101, "E200"), ("2", "E200"), (1.5, "Config error"),
                                            (True, "Config error")])
 def test_rounds_per_pass_is_checked(value, message):
