@@ -501,3 +501,23 @@ def test_shared_trees_are_the_same_with_one_or_two_threads_and_any_chunking(monk
     for other in models[2:]:  # the same chunks: the same trees to the last bit, with one or two threads
         assert all(np.array_equal(models[1][name], other[name]) for name in models[1])
     assert all(np.allclose(models[0][name], models[1][name]) for name in models[0])  # other chunks: rounding
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_a_model_without_trees_gives_the_empty_models_potentials_whatever_the_batch(shared):
+    """Before the first round (spaCy evaluates then) decoding's Potentials are the empty model's, for a batch of
+    any size, under a transition mask: the cells the kernels' route would give for all-zero potentials."""
+    rng = np.random.default_rng(0)
+    K = 4
+    S = K + 1
+    allowed = random_allowed(rng, K, 0.3)
+    seq_starts = np.concatenate([[0], np.cumsum(rng.integers(1, 9, size=150))]).astype(np.int64)
+    T = int(seq_starts[-1])
+    assert T >= booster.PARTITION_ROWS
+    indptr = np.arange(T + 1, dtype=np.int64)
+    indices = rng.integers(0, 6, size=T).astype(np.int32)
+    ens = booster.Ensemble(S, K, shared=shared)
+    P = ens.scaled_potentials(indptr, indices, allowed, seq_starts)
+    zeros = booster.potentials_to_scaled(np.zeros((T, S, K)), allowed, seq_starts)
+    assert np.array_equal(dense(P), dense(zeros)) and np.array_equal(P.c, zeros.c)
+    assert np.array_equal(P.group >= 0, zeros.group >= 0)

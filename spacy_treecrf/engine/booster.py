@@ -446,7 +446,11 @@ class Ensemble:
                           missing_rows: MissingRows = None) -> Potentials:
         """potentials_to_scaled(potentials(..., valid=(allowed, seq_starts))): the Potentials for decoding, made
         block by block when the partition kernel runs and no row has missing values (no T x S x K float64
-        array)."""
+        array); without trees, the empty model's (crf.initial_potentials)."""
+        if not self.n_trees:  # no tree yet (spaCy evaluates before the first round): the kernels' blocks are
+            # sized for the trees there are, so an empty shared model's would hold K x S cells per row for nothing
+            return crf.initial_potentials(len(indptr) - 1, np.ascontiguousarray(allowed, dtype=np.bool_),
+                                          np.asarray(seq_starts, dtype=np.int64))
         if len(indptr) - 1 < PARTITION_ROWS or (missing_rows is not None and missing_rows.any):
             phi = self.potentials(indptr, indices, threads, missing_rows, valid=(allowed, seq_starts))
             return potentials_to_scaled(phi, allowed, seq_starts)
