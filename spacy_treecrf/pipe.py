@@ -270,7 +270,8 @@ class TreeCRFComponent(TrainablePipe):
         self.impute: Optional[np.ndarray] = None  # per featurizer variable: the imputed column (-1: none)
         self._trainer: Optional[boost.Trainer] = None
         self._trainer_key: Optional[tuple] = None
-        self._pending: List[Example] = []
+        self._trainer_seqs: Dict[bytes, int] = {}  # the trainer's sequence of each content digest
+        self._pending: List[Tuple[bytes, Optional[Example]]] = []  # this pass's _entries so far
         self._passes = None
         self._unseen_warned: set = set()  # gold labels outside cfg["labels"] already warned about
 
@@ -374,6 +375,7 @@ class TreeCRFComponent(TrainablePipe):
                                  shared=self.params.shared_trees)
         self.ensemble.set_numeric(self._numeric())
         self._trainer = self._trainer_key = self._passes = None
+        self._trainer_seqs = {}
         self._pending = []
 
     def score_keys(self) -> List[str]:
@@ -467,17 +469,18 @@ class TreeCRFComponent(TrainablePipe):
 
     def update(self, examples: Iterable[Example], *, drop: float = 0.0, sgd=None,
                losses: Optional[Dict[str, float]] = None) -> Dict[str, float]:
-        """Keep the examples; once a round's worth is kept (round_every "corpus": as many examples as the training
-        corpus initialize() saw; "batch": this batch) run the gradient pass over all of them for the next
-        finish_update() (for loss="crf" the loss is the NLL; it is reported by the update that completes a round).
-        A batch with a gold label the transition constraints forbid is refused here and nothing of it is kept."""
+        """Keep the examples (_entries: only the content of those the trainer does not hold already); once a
+        round's worth is kept (round_every "corpus": as many examples as the training corpus initialize() saw;
+        "batch": this batch) run the gradient pass over all of them for the next finish_update() (for loss="crf"
+        the loss is the NLL; it is reported by the update that completes a round). A batch with a gold label the
+        transition constraints forbid is refused here and nothing of it is kept."""
         if losses is None:
             losses = {}
         losses.setdefault(self.name, 0.0)
         examples = list(examples)
         validate_examples(examples, "TreeCRFComponent.update")
         self._check_initialized()
-        pending = self._pending + examples
+        pending = self._pending + self._entries(examples)
         if self.cfg["round_every"] == "corpus" and len(pending) < self.cfg["corpus_size"]:
             self._checked_labels(examples)
             self._pending = pending
@@ -494,8 +497,7 @@ class TreeCRFComponent(TrainablePipe):
         if self._passes is None:
             return
         passes = self._passes
-        # the trainer holds all the rounds need, so the pass's examples go first: spaCy's loop hands each update
-        # copies of its examples, so they are a second copy of the training corpus, which the rounds' peak need not hold
+        # the trainer holds all the rounds need, so what the pass kept of its examples goes first
         self._pending = []
         self._passes = None
         for _ in range(self.cfg["rounds_per_pass"]):
@@ -503,11 +505,12 @@ class TreeCRFComponent(TrainablePipe):
             self.cfg["rounds"] += 1
             passes = None
 
-    def _digest(self, eg: Example, stored: Tuple[str, ...], computed: List[str]) -> bytes:
+    def _digest(self, eg: Example, stored: Tuple[str, ...], computed: List[str], salt: bytes) -> bytes:
         """A content key of one example: spaCy copies examples every step, so identity cannot key the cache.
         Extension values kept in user_data (``stored``) are hashed from one pass over it; only ``computed``
-        extensions (getters, methods) are read token by token."""
-        h = hashlib.blake2b(digest_size=16)
+        extensions (getters, methods) are read token by token. ``salt``: the extensions read and their
+        defaults, which the rows depend on too."""
+        h = hashlib.blake2b(salt, digest_size=16)
         h.update(eg.predicted.to_array(INPUT_ATTRS).tobytes())
         ref = eg.reference
         h.update(ref.to_array([ORTH]).tobytes())
@@ -537,27 +540,50 @@ class TreeCRFComponent(TrainablePipe):
         computed = [name for name in specs if name not in stored]
         return stored, computed, [repr(specs[name][0]) for name in stored]
 
-    def _trainer_for(self, examples: List[Example]) -> boost.Trainer:
-        """Examples with the same content as last round reuse the cached potentials; others start from the
-        ensemble's potentials."""
+    def _entries(self, examples: List[Example]) -> List[Tuple[bytes, Optional[Example]]]:
+        """(content digest, example) per example, the example None where the trainer holds a sequence with that
+        content: its rows are then taken from the trainer, not made again, and a pass over an unchanged corpus
+        keeps no copy of it (spaCy's loop hands update() copies of its examples: a whole second corpus). A
+        trainer on a cluster keeps its rows on the workers, so there every example is kept."""
         stored, computed, defaults = self._extensions_read()
-        keyed = sorted(((self._digest(eg, stored, computed), i) for i, eg in enumerate(examples)))
-        key = (stored, tuple(computed), tuple(defaults)) + tuple(d for d, _ in keyed)
+        salt = repr((stored, computed, defaults)).encode("utf8")
+        held = {} if self.params.scheduler else self._trainer_seqs
+        digests = [self._digest(eg, stored, computed, salt) for eg in examples]
+        return [(d, None if d in held else eg) for d, eg in zip(digests, examples)]
+
+    def _trainer_for(self, entries: List[Tuple[bytes, Optional[Example]]]) -> boost.Trainer:
+        """The Trainer over the _entries' examples, in the order of their digests: the same contents as the
+        trainer's reuse its cached potentials; others start from the ensemble's potentials."""
+        order = sorted(range(len(entries)), key=lambda i: entries[i][0])
+        key = tuple(entries[i][0] for i in order)
         if key == self._trainer_key:
             return self._trainer
-        examples = [examples[i] for _, i in keyed]
-        gold, y = self._checked_labels(examples)
-        indptr, indices, seq_starts, missing_rows = self._rows([eg.predicted for eg in examples],
-                                                               self._own_labels(examples, gold))
+        fresh = [entries[i][1] for i in order if entries[i][1] is not None]
+        held = [self._trainer_seqs[entries[i][0]] for i in order if entries[i][1] is None]
+        parts = [boost.picked_sequences([self._trainer.training_set()], held)] if held else []
+        if fresh or not held:
+            gold, y = self._checked_labels(fresh)
+            indptr, indices, seq_starts, missing_rows = self._rows([eg.predicted for eg in fresh],
+                                                                   self._own_labels(fresh, gold))
+            parts.append(boost.TrainingSet(indptr, indices, y, seq_starts, missing_rows))
+        rows = parts[0]
+        if len(parts) > 1:  # the held sequences are numbered first, then the fresh ones: back in digest order
+            n_held, n_fresh = iter(range(len(held))), iter(range(len(held), len(held) + len(fresh)))
+            rows = boost.picked_sequences(parts, [next(n_held) if entries[i][1] is None else next(n_fresh)
+                                                  for i in order])
         initial = None
         if self.ensemble.n_trees:
-            initial = self.ensemble.scaled_potentials(indptr, indices, self.allowed, seq_starts, self.params.threads,
-                                                      missing_rows)
+            initial = self.ensemble.scaled_potentials(rows.indptr, rows.indices, self.allowed, rows.seq_starts,
+                                                      self.params.threads, rows.missing_rows)
         if self._trainer is not None:
             self._trainer.close()
-        self._trainer = boost.new_trainer(indptr, indices, self.n_features, y, seq_starts, self.allowed, self.params,
-                                          initial=initial, missing_rows=missing_rows, numeric=self._numeric())
+        self._trainer = self._trainer_key = None
+        self._trainer_seqs = {}
+        self._trainer = boost.new_trainer(rows.indptr, rows.indices, self.n_features, rows.y, rows.seq_starts,
+                                          self.allowed, self.params, initial=initial,
+                                          missing_rows=rows.missing_rows, numeric=self._numeric())
         self._trainer_key = key
+        self._trainer_seqs = {digest: q for q, digest in enumerate(key)}
         return self._trainer
 
     def _found_labels(self, examples: List[Example]) -> List[str]:
@@ -595,6 +621,7 @@ class TreeCRFComponent(TrainablePipe):
         if nlp is not None and self.cfg["round_every"] == "corpus":
             self._check_pass_length(nlp, examples)
         self._trainer = self._trainer_key = self._passes = None
+        self._trainer_seqs = {}
         self._pending = []
 
     def _checked_labels(self, examples: List[Example]) -> Tuple[List[List[Optional[str]]], np.ndarray]:
@@ -830,7 +857,9 @@ class TreeCRFComponent(TrainablePipe):
         self.allowed = self._transition_mask(labels)
         self.impute = impute
         self.cfg.update(labels=list(labels), rounds=rounds, corpus_size=cfg.get("corpus_size", 0))
-        self._trainer = self._trainer_key = None
+        self._trainer = self._trainer_key = self._passes = None  # a pass begun on the old model is dropped
+        self._trainer_seqs = {}
+        self._pending = []
         self._warm_up()
         return self
 

@@ -434,3 +434,34 @@ def test_leaf_values_other_than_the_mean_apply_with_missing_inputs(shared):
     assert not np.array_equal(values["mean"], values["position_mean"])
     losses = [h["train_loss_before"] for h in models["position_mean"].history_]
     assert all(b < a for a, b in zip(losses, losses[1:]))
+
+
+def test_picked_sequences_are_the_parts_sequences_in_the_order_picked():
+    """Against lists of rows: sequences of two training sets (rows, labels, missing variables; empty sequences
+    and rows among them) picked in any order, some twice, some not at all."""
+    rng = np.random.default_rng(0)
+
+    def training_set(n_seqs):
+        lengths = rng.integers(0, 4, size=n_seqs)
+        T = int(lengths.sum())
+        rows = [sorted(rng.choice(9, size=rng.integers(0, 4), replace=False).tolist()) for _ in range(T)]
+        gone = [sorted(rng.choice(3, size=rng.integers(0, 2), replace=False).tolist()) for _ in range(T)]
+        y = rng.integers(-1, 3, size=T).astype(np.int32)
+        starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        return B.TrainingSet(*csr(rows, T), y, starts, MissingRows(*csr(gone, T), FVAR, 3)), rows, gone
+
+    parts = [training_set(5), training_set(4)]
+    seqs = []  # per sequence of the parts in order: its (rows, labels, missing) lists
+    for part, rows, gone in parts:
+        for a, b in zip(part.seq_starts[:-1], part.seq_starts[1:]):
+            seqs.append((rows[a:b], part.y[a:b].tolist(), gone[a:b]))
+    pick = [8, 0, 3, 3, 6, 1]
+    got = B.picked_sequences([part for part, _, _ in parts], pick)
+    rows = [row for q in pick for row in seqs[q][0]]
+    assert np.array_equal(got.indptr, csr(rows, len(rows))[0]) and np.array_equal(got.indices, csr(rows, len(rows))[1])
+    assert got.y.tolist() == [label for q in pick for label in seqs[q][1]]
+    assert got.seq_starts.tolist() == np.cumsum([0] + [len(seqs[q][0]) for q in pick]).tolist()
+    gone = [row for q in pick for row in seqs[q][2]]
+    assert got.missing_rows.indptr.tolist() == csr(gone, len(gone))[0].tolist()
+    assert got.missing_rows.indices.tolist() == csr(gone, len(gone))[1].tolist()
+    assert got.missing_rows.n_vars == 3 and np.array_equal(got.missing_rows.feature_var, FVAR)

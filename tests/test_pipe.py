@@ -408,6 +408,34 @@ def test_the_rounds_run_without_the_pass_examples_held(monkeypatch):
     assert held == [0, 0, 0, 0] and crf._trainer is trainer and crf.cfg["rounds"] == 4
 
 
+def test_a_pass_keeps_only_the_examples_the_trainer_lacks_and_takes_the_others_rows_from_it():
+    """A pass over an unchanged corpus keeps digests, no examples (spaCy's loop hands update() copies: a second
+    corpus), and reuses the trainer. A pass that differs (one example new, one dropped, one twice) keeps only the
+    new one and makes the same training set as a component that featurizes them all afresh."""
+    nlp, crf = make_nlp()
+    examples = ner_examples(nlp)
+    nlp.initialize(lambda: examples)
+    nlp.update(examples)
+    first = crf._trainer
+    nlp.update(examples[:2])
+    assert [eg for _, eg in crf._pending] == [None, None]
+    nlp.update(examples[2:])
+    assert crf._trainer is first and crf.cfg["rounds"] == 2
+    new = ner_examples(nlp, [("Carol visited Paris .", [(0, 5, "PER"), (14, 19, "LOC")])])
+    second = examples[:1] + examples[:1] + examples[2:-1] + new
+    assert len(second) == len(examples)
+    nlp.update(second[:-1])
+    assert all(eg is None for _, eg in crf._pending)
+    nlp.update(second[-1:])
+    fresh_nlp, fresh_crf = make_nlp()
+    fresh_nlp.initialize(lambda: examples)
+    fresh_nlp.update(second)
+    got, want = crf._trainer.training_set(), fresh_crf._trainer.training_set()
+    assert crf._trainer is not first and crf.cfg["rounds"] == 3
+    for name in ("indptr", "indices", "y", "seq_starts"):
+        assert np.array_equal(getattr(got, name), getattr(want, name)), name
+
+
 @pytest.mark.parametrize("value,message", [(0, "E200"), (101, "E200"), ("2", "E200"), (1.5, "Config error"),
                                            (True, "Config error")])
 def test_rounds_per_pass_is_checked(value, message):

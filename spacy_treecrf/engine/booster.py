@@ -27,7 +27,7 @@ from .predict_partition import Cells, block_rows, label_state_words, partition_i
 from .predict_walk import walk_moves, walk_potentials
 from .rules import path_tables
 from .project import directions_from_moments, low_rank_rows
-from .sparse import csc_index
+from .sparse import csc_index, take_rows
 from .trees import (FEATURE, LEAF, Forest, GrowSettings, LeafVectors, LowRank, Rows, Target, Tree, TREE_FIELDS,
                     concat_trees, concat_vectors, empty_tree, is_shared, no_missing, scaled_tree, sparse_vectors,
                     tree_depth)
@@ -594,6 +594,42 @@ class Passes(NamedTuple):
     extra: tuple = ()
 
 
+class TrainingSet(NamedTuple):
+    """A training set as a Trainer takes it: CSR rows (indptr, indices), a label id per position (y, -1: unknown),
+    the sequences' offsets and the missing variables (MissingRows, or None where the rows have none)."""
+    indptr: np.ndarray
+    indices: np.ndarray
+    y: np.ndarray
+    seq_starts: np.ndarray
+    missing_rows: Optional[MissingRows]
+
+
+def picked_sequences(parts: List[TrainingSet], pick) -> TrainingSet:
+    """The sequences ``pick`` (numbered through the parts, in order) of the parts, in the order of ``pick``: a
+    training set made of an old one's sequences and new ones without making the old ones' rows again."""
+    offsets = np.cumsum([0] + [part.indptr[-1] for part in parts[:-1]])
+    lengths = np.cumsum([0] + [part.seq_starts[-1] for part in parts[:-1]])
+    indptr = np.concatenate([[0]] + [part.indptr[1:] + o for part, o in zip(parts, offsets)]).astype(np.int64)
+    indices = np.concatenate([part.indices for part in parts])
+    y = np.concatenate([part.y for part in parts])
+    seq_starts = np.concatenate([[0]] + [part.seq_starts[1:] + n for part, n in zip(parts, lengths)]).astype(np.int64)
+    seqs = np.asarray(pick, dtype=np.int64)
+    sizes = seq_starts[seqs + 1] - seq_starts[seqs]
+    starts = np.zeros(len(seqs) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=starts[1:])
+    positions = np.arange(starts[-1], dtype=np.int64) + np.repeat(seq_starts[seqs] - starts[:-1], sizes)
+    rows = take_rows(indptr, indices, positions)
+    missing_rows = None
+    if parts[0].missing_rows is not None:
+        first = parts[0].missing_rows
+        m_offsets = np.cumsum([0] + [part.missing_rows.indptr[-1] for part in parts[:-1]])
+        m_indptr = np.concatenate([[0]] + [part.missing_rows.indptr[1:] + o for part, o in zip(parts, m_offsets)])
+        m_rows = take_rows(m_indptr.astype(np.int64), np.concatenate([part.missing_rows.indices for part in parts]),
+                           positions)
+        missing_rows = MissingRows(*m_rows, first.feature_var, first.n_vars)
+    return TrainingSet(*rows, y[positions], starts, missing_rows)
+
+
 def new_trainer(indptr, indices, n_features, y, seq_starts, allowed, params: BoostParams, **kwargs) -> "Trainer":
     """A Trainer in this process, or with params.scheduler (a Dask scheduler's address) one whose rows and rounds'
     data side live on that cluster's workers (cluster.py)."""
@@ -634,6 +670,10 @@ class Trainer:
         self.missing_rows = missing_rows
         self.numeric = numeric if numeric is not None else no_numeric()
         self.rounds = 0  # rounds fitted on this state
+
+    def training_set(self) -> TrainingSet:
+        """The rows, labels and sequences this Trainer fits on."""
+        return TrainingSet(self.indptr, self.indices, self.y, self.seq_starts, self.missing_rows)
 
     def gradient_pass(self) -> "Passes":
         """What the loss's functional gradient needs: forward-backward (free and, for partially labelled sequences,

@@ -111,3 +111,12 @@ def pairs_to_rows(rows, ids, n_rows):
                 w += 1
         indptr[r + 1] = w
     return indptr, out[:w].copy()
+
+
+def take_rows(indptr, indices, rows):
+    """CSR (indptr, indices) of the given rows (int64 ids), in that order."""
+    lengths = indptr[rows + 1] - indptr[rows]
+    out = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=out[1:])
+    items = np.arange(out[-1], dtype=np.int64) + np.repeat(indptr[rows] - out[:-1], lengths)
+    return out, indices[items]
