@@ -5,7 +5,8 @@ trees, through the component as `spacy train` drives it (full-batch rounds on th
 
 configs/pos.cfg with target tag and the shared-tree settings (max_leaves 1000, label_splits fallback, l1 0.1;
 --set key=value overrides any [components.treecrf.booster] setting; --directions the shared trees' projection).
-Every --every rounds it prints the groups of previous labels per position in the training cache, the process's
+First it evaluates dev once before any round, as spaCy's loop does, and prints that evaluation's peak resident
+memory. Every --every rounds it prints the groups of previous labels per position in the training cache, the process's
 resident memory now and at its peak, the dev accuracy and the dev words/s (spaCy's evaluate), then the peak
 resident memory seen inside each phase of a round (a thread samples it every 5 ms) and, for the last round, on
 entry to and exit from each phase: where the memory of a round goes; last, the size of the model's arrays.
@@ -21,8 +22,8 @@ from measure import peak_rss_mb
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = {"shared_trees": True, "max_leaves": 1000, "label_splits": "fallback", "l1": 0.1}
-PHASES = [("Trainer", "gradient_pass"), ("Trainer", "_position_sums"), ("Trainer", "_low_rank"),
-          ("module", "grow_tree"), ("Trainer", "_leaf_vectors"), ("Trainer", "_move")]
+PHASES = [("Language", "evaluate"), ("Trainer", "gradient_pass"), ("Trainer", "_position_sums"),
+          ("Trainer", "_low_rank"), ("module", "grow_tree"), ("Trainer", "_leaf_vectors"), ("Trainer", "_move")]
 
 
 def current_rss_mb() -> float:
@@ -54,8 +55,9 @@ def watch_phases(booster) -> tuple:
             peaks[phase[0]] = max(peaks.get(phase[0], 0.0), rss)
             time.sleep(0.005)
     threading.Thread(target=sample, daemon=True).start()
+    from spacy.language import Language
     for owner, name in PHASES:
-        obj = booster.Trainer if owner == "Trainer" else booster
+        obj = {"Trainer": booster.Trainer, "Language": Language}.get(owner, booster)
         real = getattr(obj, name)
 
         def inner(*args, _real=real, _name=name.strip("_"), **kwargs):
@@ -116,6 +118,10 @@ def main():
     print(f"settings {settings}; {len(train)} training docs, {sum(len(e) for e in train)} words; "
           f"after initialize: {current_rss_mb():.0f} MB (peak {peak_rss_mb():.0f} MB)", flush=True)
     peaks, ends = watch_phases(booster)
+    before = current_rss_mb()
+    nlp.evaluate(dev)  # as spaCy's loop does before the first round
+    print(f"dev evaluation before the first round: resident {before:.0f} MB before it, {peaks['evaluate']:.0f} MB "
+          "at its peak", flush=True)
     t0 = time.perf_counter()
     for r in range(1, args.rounds + 1):
         nlp.update(train)
