@@ -374,9 +374,7 @@ class TreeCRFComponent(TrainablePipe):
         self.ensemble = Ensemble(K + 1, K, N_SURROGATES if self.params.missing == "surrogate" else 0,
                                  shared=self.params.shared_trees)
         self.ensemble.set_numeric(self._numeric())
-        self._trainer = self._trainer_key = self._passes = None
-        self._trainer_seqs = {}
-        self._pending = []
+        self._forget_training()
 
     def score_keys(self) -> List[str]:
         """The scores this component's scorer gives, by target (the keys [training.score_weights] can weigh)."""
@@ -540,6 +538,12 @@ class TreeCRFComponent(TrainablePipe):
         computed = [name for name in specs if name not in stored]
         return stored, computed, [repr(specs[name][0]) for name in stored]
 
+    def _forget_training(self) -> None:
+        """No trainer and no pass under way: the next update() starts a pass that makes its trainer anew."""
+        self._trainer = self._trainer_key = self._passes = None
+        self._trainer_seqs = {}
+        self._pending = []
+
     def _entries(self, examples: List[Example]) -> List[Tuple[bytes, Optional[Example]]]:
         """(content digest, example) per example, the example None where the trainer holds a sequence with that
         content: its rows are then taken from the trainer, not made again, and a pass over an unchanged corpus
@@ -568,9 +572,11 @@ class TreeCRFComponent(TrainablePipe):
             parts.append(boost.TrainingSet(indptr, indices, y, seq_starts, missing_rows))
         rows = parts[0]
         if len(parts) > 1:  # the held sequences are numbered first, then the fresh ones: back in digest order
-            n_held, n_fresh = iter(range(len(held))), iter(range(len(held), len(held) + len(fresh)))
-            rows = boost.picked_sequences(parts, [next(n_held) if entries[i][1] is None else next(n_fresh)
-                                                  for i in order])
+            is_held = np.array([entries[i][1] is None for i in order])
+            pick = np.empty(len(order), dtype=np.int64)
+            pick[is_held] = np.arange(len(held))
+            pick[~is_held] = len(held) + np.arange(len(fresh))
+            rows = boost.picked_sequences(parts, pick)
         initial = None
         if self.ensemble.n_trees:
             initial = self.ensemble.scaled_potentials(rows.indptr, rows.indices, self.allowed, rows.seq_starts,
@@ -620,9 +626,7 @@ class TreeCRFComponent(TrainablePipe):
         self.cfg["corpus_size"] = len(examples)
         if nlp is not None and self.cfg["round_every"] == "corpus":
             self._check_pass_length(nlp, examples)
-        self._trainer = self._trainer_key = self._passes = None
-        self._trainer_seqs = {}
-        self._pending = []
+        self._forget_training()
 
     def _checked_labels(self, examples: List[Example]) -> Tuple[List[List[Optional[str]]], np.ndarray]:
         """The gold labels of the examples (per example, on the predicted tokens) and their label ids, one array
@@ -857,9 +861,7 @@ class TreeCRFComponent(TrainablePipe):
         self.allowed = self._transition_mask(labels)
         self.impute = impute
         self.cfg.update(labels=list(labels), rounds=rounds, corpus_size=cfg.get("corpus_size", 0))
-        self._trainer = self._trainer_key = self._passes = None  # a pass begun on the old model is dropped
-        self._trainer_seqs = {}
-        self._pending = []
+        self._forget_training()  # a pass begun on the old model is dropped
         self._warm_up()
         return self
 

@@ -607,27 +607,23 @@ class TrainingSet(NamedTuple):
 def picked_sequences(parts: List[TrainingSet], pick) -> TrainingSet:
     """The sequences ``pick`` (numbered through the parts, in order) of the parts, in the order of ``pick``: a
     training set made of an old one's sequences and new ones without making the old ones' rows again."""
-    offsets = np.cumsum([0] + [part.indptr[-1] for part in parts[:-1]])
-    lengths = np.cumsum([0] + [part.seq_starts[-1] for part in parts[:-1]])
-    indptr = np.concatenate([[0]] + [part.indptr[1:] + o for part, o in zip(parts, offsets)]).astype(np.int64)
-    indices = np.concatenate([part.indices for part in parts])
-    y = np.concatenate([part.y for part in parts])
-    seq_starts = np.concatenate([[0]] + [part.seq_starts[1:] + n for part, n in zip(parts, lengths)]).astype(np.int64)
+    indptr, indices = stacked_rows([(part.indptr, part.indices) for part in parts])
+    seq_starts, y = stacked_rows([(part.seq_starts, part.y) for part in parts])
     seqs = np.asarray(pick, dtype=np.int64)
-    sizes = seq_starts[seqs + 1] - seq_starts[seqs]
-    starts = np.zeros(len(seqs) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=starts[1:])
-    positions = np.arange(starts[-1], dtype=np.int64) + np.repeat(seq_starts[seqs] - starts[:-1], sizes)
-    rows = take_rows(indptr, indices, positions)
+    starts, positions = take_rows(seq_starts, np.arange(len(y), dtype=np.int64), seqs)
     missing_rows = None
     if parts[0].missing_rows is not None:
-        first = parts[0].missing_rows
-        m_offsets = np.cumsum([0] + [part.missing_rows.indptr[-1] for part in parts[:-1]])
-        m_indptr = np.concatenate([[0]] + [part.missing_rows.indptr[1:] + o for part, o in zip(parts, m_offsets)])
-        m_rows = take_rows(m_indptr.astype(np.int64), np.concatenate([part.missing_rows.indices for part in parts]),
-                           positions)
-        missing_rows = MissingRows(*m_rows, first.feature_var, first.n_vars)
-    return TrainingSet(*rows, y[positions], starts, missing_rows)
+        gone = take_rows(*stacked_rows([(part.missing_rows.indptr, part.missing_rows.indices) for part in parts]),
+                         positions)
+        missing_rows = MissingRows(*gone, parts[0].missing_rows.feature_var, parts[0].missing_rows.n_vars)
+    return TrainingSet(*take_rows(indptr, indices, positions), y[positions], starts, missing_rows)
+
+
+def stacked_rows(parts) -> tuple:
+    """One CSR (indptr, items) of the (indptr, items) parts, end to end (also sequence offsets and positions)."""
+    offsets = np.cumsum([0] + [indptr[-1] for indptr, _ in parts[:-1]])
+    indptr = np.concatenate([[0]] + [indptr[1:] + o for (indptr, _), o in zip(parts, offsets)]).astype(np.int64)
+    return indptr, np.concatenate([items for _, items in parts])
 
 
 def new_trainer(indptr, indices, n_features, y, seq_starts, allowed, params: BoostParams, **kwargs) -> "Trainer":
