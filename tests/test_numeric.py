@@ -549,6 +549,6 @@ def test_a_changed_numeric_extension_is_new_training_content():
     examples = numeric_examples(nlp, 10, 0)
     stored, computed, _ = crf._extensions_read()
     assert "score" in stored + tuple(computed)
-    before = crf._digest(examples[0], stored, computed)
+    before = crf._entries(examples[:1])[0][0]  # (content digest, example)
     examples[0].predicted[0]._.score = -1.0
-    assert crf._digest(examples[0], stored, computed) != before
+    assert crf._entries(examples[:1])[0][0] != before
