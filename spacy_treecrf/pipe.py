@@ -563,31 +563,31 @@ class TreeCRFComponent(TrainablePipe):
         if key == self._trainer_key:
             return self._trainer
         fresh = [entries[i][1] for i in order if entries[i][1] is not None]
-        held = [self._trainer_seqs[entries[i][0]] for i in order if entries[i][1] is None]
-        parts = [boost.picked_sequences([self._trainer.training_set()], held)] if held else []
-        if fresh or not held:
+        is_held = np.array([entries[i][1] is None for i in order], dtype=bool)
+        parts, pick = [], np.empty(len(order), dtype=np.int64)  # pick: the sequences of the parts, in key order
+        if is_held.any():
+            parts.append(self._trainer.training_set())
+            pick[is_held] = [self._trainer_seqs[entries[i][0]] for i in order if entries[i][1] is None]
+        if fresh or not parts:
             gold, y = self._checked_labels(fresh)
             indptr, indices, seq_starts, missing_rows = self._rows([eg.predicted for eg in fresh],
                                                                    self._own_labels(fresh, gold))
+            pick[~is_held] = sum(len(part.seq_starts) - 1 for part in parts) + np.arange(len(fresh))
             parts.append(boost.TrainingSet(indptr, indices, y, seq_starts, missing_rows))
-        rows = parts[0]
-        if len(parts) > 1:  # the held sequences are numbered first, then the fresh ones: back in digest order
-            is_held = np.array([entries[i][1] is None for i in order])
-            pick = np.empty(len(order), dtype=np.int64)
-            pick[is_held] = np.arange(len(held))
-            pick[~is_held] = len(held) + np.arange(len(fresh))
-            rows = boost.picked_sequences(parts, pick)
+        rows = boost.picked_sequences(parts, pick) if is_held.any() else parts[0]
         initial = None
         if self.ensemble.n_trees:
             initial = self.ensemble.scaled_potentials(rows.indptr, rows.indices, self.allowed, rows.seq_starts,
                                                       self.params.threads, rows.missing_rows)
         if self._trainer is not None:
             self._trainer.close()
-        self._trainer = self._trainer_key = None
-        self._trainer_seqs = {}
-        self._trainer = boost.new_trainer(rows.indptr, rows.indices, self.n_features, rows.y, rows.seq_starts,
-                                          self.allowed, self.params, initial=initial,
-                                          missing_rows=rows.missing_rows, numeric=self._numeric())
+        try:
+            self._trainer = boost.new_trainer(rows.indptr, rows.indices, self.n_features, rows.y, rows.seq_starts,
+                                              self.allowed, self.params, initial=initial,
+                                              missing_rows=rows.missing_rows, numeric=self._numeric())
+        except Exception:  # the old trainer is closed: a pass that kept only digests of its rows cannot go on
+            self._forget_training()
+            raise
         self._trainer_key = key
         self._trainer_seqs = {digest: q for q, digest in enumerate(key)}
         return self._trainer
