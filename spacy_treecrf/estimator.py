@@ -84,12 +84,11 @@ class FeatureIndex:
         number of a key without a numeric column is read as a truth value (the flag 'key' if nonzero), as True
         and 1 are one dict key to _known_rows' table. Names of an iterable belong to no variable. While growing,
         ``known`` counts per variable the positions where it has a value (what imputation counts over), and keys
-        with numbers get their column and bins. At prediction, dicts of string keys and string or bool values
-        (and numbers) take _known_rows."""
-        if not grow:
-            known_rows = self._known_rows(X)
-            if known_rows is not None:
-                return known_rows
+        with numbers get their column and bins. Dicts of string keys and string or bool values take a path at C
+        speed: _known_rows at prediction (numbers too), _grown_rows while growing."""
+        known_rows = self._grown_rows(X) if grow else self._known_rows(X)
+        if known_rows is not None:
+            return known_rows
         ids = self.ids
         indptr = [0]
         indices: List[int] = []
@@ -237,6 +236,40 @@ class FeatureIndex:
         V = len(self.variables)
         missing_rows = MissingRows(np.zeros(len(positions) + 1, dtype=np.int64), np.zeros(0, dtype=np.int64),
                                    np.array(self.feature_var, dtype=np.int32), V, np.zeros(V, dtype=np.int64))
+        return indptr, indices, seq_starts, missing_rows
+
+    def _grown_rows(self, X):
+        """rows(X, grow=True) where every position is a dict of string keys without '=' and string or bool values
+        (sklearn-crfsuite's usual input), in a few passes at C speed: the distinct items, in the order the general
+        path meets them, give the new names and variables in the order it gives them (so the same ids), then
+        _known_rows reads the rows, and ``known`` counts each variable's items (an item is one position's value
+        of its key: a dict holds a key once). None when a position needs the general path (a list of names, a
+        number, a missing value, a key with '=' or that is no string)."""
+        positions = list(chain.from_iterable(X))
+        try:
+            items = dict.fromkeys(chain.from_iterable(map(dict.items, positions)))
+        except TypeError:  # not a dict, or an unhashable value
+            return None
+        if not all(type(key) is str and "=" not in key and (type(value) is bool or isinstance(value, str))
+                   for key, value in items):
+            return None
+        for key, value in items:  # as rows()' loop: a False value makes its key's variable, a new name its column
+            if value is False:
+                self._variable(key, True)
+                continue
+            name = key if value is True else f"{key}={value}"
+            if name not in self.ids:
+                self._column(name, self._variable(key, True))
+        self._grow_tables()
+        indptr, indices, seq_starts, missing_rows = self._known_rows(X)
+        V = len(self.variables)
+        var = np.array(self.feature_var, dtype=np.int64)[indices]
+        known = np.bincount(var[var >= 0], minlength=V)
+        if any(value is False for _, value in items):  # a False value gives no feature but counts as known
+            falses = Counter(key for key, value in chain.from_iterable(map(dict.items, positions)) if value is False)
+            for key, n in falses.items():
+                known[self.var_ids[key]] += n
+        missing_rows.known = known[:V].astype(np.int64)
         return indptr, indices, seq_starts, missing_rows
 
     def _numeric_pairs(self, positions, row_of, is_number):

@@ -228,6 +228,31 @@ def test_feature_rows_fast_path_gives_the_general_paths_rows():
     assert mixed[3].any and mixed[3].rows().tolist() == [n + 1]  # the missing 'p'
 
 
+def test_growing_fast_path_gives_the_general_paths_index_and_rows():
+    """While growing, dicts of string keys without '=' and string or bool values take _grown_rows: the same names,
+    variables and ids in the same order as the general path, the same rows and the same per-variable counts of
+    known values (a False value counts, though it gives no feature), on a first fit and on a second one that
+    meets known and new names."""
+    from spacy_treecrf.estimator import FeatureIndex
+
+    first = [[{"cap": False, "w": "a"}, {"w": "b", "cap": True, "p": np.str_("x")}, {}, {"w": "a", "cap": False}],
+             [], [{"p": "x", "q": "y"}, {"w": "a"}]]
+    second = [[{"w": "c", "r": False}, {"p": "x", "cap": True}], [{"r": True, "w": "a", "s": "z"}]]
+    fast, general = FeatureIndex(), FeatureIndex()
+    general._grown_rows = lambda X: None  # the general path's loop, item by item
+    for X in (first, second):
+        quick, slow = fast.rows(X, grow=True), general.rows(X, grow=True)
+        assert (fast.names, fast.variables, fast.feature_var) == (general.names, general.variables,
+                                                                  general.feature_var)
+        for a, b in zip(quick[:3], slow[:3]):
+            assert np.array_equal(a, b)
+        assert not quick[3].any and np.array_equal(quick[3].known, slow[3].known)
+    assert fast.variables == ["cap", "w", "p", "q", "r", "s"]
+    assert fast.rows(second, grow=True)[3].known.tolist() == [1, 2, 1, 0, 2, 1]  # cap w p q r s
+    for general_only in ([[{"w=1": "c"}]], [[{1: "d"}]], [[{"w": 1.5}]], [[{"w": None}]], [[["w=a"]]]):
+        assert FeatureIndex()._grown_rows(general_only) is None
+
+
 def test_feature_rows_fast_path_reads_numbers_into_their_columns():
     """A model with numeric columns: its numbers take the fast path into their bins (1 among them, though it
     hashes as True), exactly as the general path reads them; NaN (missing) takes the general path."""
