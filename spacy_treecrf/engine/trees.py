@@ -140,7 +140,10 @@ def routes_missing(missing):
 # sibling's instead of a scan. Summed over the waiting leaves of a large tree that is the training rows' size
 # times d + 1 floats (0.4-0.5 GB for 3000-leaf shared trees on UD EWT); beyond this budget the leaves least
 # likely to be split next (lowest candidate gain) give theirs up and are scanned for both children if they are.
-KEPT_BYTES = 1 << 27
+# 64 MB: on UD EWT XPOS with 3000-leaf trees the round's peak is 70 MB lower than with 128 MB (1,321 against
+# 1,391 MB) for rounds about 15% slower (benchmarks/results/defaults_candidates.md, "Leaves by the size of the
+# data"); the training peak is what keeps a large corpus within 1.5 GB.
+KEPT_BYTES = 1 << 26
 
 
 class GrowSettings(NamedTuple):
