@@ -339,7 +339,9 @@ class TreeCRF:
     training positions at the default fraction; otherwise every round is kept.
     ``shrinkage`` is the paper's lambda (a leaf's value is sum(residual) / (lambda + N)), or "auto": 10 for up to
     15,000 training positions, 1 from 150,000, 150,000 / positions between (engine/booster.resolved_shrinkage,
-    chosen on dev data across tasks); ``learning_rate``
+    chosen on dev data across tasks). ``max_leaves``: a tree's most leaves (best-first growth), or "auto": 1000 up
+    to 50,000 training positions, 3000 from 150,000, a leaf per 50 positions between (resolved_max_leaves, chosen
+    the same way). ``learning_rate``
     multiplies every tree (1.0 as in the paper). ``loss``: what the trees boost, "crf" (the
     paper's log-likelihood), "pseudo_likelihood", "hamming" or "rank" (losses.py; README "Choosing a loss").
     ``subsample``: share of positions each round's trees are fitted on; ``colsample``: share of feature columns

@@ -17,7 +17,7 @@ from spacy_treecrf.features import WindowFeaturizer, window_features
 def test_the_component_and_the_estimator_share_one_set_of_boosting_defaults():
     defaults = BoostParams()
     assert (defaults.shared_trees, defaults.max_leaves, defaults.leaf_values, defaults.colsample,
-            defaults.label_splits, defaults.l1) == (True, 1000, "position_mean", 0.5, "fallback", 0.1)
+            defaults.label_splits, defaults.l1) == (True, "auto", "position_mean", 0.5, "fallback", 0.1)
     assert spacy.blank("en").add_pipe("treecrf").params == defaults
     assert TreeCRF().params == defaults
     assert window_features().to_dict()["config"] == WindowFeaturizer().to_dict()["config"]

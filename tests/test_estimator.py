@@ -1,4 +1,6 @@
 """The public estimator: fitting, decoding, partial labels, masks, serialization and determinism."""
+import re
+
 import numpy as np
 import pytest
 
@@ -38,6 +40,28 @@ def test_auto_shrinkage_follows_the_training_positions(monkeypatch):
     monkeypatch.setattr(booster, "AUTO_SHRINKAGE_POSITIONS", 7 * sum(map(len, y)))  # lambda 7 on this data
     assert np.array_equal(leaf_values("auto"), leaf_values(7.0))
     assert not np.array_equal(leaf_values(7.0), leaf_values(10.0))
+
+
+def test_auto_max_leaves_follows_the_training_positions(monkeypatch):
+    from spacy_treecrf.engine import booster
+    assert [booster.resolved_max_leaves("auto", n) for n in (1, 50_000, 100_000, 150_000, 10 ** 7)] == [
+        1000, 1000, 2000, 3000, 3000]
+    assert booster.resolved_max_leaves(7, 10 ** 7) == 7 and TreeCRF().max_leaves == "auto"
+    for bad, want in (("big", 'an integer or "auto"'), (1.5, 'an integer or "auto"'), (1, "an integer in [2,")):
+        with pytest.raises(ValueError, match=re.escape(want)):
+            TreeCRF(max_leaves=bad).fit(*toy_data(5))
+    X, y = toy_data()
+    T = sum(map(len, y))
+
+    def trees(max_leaves):
+        model = paper_crf(n_rounds=3, max_leaves=max_leaves, early_stopping=False).fit(X, y)
+        return model.ensemble.nodes
+    monkeypatch.setattr(booster, "AUTO_LEAVES_RANGE", (2, 6))
+    monkeypatch.setattr(booster, "AUTO_LEAF_POSITIONS", T // 4)  # 4 leaves on this data
+    assert all(np.array_equal(a, b) for a, b in zip(trees("auto"), trees(4)))
+    monkeypatch.setattr(booster, "AUTO_LEAF_POSITIONS", 1)  # T leaves, cut to the range's 6
+    assert all(np.array_equal(a, b) for a, b in zip(trees("auto"), trees(6)))
+    assert not np.array_equal(trees(4).kind, trees(6).kind)
 
 
 def test_fit_predict_learns_transitions_through_previous_label_splits():

@@ -47,11 +47,14 @@ GOLDEN = (np.sqrt(5.0) - 1.0) / 2.0
 MAX_LEAVES = 100_000
 MAX_THREADS = 256
 TYPE_WORDS = {int: "an integer", float: "a finite number", str: "a string", bool: "true or false",
-              Union[float, str]: 'a finite number or "auto"'}
+              Union[float, str]: 'a finite number or "auto"', Union[int, str]: 'an integer or "auto"'}
 # shrinkage "auto" (resolved_shrinkage): lambda = AUTO_SHRINKAGE_POSITIONS / the training positions, within
 # AUTO_SHRINKAGE_RANGE
 AUTO_SHRINKAGE_POSITIONS = 150_000
 AUTO_SHRINKAGE_RANGE = (1.0, 10.0)
+# max_leaves "auto" (resolved_max_leaves): a leaf per AUTO_LEAF_POSITIONS training positions, within AUTO_LEAVES_RANGE
+AUTO_LEAF_POSITIONS = 50
+AUTO_LEAVES_RANGE = (1000, 3000)
 # A shared tree's splits are chosen on the residuals projected on this many directions (project.py): the
 # histograms, per-state sums and the projected residuals (a LowRank's rows, or a T x S x d array) grow with it.
 SHARED_DIRECTIONS = 16
@@ -72,7 +75,7 @@ PAPER_SETTINGS = {"shared_trees": False, "leaf_values": "mean", "l1": 0.0, "cols
 class BoostParams:
     """Tree and round settings; checked once here so every caller gets the same messages."""
 
-    max_leaves: int = 1000
+    max_leaves: Union[int, str] = "auto"
     shrinkage: Union[float, str] = "auto"
     learning_rate: float = 1.0
     min_samples_leaf: float = 1.0
@@ -97,10 +100,11 @@ class BoostParams:
                 ok = isinstance(value, str)
             elif f.type is bool:
                 ok = isinstance(value, (bool, np.bool_))
-            elif f.type is int:
+            elif isinstance(value, str):  # Union[float, str] or Union[int, str]: a number or "auto"
+                ok = f.type in (Union[float, str], Union[int, str]) and value == "auto"  # (==: typing may rebuild
+                # the object)
+            elif f.type in (int, Union[int, str]):
                 ok = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-            elif isinstance(value, str):  # Union[float, str]: a number or "auto"
-                ok = f.type == Union[float, str] and value == "auto"  # (==: typing may rebuild the object)
             else:
                 ok = (isinstance(value, (int, float, np.integer, np.floating))
                       and not isinstance(value, (bool, np.bool_)) and bool(np.isfinite(value)))
@@ -116,7 +120,8 @@ class BoostParams:
             raise ValueError(Errors.E013.format(loss=self.loss))
         missing.check_strategy(self.missing, "TreeCRF")
         checks = [
-            ("max_leaves", 2 <= self.max_leaves <= MAX_LEAVES, f"an integer in [2, {MAX_LEAVES}]"),
+            ("max_leaves", self.max_leaves == "auto" or 2 <= self.max_leaves <= MAX_LEAVES,
+             f'an integer in [2, {MAX_LEAVES}] or "auto"'),
             ("shrinkage", self.shrinkage == "auto" or self.shrinkage >= 0, '>= 0 or "auto"'),
             ("l1", self.l1 >= 0, ">= 0"),
             ("learning_rate", 0 < self.learning_rate <= 10, "in (0, 10] (|leaf value| <= 1, so this keeps exp() "
@@ -131,7 +136,8 @@ class BoostParams:
         for name, ok, want in checks:
             if not ok:
                 raise ValueError(Errors.E015.format(name=name, want=want, value=getattr(self, name)))
-        self.max_leaves = int(self.max_leaves)
+        if self.max_leaves != "auto":
+            self.max_leaves = int(self.max_leaves)
 
     @property
     def threads(self) -> int:
@@ -178,6 +184,20 @@ def resolved_shrinkage(shrinkage: Union[float, str], n_positions: int) -> float:
         return float(shrinkage)
     low, high = AUTO_SHRINKAGE_RANGE
     return float(min(high, max(low, AUTO_SHRINKAGE_POSITIONS / max(n_positions, 1))))
+
+
+def resolved_max_leaves(max_leaves: Union[int, str], n_positions: int) -> int:
+    """A tree's most leaves for a fit over ``n_positions`` training positions: the setting itself, or for "auto"
+    a leaf per AUTO_LEAF_POSITIONS positions within AUTO_LEAVES_RANGE (1000 up to 50,000 positions, 3000 from
+    150,000). Chosen on dev data across tasks (benchmarks/results/defaults_candidates.md, "Leaves by the size of
+    the data"): on the large corpora a 3000-leaf tree does the work of two or three 1000-leaf ones (EWT XPOS dev
+    92.76 at round 52, where 1000 leaves reached 92.64 at round 87, spaCy's max_steps), while on a few thousand
+    positions more leaves only fit noise (NETtalk phoneme+stress dev 74.50 / 73.10 / 71.96 with 1000 / 2000 /
+    3000)."""
+    if max_leaves != "auto":
+        return int(max_leaves)
+    low, high = AUTO_LEAVES_RANGE
+    return int(min(high, max(low, n_positions // AUTO_LEAF_POSITIONS)))
 
 
 def in_chunks(seq_starts: np.ndarray, threads: int, call, min_positions: int = 20000) -> list:
@@ -746,8 +766,9 @@ class Trainer:
         positions = self._round_positions()
         skipped = np.setdiff1d(self.all_positions, positions, assume_unique=True) if len(positions) < len(
             self.all_positions) else None
-        settings = GrowSettings(self.params.max_leaves, resolved_shrinkage(self.params.shrinkage,
-                                                                           len(self.all_positions)),
+        n_positions = len(self.all_positions)
+        settings = GrowSettings(resolved_max_leaves(self.params.max_leaves, n_positions),
+                                resolved_shrinkage(self.params.shrinkage, n_positions),
                                 float(self.params.min_samples_leaf), float(self.params.min_gain),
                                 self.params.label_splits == "fallback", n_surrogates)
         routing = mr.index() if with_missing else None
