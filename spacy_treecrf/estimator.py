@@ -269,7 +269,7 @@ class FeatureIndex:
             falses = Counter(key for key, value in chain.from_iterable(map(dict.items, positions)) if value is False)
             for key, n in falses.items():
                 known[self.var_ids[key]] += n
-        missing_rows.known = known[:V].astype(np.int64)
+        missing_rows.known = known
         return indptr, indices, seq_starts, missing_rows
 
     def _numeric_pairs(self, positions, row_of, is_number):

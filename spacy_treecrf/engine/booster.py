@@ -100,9 +100,8 @@ class BoostParams:
                 ok = isinstance(value, str)
             elif f.type is bool:
                 ok = isinstance(value, (bool, np.bool_))
-            elif isinstance(value, str):  # Union[float, str] or Union[int, str]: a number or "auto"
-                ok = f.type in (Union[float, str], Union[int, str]) and value == "auto"  # (==: typing may rebuild
-                # the object)
+            elif isinstance(value, str):  # Union[float | int, str]: a number or "auto" (in: == on typing objects)
+                ok = f.type in (Union[float, str], Union[int, str]) and value == "auto"
             elif f.type in (int, Union[int, str]):
                 ok = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
             else:

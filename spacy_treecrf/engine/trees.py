@@ -142,7 +142,7 @@ def routes_missing(missing):
 # likely to be split next (lowest candidate gain) give theirs up and are scanned for both children if they are.
 # 64 MB: on UD EWT XPOS with 3000-leaf trees the round's peak is 70 MB lower than with 128 MB (1,321 against
 # 1,391 MB) for rounds about 15% slower (benchmarks/results/defaults_candidates.md, "Leaves by the size of the
-# data"); the training peak is what keeps a large corpus within 1.5 GB.
+# data"); the full XPOS run still peaked at 1,562 MB.
 KEPT_BYTES = 1 << 26
 
 
