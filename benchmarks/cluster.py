@@ -79,7 +79,8 @@ class Echo:
 
 def round_trip_seconds(client, n: int = 300) -> float:
     """Median seconds of a call to one Echo actor per worker, answered by all (ClusterTrainer._call's pattern)."""
-    actors = [client.submit(Echo, actor=True, workers=[w]).result() for w in sorted(client.scheduler_info()["workers"])]
+    from spacy_treecrf.engine.cluster import live_workers
+    actors = [client.submit(Echo, actor=True, workers=[w]).result() for w in sorted(live_workers(client))]
     times = []
     for _ in range(n):
         t0 = time.perf_counter()

@@ -24,6 +24,7 @@ a forward-backward pass per trial step).
 import dataclasses
 import resource
 import uuid
+from types import SimpleNamespace
 from typing import List, NamedTuple, Optional
 
 import numpy as np
@@ -230,7 +231,7 @@ class ClusterTrainer(Trainer):
         self.all_positions = np.arange(T, dtype=np.int64)
         self.all_features = np.ones(self.n_features, dtype=np.bool_)
         self.rounds = 0
-        workers = client.scheduler_info()["workers"]
+        workers = live_workers(client)
         if not workers:
             raise ClusterError(Errors.E197.format(scheduler=client.scheduler.address))
         addresses = sorted(workers)
@@ -273,7 +274,7 @@ class ClusterTrainer(Trainer):
                 else:
                     raise ClusterError(Errors.E198.format(worker=self.workers[i], round=self.rounds + 1,
                                                           error=f"{type(e).__name__}: {e}")) from e
-            if self.workers[i] not in self.client.scheduler_info()["workers"]:
+            if self.workers[i] not in live_workers(self.client):
                 raise ClusterError(Errors.E199.format(**self._where(i)))
 
     def _where(self, i: int) -> dict:
@@ -416,14 +417,13 @@ class InProcessClient:
     one after the other: the tests' check of the shards' arithmetic, and benchmarks/cluster.py's count of what
     n_workers real workers would be sent (it runs no faster than one process)."""
 
-    class scheduler:
-        address = "inprocess://"
-
     def __init__(self, n_workers: int):
         self.n_workers = n_workers
+        identity = {"workers": {f"inprocess://worker-{i:04d}": {"nthreads": 1} for i in range(n_workers)}}
+        self.scheduler = SimpleNamespace(address="inprocess://", identity=lambda n_workers: identity)
 
-    def scheduler_info(self):
-        return {"workers": {f"inprocess://worker-{i:04d}": {"nthreads": 1} for i in range(self.n_workers)}}
+    def sync(self, call, **kwargs):
+        return call(**kwargs)
 
     def scatter(self, data, workers=None, direct=None):
         return [_Done(x) for x in data]
@@ -436,6 +436,13 @@ class InProcessClient:
 
     def close(self):
         pass
+
+
+def live_workers(client) -> dict:
+    """The scheduler's workers now (address: details), asked afresh. Not Client.scheduler_info(): it returns the
+    client's cached identity, which the client's periodic refresh (asking for no worker's details) may overwrite
+    with an empty "workers" between the fresh query and the return, so a live worker looked lost under load."""
+    return client.sync(client.scheduler.identity, n_workers=-1)["workers"]
 
 
 def _packed(mask):
