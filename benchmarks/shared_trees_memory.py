@@ -22,7 +22,7 @@ from measure import peak_rss_mb
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = {"shared_trees": True, "max_leaves": 1000, "label_splits": "fallback", "l1": 0.1}
-PHASES = [("Language", "evaluate"), ("Trainer", "gradient_pass"), ("Trainer", "_position_sums"),
+PHASES = [("Language", "evaluate"), ("Trainer", "gradient_pass"), ("Trainer", "position_moments"),
           ("Trainer", "_low_rank"), ("module", "grow_tree"), ("Trainer", "_leaf_vectors"), ("Trainer", "_move")]
 
 

@@ -100,6 +100,28 @@ def test_junk_in_structurally_invalid_cells_is_ignored():
             assert np.array_equal(got, ref)
 
 
+def test_the_threaded_pass_of_chosen_sequences_is_the_kernels_there_and_leaves_the_rest(monkeypatch):
+    """booster.forward_backward with ``todo`` (the clamped pass of the partially labelled sequences only), in
+    one chunk or in threads writing their rows of one result: the kernel's values on the chosen sequences; alpha
+    and beta 0, scale 1 and log Z 0 elsewhere."""
+    from spacy_treecrf.engine import booster
+    real = booster.in_chunks
+    monkeypatch.setattr(booster, "in_chunks", lambda starts, threads, call: real(starts, threads, call, 1))
+    for seed in range(10):
+        rng, m = problem(seed, 0.3, 2.0, n_seq=30)
+        y = random_valid_labels(rng, m["phi"], m["seq_starts"], p_unknown=0.4)
+        todo = rng.random(len(m["seq_starts"]) - 1) < 0.5
+        at = np.repeat(todo, np.diff(m["seq_starts"]))
+        ref = crf.forward_backward(m["P"], m["seq_starts"], y, True)
+        for threads in (1, 3):
+            got = booster.forward_backward(m["P"], m["seq_starts"], y, True, threads, todo)
+            for r, g in zip(ref[:3], got[:3]):
+                assert np.array_equal(r[at], g[at])
+            assert np.array_equal(ref.logz[todo], got.logz[todo])
+            assert not got.alpha[~at].any() and not got.beta[~at].any()
+            assert np.all(got.scale[~at] == 1.0) and not got.logz[~todo].any()
+
+
 def test_kernels_do_not_depend_on_the_grouping():
     """Every kernel gives the same results (up to rounding) whether states with equal rows share a group or each
     state has its own; Viterbi the same path."""

@@ -110,24 +110,40 @@ def backward_step(P, t, nxt, pool, out):
         out[j] = pool[r] if r >= 0 else 0.0
 
 
+class ForwardBackward(NamedTuple):
+    """forward_backward's results: alpha and beta (T x K, float64), scale (T) and log Z per sequence."""
+    alpha: np.ndarray
+    beta: np.ndarray
+    scale: np.ndarray
+    logz: np.ndarray
+
+
 @njit(**NOGIL)
 def forward_backward(P, seq_starts, y, clamp):
     """Scaled forward-backward. With ``clamp`` only gold labels are allowed where known (partial labels).
 
     Returns alpha, beta, scale (T x K, T x K, T) and log Z per sequence (-inf if no path is allowed).
     """
-    T, S = P.group.shape
+    T = P.group.shape[0]
     K = P.values.shape[1]
     n_seq = seq_starts.shape[0] - 1
-    alpha = np.zeros((T, K))
-    beta = np.zeros((T, K))
-    scale = np.ones(T)
-    logz = np.zeros(n_seq)
+    out = ForwardBackward(np.zeros((T, K)), np.zeros((T, K)), np.ones(T), np.zeros(n_seq))
+    forward_backward_into(P, seq_starts, y, clamp, np.ones(n_seq, dtype=np.bool_), out)
+    return out
+
+
+@njit(**NOGIL)
+def forward_backward_into(P, seq_starts, y, clamp, todo, out):
+    """forward_backward of the sequences q with todo[q], written into ``out`` (a ForwardBackward: alpha and beta
+    0, scale 1 and log Z 0 on entry); the other sequences' entries are left as they are."""
+    S = P.group.shape[1]
+    K = P.values.shape[1]
+    alpha, beta, scale, logz = out.alpha, out.beta, out.scale, out.logz
     pool = np.empty(S)
-    for q in range(n_seq):
+    for q in range(seq_starts.shape[0] - 1):
         a = seq_starts[q]
         b = seq_starts[q + 1]
-        if b <= a:
+        if b <= a or not todo[q]:
             continue
         dead = False
         for t in range(a, b):
@@ -160,7 +176,6 @@ def forward_backward(P, seq_starts, y, clamp):
             backward_step(P, t + 1, beta[t + 1], pool, beta[t])
             for j in range(K):
                 beta[t, j] = beta[t, j] / scale[t + 1] if _allowed(y, t, j, clamp) else 0.0
-    return alpha, beta, scale, logz
 
 
 @njit(**NOGIL)
