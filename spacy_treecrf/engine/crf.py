@@ -122,7 +122,8 @@ class ForwardBackward(NamedTuple):
 def forward_backward(P, seq_starts, y, clamp):
     """Scaled forward-backward. With ``clamp`` only gold labels are allowed where known (partial labels).
 
-    Returns alpha, beta, scale (T x K, T x K, T) and log Z per sequence (-inf if no path is allowed).
+    Returns a ForwardBackward: alpha, beta (T x K), scale (T) and log Z per sequence (-inf if no path is
+    allowed).
     """
     T = P.group.shape[0]
     K = P.values.shape[1]
