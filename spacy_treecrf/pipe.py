@@ -684,7 +684,7 @@ class TreeCRFComponent(TrainablePipe):
         if self.target in BIO_TARGETS:
             spans = bio_span_arrays(ids, starts, labels)
             offsets = spans_per_sequence(spans, starts)
-            if scores["fb"]:
+            if scores["fb"] and self.cfg["store_scores"]:  # (marginal decoding runs forward-backward too)
                 span_p = per_sequence(spans[0], self._span_probabilities(spans, scores).tolist(), len(docs))
         elif self.target in TOKEN_ARRAY_ATTRS:  # a doc's tags as the hashes / ids Doc.from_array writes
             attr = TOKEN_ARRAY_ATTRS[self.target]
@@ -731,7 +731,9 @@ class TreeCRFComponent(TrainablePipe):
                     doc.set_ents(spans, default="outside")
                 else:
                     doc.set_ents(filter_new(spans, list(doc.ents)), default="unmodified")
-                key = self.name  # doc.ents has no attrs: the scored entities also go to doc.spans[name]
+                if probs is None:  # doc.ents has no attrs: with scores, the entities also go to doc.spans[name]
+                    return
+                key = self.name
             else:
                 key = self.cfg["spans_key"]
                 if not overwrite and key in doc.spans:

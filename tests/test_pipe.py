@@ -131,7 +131,10 @@ def test_span_prob_extension_survives_serialization_and_processes():
     assert probs(nlp.pipe(texts, n_process=2, batch_size=3)) == want
     quiet = nlp.get_pipe("treecrf")
     quiet.cfg["store_scores"] = False
-    assert all(e._.treecrf_prob is None for d in nlp.pipe(texts) for e in d.ents)
+    unscored = list(nlp.pipe(texts))
+    assert [[(e.text, e.label_) for e in d.ents] for d in unscored] == [[(t, lab) for t, lab, _ in d] for d in want]
+    assert all(e._.treecrf_prob is None for d in unscored for e in d.ents)
+    assert all("treecrf" not in d.spans for d in unscored)  # the scored copy of the entities goes with the scores
 
 
 def test_n_best_analyses_are_the_top_paths_by_brute_force():
@@ -573,6 +576,8 @@ def test_settings_given_at_load_time_are_the_ones_used(tmp_path):
     assert crf.allowed.all()  # no BIO mask: constrain_bio = false means what it says
     doc = loaded("Alice lives in Paris .")
     assert ("treecrf", "marginals") not in doc.user_data
+    # marginal decoding runs forward-backward, but the span probabilities are stored only with store_scores
+    assert ("treecrf", "span_probs") not in doc.user_data and "treecrf" not in doc.spans
     # without overrides: what was saved
     again = spacy.load(tmp_path / "ner").get_pipe("treecrf")
     assert (again.cfg["decode"], again.cfg["store_scores"], again.params.max_leaves) == ("viterbi", True, 8)
