@@ -73,7 +73,8 @@ README_START, README_END = "<!-- defaults-results:start -->", "<!-- defaults-res
 LEGEND = ("Test scores (no choice was made on a test set); training seconds without dev evaluations; tokens/s: "
           "TreeCRF's tagging (spaCy rows: `nlp.pipe`), CRFsuite's featurization + tagging. Checks: score >= "
           "CRFsuite's, tokens/s >= 2x CRFsuite's, training <= CRFsuite's (<= 10 s where CRFsuite takes less), "
-          "peak RSS <= 1.5 GB.")
+          "peak RSS <= 1.5 GB. spaCy stock: spaCy's own component for the target (`spacy init config --pipeline "
+          "ner | tagger | morphologizer`, spaCy's defaults; `--stock`), its test score.")
 
 
 def run(command, **kwargs):
@@ -349,6 +350,14 @@ def fmt(v, spec):
     return "" if v is None else format(v, spec)
 
 
+def stock_cell(row: str, stock: dict) -> str:
+    """The stock column's cell: its score, "n/a" where no stock component applies (chunking, the estimator rows),
+    "not run" where one applies but the row ran without --stock."""
+    if stock:
+        return fmt(stock["score"] * 100, ".2f")
+    return "not run" if SPACY_ROWS.get(row, (None, None, None))[2] else "n/a"
+
+
 def table(results: dict) -> str:
     """The rows in ROWS order; the spaCy stock column only where some row has it."""
     stock_column = any(s["system"].startswith("spaCy") for r in results.values() for s in r["systems"])
@@ -367,7 +376,7 @@ def table(results: dict) -> str:
         lines.append(
             f"| {row} | {res['metric']} | {fmt(tree.get('score', 0) * 100, '.2f')} | "
             f"{fmt(crf.get('score', 0) * 100, '.2f')} |"
-            + (f" {fmt(stock['score'] * 100, '.2f') if stock else ''} |" if stock_column else "") +
+            + (f" {stock_cell(row, stock)} |" if stock_column else "") +
             f" {fmt(tree.get('train_seconds'), '.1f')} | {fmt(crf.get('train_seconds'), '.1f')} | "
             f"{fmt(tree.get('tokens_per_second'), ',.0f')} | {fmt(crf.get('tokens_per_second'), ',.0f')} | "
             f"{fmt(ratio, '.2f')} | {fmt(tree.get('peak_rss_mb'), ',.0f')} | {', '.join(failed) or 'none'} |")
