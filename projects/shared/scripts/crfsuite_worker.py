@@ -10,16 +10,19 @@ FEATURES.npz holds, for the splits train / dev / test: CSR rows of the treecrf f
 
 Every (c1, c2) of the grid is fitted on train (no holdout evaluation, so the fit time is training only) and scored
 on dev (span F1 from BIO labels, or token accuracy); the best one is kept. With --jobs N, N grid points are fitted
-at once, each in its own process (one core each: CRFsuite is single-threaded). Its test predictions, fit seconds,
-iterations and per-iteration seconds are written; then the chosen setting is fitted once more with dev as
+at once, each in its own process (one core each: CRFsuite is single-threaded). The chosen model's tagging of test
+is timed after every fit has ended (a point's own process could tag while another still fits on the other core);
+its test predictions, fit seconds, iterations and per-iteration seconds are written; then the chosen setting is fitted once more with dev as
 CRFsuite's holdout set to log the dev token accuracy per L-BFGS iteration (Figure 1; `--no-curve` skips it).
 """
 import argparse
 import json
 import resource
 import statistics
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import sklearn_crfsuite
@@ -80,12 +83,13 @@ def score(pred, gold, metric):
     return 2 * tp / max(1, n_pred + n_gold)
 
 
-def fit_point(features, c1, c2, max_it, metric):
-    """One grid point: fit on train, score dev, tag test; returns what the choice and the output need (the model
-    stays in its process)."""
+def fit_point(features, c1, c2, max_it, metric, model_dir):
+    """One grid point: fit on train (the model written into model_dir), score dev; returns the choice's record,
+    the model's path and the process's peak RSS."""
     data = np.load(features, allow_pickle=False)
     labels = [str(x) for x in data["labels"]]
-    model = sklearn_crfsuite.CRF(algorithm="lbfgs", c1=c1, c2=c2, max_iterations=max_it)
+    path = str(Path(model_dir) / f"c1={c1:g},c2={c2:g}.crfsuite")
+    model = sklearn_crfsuite.CRF(algorithm="lbfgs", c1=c1, c2=c2, max_iterations=max_it, model_filename=path)
     t0 = time.perf_counter()
     model.fit(Sequences(data, "train"), label_seqs(data, "train", labels))
     seconds = time.perf_counter() - t0
@@ -93,16 +97,22 @@ def fit_point(features, c1, c2, max_it, metric):
     its = model.training_log_.iterations if model.training_log_ is not None else []
     run = dict(c1=c1, c2=c2, dev=dev, seconds=seconds, iterations=len(its),
                iteration_seconds=[float(it.get("time", 0.0)) for it in its])
-    times = []
-    for _ in range(3):  # the median of 3 passes, as the TreeCRF side's (side_by_side.median_pipe_seconds)
-        t0 = time.perf_counter()
-        test_pred = predict(model, Sequences(data, "test"))
-        times.append(time.perf_counter() - t0)
-    predict_seconds = statistics.median(times)
     peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     print(f"  [crfsuite] c1={c1:g} c2={c2:g}: dev {metric} {dev * 100:.2f} ({len(its)} iterations, "
           f"{seconds:.1f} s)", flush=True)
-    return run, test_pred, predict_seconds, peak_rss_mb
+    return run, path, peak_rss_mb
+
+
+def tag_test(path, data):
+    """The saved model's test predictions and the median seconds of 3 passes (featurization from the columns +
+    tagging, as the TreeCRF side's side_by_side.median_pipe_seconds)."""
+    model = sklearn_crfsuite.CRF(model_filename=path)
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        test_pred = predict(model, Sequences(data, "test"))
+        times.append(time.perf_counter() - t0)
+    return test_pred, statistics.median(times)
 
 
 def main():
@@ -119,18 +129,21 @@ def main():
     labels = [str(x) for x in data["labels"]]
     max_it = args.max_iterations or None
     points = [tuple(float(v) for v in item.split(",")) for item in args.grid]
-    calls = [(args.features, c1, c2, max_it, args.metric) for c1, c2 in points]
-    if args.jobs > 1:
-        with ProcessPoolExecutor(min(args.jobs, len(calls)), max_tasks_per_child=1) as pool:
-            fits = list(pool.map(fit_point, *zip(*calls)))
-    else:
-        fits = [fit_point(*call) for call in calls]
-    run, test_pred, predict_seconds, _ = max(fits, key=lambda fit: fit[0]["dev"])  # the first best on ties
+    with tempfile.TemporaryDirectory() as model_dir:
+        calls = [(args.features, c1, c2, max_it, args.metric, model_dir) for c1, c2 in points]
+        if args.jobs > 1:
+            with ProcessPoolExecutor(min(args.jobs, len(calls)), max_tasks_per_child=1) as pool:
+                fits = list(pool.map(fit_point, *zip(*calls)))
+        else:
+            fits = [fit_point(*call) for call in calls]
+        run, path, _ = max(fits, key=lambda fit: fit[0]["dev"])  # the first best on ties
+        test_pred, predict_seconds = tag_test(path, data)
     out = dict(chosen=dict(c1=run["c1"], c2=run["c2"]), dev=run["dev"], seconds=run["seconds"],
                iterations=run["iterations"], iteration_seconds=run["iteration_seconds"], grid=[f[0] for f in fits],
                metric=args.metric, test_predictions=test_pred, predict_seconds=predict_seconds,
                test_tokens=int(data["test_starts"][-1]), jobs=args.jobs)
-    out["peak_rss_mb"] = max(f[3] for f in fits)  # the largest grid fit (before the curve fit)
+    out["peak_rss_mb"] = max(max(f[2] for f in fits),  # the largest grid fit, or the tagging (before the curve fit)
+                             resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)
     if args.curve:
         curve_model = sklearn_crfsuite.CRF(algorithm="lbfgs", c1=run["c1"], c2=run["c2"], max_iterations=max_it)
         curve_model.fit(Sequences(data, "train"), label_seqs(data, "train", labels), Sequences(data, "dev"),
