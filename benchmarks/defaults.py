@@ -35,8 +35,9 @@ Rows (data under TREECRF_DATA_DIR; nothing is tuned on a test set):
   - hyphenation: Moby Hyphenator II single words (no space or hyphen), label per letter: a hyphenation point
     follows; 9-letter window; words assigned by a hash of the lower-cased word: 5% test, 5% dev, 15% train.
   sklearn-crfsuite: c1/c2 from paper_tasks' grid on the dev split (NETtalk, protein: paper_tasks' dev fold of the
-  training data; hyphenation: its dev words), refitted on all training data. Tagging: positions/s of predict
-  from the feature dicts (median of 3 passes), training: fit seconds, both in fresh processes with their own RSS.
+  training data; hyphenation: its dev words), refitted on all training data. Tagging: positions/s from the symbol
+  sequences, featurization (the window and class feature dicts both learners read) + predict (median of 3 passes);
+  training: fit seconds; both in fresh processes with their own RSS.
 
 Each row is written to WORK/rows/ROW.json when it finishes (with the commit it ran at), so rows can run in
 separate invocations; every invocation rewrites OUT.md and OUT.json from all rows present, with the checks of
@@ -44,6 +45,7 @@ the out-of-the-box issue: score >= CRFsuite's, tokens/s >= 2x CRFsuite's (featur
 CRFsuite's where CRFsuite takes over 10 s (else <= 10 s), peak RSS <= 1.5 GB.
 """
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -71,7 +73,8 @@ TEST_GENRES = ("newsgroup", "weblog")
 MAX_RSS_MB = 1536.0
 README_START, README_END = "<!-- defaults-results:start -->", "<!-- defaults-results:end -->"
 LEGEND = ("Test scores (no choice was made on a test set); training seconds without dev evaluations; tokens/s: "
-          "TreeCRF's tagging (spaCy rows: `nlp.pipe`), CRFsuite's featurization + tagging. Checks: score >= "
+          "TreeCRF's tagging (spaCy rows: `nlp.pipe`), CRFsuite's featurization + tagging (estimator rows: both "
+          "from the symbol sequences, the feature dicts they read + predict). Checks: score >= "
           "CRFsuite's, tokens/s >= 2x CRFsuite's, training <= CRFsuite's (<= 10 s where CRFsuite takes less), "
           "peak RSS <= 1.5 GB. spaCy stock: spaCy's own component for the target (`spacy init config --pipeline "
           "ner | tagger | morphologizer`, spaCy's defaults; `--stock`), its test score.")
@@ -267,9 +270,10 @@ def hyphenation_data(data: Path):
     return split["train"], split["dev"], split["test"]
 
 
-def estimator_data(row: str, data: Path):
-    """(train, dev, test) as (X, y) pairs of feature dicts and labels; dev is part of train except for
-    hyphenation, whose train excludes it (CRFsuite's refit uses train + dev there)."""
+def estimator_sequences(row: str, data: Path):
+    """(train, fit, dev, test) as lists of (symbols, labels) and the featurizer both learners read them through
+    (featurize(symbol sequences) -> feature dicts); dev is part of train except for hyphenation, whose train
+    excludes it (CRFsuite's refit uses train + dev there)."""
     import paper_tasks
     if row == "hyphenation":
         train, dev, test = hyphenation_data(data)
@@ -288,17 +292,32 @@ def estimator_data(row: str, data: Path):
         held = set(paper_tasks.dev_folds(train, groups, 0.2, 0)[0])
         fit = [s for i, s in enumerate(train) if i not in held]
         dev = [s for i, s in enumerate(train) if i in held]
-
-    def xy(seqs):
-        return ([paper_tasks.add_class_features(paper_tasks.window_features(x, half), x, half, classes)
-                 for x, _ in seqs], [list(y) for _, y in seqs])
-
-    return xy(train), xy(fit), xy(dev), xy(test)
+    return train, fit, dev, test, functools.partial(featurize, half=half, classes=classes)
 
 
-def fit_treecrf(train, test, settings=None):
+def featurize(sequences, half: int, classes: dict) -> list:
+    """Per sequence, one feature dict per position: the symbols of the window of ``half`` either side and their
+    classes (paper_tasks.window_features, add_class_features)."""
+    import paper_tasks
+    return [paper_tasks.add_class_features(paper_tasks.window_features(x, half), x, half, classes)
+            for x in sequences]
+
+
+def as_xy(seqs, featurizer):
+    """(X, y): the feature dicts and labels of (symbols, labels) sequences."""
+    return featurizer([x for x, _ in seqs]), [list(y) for _, y in seqs]
+
+
+def estimator_data(row: str, data: Path):
+    """estimator_sequences' parts as (X, y) pairs (as_xy)."""
+    *parts, featurizer = estimator_sequences(row, data)
+    return tuple(as_xy(seqs, featurizer) for seqs in parts)
+
+
+def fit_treecrf(train, test, settings=None, tagging=None):
     """In a fresh process: TreeCRF(**settings) (the defaults without settings) fitted on train, scored on test;
-    (fit seconds, accuracy, positions/s, peak RSS MB, rounds kept, trees)."""
+    (fit seconds, accuracy, positions/s, peak RSS MB, rounds kept, trees). ``tagging``: (featurize, symbol
+    sequences) to time the tagging from (paper_tasks.tagging_speed), else test's dicts."""
     import paper_tasks
     from measure import peak_rss_mb
     from spacy_treecrf import TreeCRF
@@ -307,21 +326,25 @@ def fit_treecrf(train, test, settings=None):
     model.fit(*train)
     seconds = time.perf_counter() - t0
     accuracy = paper_tasks.accuracy(model.predict(test[0]), test[1])
-    speed = paper_tasks.tagging_speed(model.predict, test[0])
+    featurizer, X = tagging or (None, test[0])
+    speed = paper_tasks.tagging_speed(model.predict, X, featurizer)
     return seconds, accuracy, speed, peak_rss_mb(), model.best_round_, model.ensemble.n_trees
 
 
 def estimator_row(row: str, data: Path, args) -> dict:
     import paper_tasks
-    train, fit, dev, test = estimator_data(row, data)
+    *parts, featurizer = estimator_sequences(row, data)
+    train, fit, dev, test = (as_xy(seqs, featurizer) for seqs in parts)
+    tagging = (featurizer, [x for x, _ in parts[3]])  # both learners tagged from the symbols: featurize + predict
     positions = {name: sum(map(len, part[1])) for name, part in (("train", train), ("test", test))}
     print(f"  {row}: {len(train[0])} training sequences ({positions['train']} positions), {len(test[0])} test "
           f"({positions['test']})", flush=True)
-    seconds, accuracy, speed, rss, rounds, trees = paper_tasks.in_fresh_process(fit_treecrf, train, test)
+    seconds, accuracy, speed, rss, rounds, trees = paper_tasks.in_fresh_process(fit_treecrf, train, test, None,
+                                                                                tagging)
     print(f"  TreeCRF defaults: {accuracy * 100:.2f}, {rounds} rounds, {seconds:.1f} s, {speed:,.0f} positions/s",
           flush=True)
     crf = paper_tasks.run_crfsuite([(*fit, *dev)], train, test,
-                                   argparse.Namespace(crf_max_iterations=None, repeats=1))
+                                   argparse.Namespace(crf_max_iterations=None, repeats=1), tagging)
     print(f"  CRFsuite c1={crf['c1']:g} c2={crf['c2']:g}: {crf['test']['viterbi'] * 100:.2f}, "
           f"{crf['seconds']:.1f} s", flush=True)
     return dict(metric="accuracy", positions=positions, systems=[

@@ -264,13 +264,16 @@ def tune_treecrf(grid, folds, args, label, decode="marginal"):
     return best, runs
 
 
-def tagging_speed(predict, X) -> float:
-    """Positions per second of predict(X), the median of 3 passes after a warm-up."""
-    predict(X[:5])
+def tagging_speed(predict, X, featurize=None) -> float:
+    """Positions per second of predict(X), the median of 3 passes after a warm-up; with ``featurize``, X holds
+    the symbol sequences and a pass is predict(featurize(X)) (a learner's featurization + tagging)."""
+    def tag(part):
+        return predict(part if featurize is None else featurize(part))
+    tag(X[:5])
     times = []
     for _ in range(3):
         t0 = time.perf_counter()
-        predict(X)
+        tag(X)
         times.append(time.perf_counter() - t0)
     return sum(map(len, X)) / statistics.median(times)
 
@@ -354,9 +357,10 @@ def crfsuite_scores(model, X, y):
     return {"marginal": accuracy(marginal, y), "viterbi": accuracy(viterbi, y)}
 
 
-def run_crfsuite(folds, train, test, args):
+def run_crfsuite(folds, train, test, args, tagging=None):
     """c1 / c2 from a small grid on the same folds (position-weighted mean dev accuracy, marginal decoding as
-    for TreeCRF), then refit on the full training set (median time of ``--repeats`` fits)."""
+    for TreeCRF), then refit on the full training set (median time of ``--repeats`` fits). ``tagging``:
+    (featurize, symbol sequences) to time the tagging from (tagging_speed), else test's feature dicts."""
     import sklearn_crfsuite
     runs = []
     for c1, c2 in CRFSUITE_GRID:
@@ -375,14 +379,14 @@ def run_crfsuite(folds, train, test, args):
               f"viterbi {dev['viterbi'] * 100:.2f}% ({seconds:.1f} s)", flush=True)
     best = max(runs, key=lambda r: r["dev"]["marginal"])
     times, iters, scores, speed, rss = in_fresh_process(_fit_crfsuite, best["c1"], best["c2"], train, test,
-                                                        args.crf_max_iterations, args.repeats)
+                                                        args.crf_max_iterations, args.repeats, tagging)
     return dict(c1=best["c1"], c2=best["c2"], dev=best["dev"], grid=runs, seconds=statistics.median(times),
                 seconds_all=times, iterations=len(iters),
                 cumulative_seconds=[float(v) for v in np.cumsum([it.get("time", 0.0) for it in iters])],
                 test=scores, positions_per_second=speed, peak_rss_mb=rss)
 
 
-def _fit_crfsuite(c1, c2, train, test, max_iterations, repeats):
+def _fit_crfsuite(c1, c2, train, test, max_iterations, repeats, tagging=None):
     """run_crfsuite's refits, in a fresh process: (fit seconds, L-BFGS iterations, test scores, tagging
     positions/s, peak RSS MB)."""
     import sklearn_crfsuite
@@ -391,7 +395,8 @@ def _fit_crfsuite(c1, c2, train, test, max_iterations, repeats):
     log = model.training_log_
     iters = [dict(it) for it in log.iterations] if log is not None else []
     rss = peak_rss_mb()
-    speed = tagging_speed(model.predict, test[0])
+    featurize, X = tagging or (None, test[0])
+    speed = tagging_speed(model.predict, X, featurize)
     return times, iters, crfsuite_scores(model, *test), speed, rss
 
 
