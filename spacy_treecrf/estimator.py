@@ -102,7 +102,7 @@ class FeatureIndex:
                 row = set()
                 gone = []
                 if isinstance(position, dict):
-                    for key, value in position.items():
+                    for key, value in flat_items(position, q, t):
                         if isinstance(value, str):
                             name = f"{key}={value}"
                         elif value is None or (is_number(value) and value != value):  # None, NaN
@@ -358,7 +358,9 @@ class TreeCRF:
     are the same either way.
 
     Input values: a dict value that is a string gives the feature 'key=value' (as sklearn-crfsuite does), True
-    the feature 'key' and False none; an int or float (not a bool) is a number, and the key a numeric column
+    the feature 'key' and False none; python-crfsuite's nested forms read as there: a dict value's items go under
+    'key:inner', a list, tuple or set of strings gives the features 'key:string' (other value types: an error);
+    an int or float (not a bool) is a number, and the key a numeric column
     (engine/numeric.py): its training values are binned once (at most 255 bins, one per value where there are
     fewer distinct ones) and the trees learn thresholds on it ('key <= 0.37'). sklearn-crfsuite instead multiplies
     the feature's weight by the value, so there a number can only push one way, in proportion to its size; here a
@@ -466,10 +468,12 @@ class TreeCRF:
         out of X as early_stopping says), keep the round with the best validation token accuracy (a label never
         seen in training counts as an error) and stop after patience rounds without a better one. The data is
         checked before the estimator changes: a refused call leaves a fitted model as it was."""
+        X, y = as_sequences(X, "X"), as_sequences(y, "y")
         check_sequences(X, y, "X", "y")
         if (X_dev is None) != (y_dev is None):
             raise ValueError(Errors.E151)
         if X_dev is not None:
+            X_dev, y_dev = as_sequences(X_dev, "X_dev"), as_sequences(y_dev, "y_dev")
             check_sequences(X_dev, y_dev, "X_dev", "y_dev")
         classes = label_set(y)
         if not classes:
@@ -607,7 +611,7 @@ class TreeCRF:
     def _scaled(self, X):
         """The scaled Potentials of X under the transition mask, its sequence offsets and the threads."""
         self._check_fitted()
-        indptr, indices, seq_starts, missing_rows = self._rows(X)
+        indptr, indices, seq_starts, missing_rows = self._rows(as_sequences(X, "X"))
         threads = self.params.threads
         P = self.ensemble.scaled_potentials(indptr, indices, self.allowed, seq_starts, threads, missing_rows)
         return P, seq_starts, threads
@@ -640,6 +644,8 @@ class TreeCRF:
 
     def score(self, X, y) -> float:
         """Token accuracy over the known labels of y."""
+        X, y = as_sequences(X, "X"), as_sequences(y, "y")
+        check_sequences(X, y, "X", "y", call="score")
         pred = self.predict(X)
         pairs = [(p, g) for ps, gs in zip(pred, y) for p, g in zip(ps, gs) if g is not None]
         return sum(p == g for p, g in pairs) / len(pairs) if pairs else 0.0
@@ -741,6 +747,26 @@ def is_number(value) -> bool:
     return isinstance(value, NUMBERS) and not isinstance(value, (bool, np.bool_))
 
 
+def flat_items(position: dict, q: int, t: int):
+    """Position t of sequence q's (key, value) items, python-crfsuite's nested forms read as it reads them: a dict
+    value {"prefix": {...}} gives its items under 'prefix:key' (at any depth), a list, tuple or set of strings
+    {"prefix": [...]} the flags 'prefix:string'. Values of any other type than a string, a bool, a number or None
+    raise E201: read as a flag, an object would be a feature that says nothing of it."""
+    for key, value in position.items():
+        if isinstance(value, dict):
+            yield from flat_items({f"{key}:{inner}": v for inner, v in value.items()}, q, t)
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            for item in value:
+                if not isinstance(item, str):
+                    raise TypeError(Errors.E201.format(q=q, t=t, key=key, value=item, kind=type(item).__name__,
+                                                       where=" inside its collection"))
+                yield f"{key}:{item}", True
+        elif value is None or isinstance(value, (str, bool, np.bool_)) or is_number(value):
+            yield key, value
+        else:
+            raise TypeError(Errors.E201.format(q=q, t=t, key=key, value=value, kind=type(value).__name__, where=""))
+
+
 class TestNames:
     """Readable names of the tests trees make, by test id (engine/numeric.py): a feature's name, a numeric
     column's bin as 'key <= u' ('key present' for its last), and past every id 'key > u'."""
@@ -762,17 +788,32 @@ def is_label(label) -> bool:
     return isinstance(label, (str, int, np.integer)) and not isinstance(label, (bool, np.bool_))
 
 
-def check_sequences(X, y, x_name: str, y_name: str):
+def as_sequences(X, name: str) -> list:
+    """X as a list of sequences, each a list or tuple (any iterable of iterables is read, generators included);
+    a string, a dict or something that is no iterable raises E202 (a string would read as letters)."""
+    if isinstance(X, (str, bytes, dict)) or not hasattr(X, "__iter__"):
+        raise TypeError(Errors.E202.format(name=name, kind=type(X).__name__, where=""))
+    sequences = X if isinstance(X, list) and all(isinstance(seq, (list, tuple)) for seq in X) else list(X)
+    for q, seq in enumerate(sequences):
+        if isinstance(seq, (str, bytes, dict)) or not hasattr(seq, "__iter__"):
+            raise TypeError(Errors.E202.format(name=name, kind=type(seq).__name__, where=f"'s sequence {q}"))
+        if not isinstance(seq, (list, tuple)):
+            sequences[q] = list(seq)
+    return sequences
+
+
+def check_sequences(X, y, x_name: str, y_name: str, call: str = "fit"):
     """Equal numbers of sequences and of positions per sequence; labels that are strings, integers or None."""
     if len(X) != len(y):
-        raise ValueError(Errors.E054.format(x_name=x_name, n_x=len(X), y_name=y_name, n_y=len(y)))
+        raise ValueError(Errors.E054.format(call=call, x_name=x_name, n_x=len(X), y_name=y_name, n_y=len(y)))
     for q, (xs, ys) in enumerate(zip(X, y)):
         if len(xs) != len(ys):
-            raise ValueError(Errors.E059.format(q=q, x_name=x_name, n_xs=len(xs), y_name=y_name, n_ys=len(ys)))
+            raise ValueError(Errors.E059.format(call=call, q=q, x_name=x_name, n_xs=len(xs), y_name=y_name,
+                                                n_ys=len(ys)))
         for t, label in enumerate(ys):
             if label is not None and not is_label(label):
-                raise ValueError(Errors.E149.format(label=label, type_name=type(label).__name__, q=q, t=t,
-                                                    y_name=y_name))
+                raise ValueError(Errors.E149.format(call=call, label=label, type_name=type(label).__name__, q=q,
+                                                    t=t, y_name=y_name))
 
 
 def label_set(y) -> list:

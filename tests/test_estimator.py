@@ -460,3 +460,55 @@ def test_predict_nbest_lists_distinct_allowed_sequences_with_their_probabilities
     assert {labels[0]: p for labels, p in single} == pytest.approx(marginals)
     with pytest.raises(ValueError, match="E165"):
         model.predict_nbest(Xt, n=0)
+
+
+def test_python_crfsuite_nested_values_read_as_their_flat_names():
+    """A dict value's items go under 'key:inner' and a list, tuple or set of strings gives the flags 'key:string',
+    as python-crfsuite reads them: the same model as from the flat dicts."""
+    X, y = toy_data(40, 1)
+    nested = [[{"tok": {"w": p["w"], "n": {"bias": p["bias"]}}, "tags": [p["w"], "any"], "set": {p["w"] * 2},
+                "pair": (p["w"],)} for p in seq] for seq in X]
+    flat = [[{"tok:w": p["w"], "tok:n:bias": p["bias"], f"tags:{p['w']}": True, "tags:any": True,
+              f"set:{p['w'] * 2}": True, f"pair:{p['w']}": True} for p in seq] for seq in X]
+    a = paper_crf(n_rounds=3, max_leaves=6, early_stopping=False).fit(nested, y)
+    b = paper_crf(n_rounds=3, max_leaves=6, early_stopping=False).fit(flat, y)
+    assert "tags:x" in a.features.names and "tok:w=x" in a.features.names
+    assert a.to_bytes() == b.to_bytes()
+    assert a.predict_marginals(nested) == b.predict_marginals(flat)
+
+
+@pytest.mark.parametrize("value, match", [
+    (object(), r"the value <object object at \w+> is a object"),
+    (["a", 1], "the value 1 inside its collection is a int"),
+    ({"inner": [None]}, "the value None inside its collection is a NoneType"),
+    (b"a", "the value b'a' is a bytes"),
+])
+def test_values_of_other_types_are_refused_naming_the_position(value, match):
+    X, y = toy_data(6, 0)
+    model = paper_crf(n_rounds=1, max_leaves=4, early_stopping=False).fit(X, y)
+    before = model.to_bytes()
+    X[2][1 % len(X[2])]["w"] = value
+    where = rf"\[E201\] Sequence 2, position {1 % len(X[2])}, key 'w\S*': "
+    with pytest.raises(TypeError, match=where + match):
+        model.fit(X, y)
+    assert model.to_bytes() == before  # a refused fit leaves the model as it was
+    with pytest.raises(TypeError, match=where + match):
+        model.predict(X)
+
+
+def test_sequences_may_come_from_any_iterable_but_not_from_a_string():
+    X, y = toy_data(20, 0)
+    a = paper_crf(n_rounds=2, max_leaves=4, early_stopping=False).fit(X, y)
+    b = paper_crf(n_rounds=2, max_leaves=4, early_stopping=False).fit((iter(s) for s in X), (tuple(ys) for ys in y))
+    assert a.to_bytes() == b.to_bytes()
+    assert b.predict(s for s in X) == a.predict(X) and a.score(iter(X), iter(y)) == a.score(X, y)
+    with pytest.raises(TypeError, match=r"\[E202\] X is a str"):
+        a.predict("abc")
+    with pytest.raises(TypeError, match=r"\[E202\] X's sequence 1 is a str"):
+        a.predict([X[0], "abc"])
+    with pytest.raises(TypeError, match=r"\[E202\] y's sequence 0 is a str"):
+        paper_crf(n_rounds=1).fit([[{"w": "a"}, {"w": "b"}]], ["AB"])
+    with pytest.raises(ValueError, match=r"\[E054\] score: X has 20 sequences but y has 19"):
+        a.score(X, y[:-1])
+    with pytest.raises(ValueError, match=r"\[E059\] score: sequence 0 of X has"):
+        a.score(X, [ys + ["A"] for ys in y])
