@@ -106,8 +106,8 @@ class Errors(metaclass=_WithCodes):
     E056 = 'This TreeCRF is not fitted yet: call fit() or from_bytes() first'
     E057 = 'TreeCRF model bytes: missing={missing!r} but the trees have {n_surrogates} surrogate slots'
     E059 = '{call}: sequence {q} of {x_name} has {n_xs} positions but {y_name} gives it {n_ys} labels'
-    E149 = ('{call}: label {label!r} ({type_name}) at sequence {q}, position {t} of {y_name}: a label must be a string '
-            'or an integer (None: unknown)')
+    E149 = ('{call}: label {label!r} ({type_name}) at sequence {q}, position {t} of {y_name}: a label must be a '
+            'string or an integer (None: unknown)')
     E150 = ('fit: labels {a!r} and {b!r} read the same as text: they would be one label in a saved model; use '
             'one type of label')
     E151 = 'fit: X_dev and y_dev go together: one of them is None'
@@ -152,11 +152,11 @@ class Errors(metaclass=_WithCodes):
     E060 = 'TreeCRF model bytes: invalid settings: {err}'
     E061 = ('Sequence {q}, position {t}: a position must be a dict or an iterable of feature names, not the string '
             '{position!r}')
-    E202 = ("{name}{where} is a {kind}: {name} must be a list (or another iterable) of sequences, each a list of "
-            "positions (for labels: of labels)")
     E201 = ("Sequence {q}, position {t}, key {key!r}: the value {value!r}{where} is a {kind}; a value must be a "
             "string, a bool, a number or None (missing), or, as python-crfsuite reads them, a dict of such values "
             "or a list, tuple or set of strings")
+    E202 = ("{name}{where} is a {kind}: {name} must be a list (or another iterable) of sequences, each a list of "
+            "positions (for labels: of labels)")
     # features (features.py)
     E062 = "window_features: '{name}' must be true or false, not {value!r}"
     E063 = "window_features: '{name}' must be an integer, not {value!r}"
