@@ -326,8 +326,7 @@ def fit_treecrf(train, test, settings=None, tagging=None):
     model.fit(*train)
     seconds = time.perf_counter() - t0
     accuracy = paper_tasks.accuracy(model.predict(test[0]), test[1])
-    featurizer, X = tagging or (None, test[0])
-    speed = paper_tasks.tagging_speed(model.predict, X, featurizer)
+    speed = paper_tasks.tagging_speed(model.predict, test[0], tagging)
     return seconds, accuracy, speed, peak_rss_mb(), model.best_round_, model.ensemble.n_trees
 
 

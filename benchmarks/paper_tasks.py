@@ -264,16 +264,15 @@ def tune_treecrf(grid, folds, args, label, decode="marginal"):
     return best, runs
 
 
-def tagging_speed(predict, X, featurize=None) -> float:
-    """Positions per second of predict(X), the median of 3 passes after a warm-up; with ``featurize``, X holds
-    the symbol sequences and a pass is predict(featurize(X)) (a learner's featurization + tagging)."""
-    def tag(part):
-        return predict(part if featurize is None else featurize(part))
-    tag(X[:5])
+def tagging_speed(predict, X, tagging=None) -> float:
+    """Positions per second of predict(X), the median of 3 passes after a warm-up; with ``tagging`` (featurize,
+    symbol sequences) a pass is predict(featurize(sequences)) instead (a learner's featurization + tagging)."""
+    featurize, X = tagging or ((lambda part: part), X)
+    predict(featurize(X[:5]))
     times = []
     for _ in range(3):
         t0 = time.perf_counter()
-        tag(X)
+        predict(featurize(X))
         times.append(time.perf_counter() - t0)
     return sum(map(len, X)) / statistics.median(times)
 
@@ -395,8 +394,7 @@ def _fit_crfsuite(c1, c2, train, test, max_iterations, repeats, tagging=None):
     log = model.training_log_
     iters = [dict(it) for it in log.iterations] if log is not None else []
     rss = peak_rss_mb()
-    featurize, X = tagging or (None, test[0])
-    speed = tagging_speed(model.predict, X, featurize)
+    speed = tagging_speed(model.predict, test[0], tagging)
     return times, iters, crfsuite_scores(model, *test), speed, rss
 
 

@@ -12,8 +12,9 @@ Every (c1, c2) of the grid is fitted on train (no holdout evaluation, so the fit
 on dev (span F1 from BIO labels, or token accuracy); the best one is kept. With --jobs N, N grid points are fitted
 at once, each in its own process (one core each: CRFsuite is single-threaded). The chosen model's tagging of test
 is timed after every fit has ended (a point's own process could tag while another still fits on the other core);
-its test predictions, fit seconds, iterations and per-iteration seconds are written; then the chosen setting is fitted once more with dev as
-CRFsuite's holdout set to log the dev token accuracy per L-BFGS iteration (Figure 1; `--no-curve` skips it).
+its test predictions, fit seconds, iterations and per-iteration seconds are written; then the chosen setting is
+fitted once more with dev as CRFsuite's holdout set to log the dev token accuracy per L-BFGS iteration (Figure 1;
+`--no-curve` skips it).
 """
 import argparse
 import json
