@@ -13,6 +13,7 @@ from brute import dense, has_path, random_allowed, random_seq_starts
 from conftest import component_config, dense_vectors, make_nlp, ner_examples, paper_crf, paper_params, train
 from spacy_treecrf.engine import booster, crf
 from spacy_treecrf.engine.histogram import Valid, add_low_rank
+from spacy_treecrf.engine.leaves import LeafSums, add_leaf_sums, leaf_nodes
 from spacy_treecrf.engine.missing import MissingRows
 from spacy_treecrf.engine.predict_partition import Cells, label_state_words, partition_index, partition_potentials
 from spacy_treecrf.engine.predict_walk import walk_potentials
@@ -167,6 +168,36 @@ def test_projected_residuals_are_the_residuals_along_the_directions(seed):
     joined = np.concatenate([seen[a] for a in sorted(seen)])
     assert np.array_equal(joined, D)
     assert np.allclose(joined @ W, D @ W)
+
+
+@pytest.mark.parametrize("loss,leaf_values", [("crf", "position_mean"), ("crf", "mean"), ("rank", "position_mean")])
+@pytest.mark.parametrize("seed", range(10))
+def test_label_residuals_are_the_residuals_summed_over_previous_states(seed, loss, leaf_values):
+    """What a shared tree's directions and the sums of its leaves that hold every previous state read instead of
+    the T x S x K residuals: their sum over the previous states, made from the label marginals (partial labels,
+    transition masks, the rank loss's weights); and the moments and leaf sums made from them."""
+    problem = tiny_problem(seed)
+    tr = trainer(problem, shared_trees=True, loss=loss, leaf_values=leaf_values, max_leaves=6, min_samples_leaf=0.0)
+    passes = tr.gradient_pass()
+    D = all_residuals(tr, passes)
+    R = D.sum(axis=1)
+    T, S, K = D.shape
+    targets = tr._label_targets(passes)
+    got = crf.label_residual_rows(targets, tr.all_positions, np.empty((T, K)))
+    assert np.allclose(got, R, rtol=1e-9, atol=1e-12)
+    positions = np.sort(np.random.default_rng(seed).choice(T, max(1, T // 2), replace=False))
+    gram, total, n = tr.position_moments(passes, positions)
+    assert n == len(positions)
+    assert np.allclose(gram, R[positions].T @ R[positions], atol=1e-12)
+    assert np.allclose(total, R[positions].sum(axis=0), atol=1e-12)
+    # leaf sums (leaves below a split on the previous label cell by cell, the others from R): those of D
+    _, tree, segments, _ = tr._fit_shared(passes, tr.all_positions, None, booster.GrowSettings(
+        6, 1.0, 0.0, 0.0, False, 0), None)
+    sums = tr.leaf_sums(passes, tree, segments)
+    want = LeafSums(np.zeros_like(sums.g), np.zeros_like(sums.h))
+    add_leaf_sums(D, 0, tr.is_start, tr.allowed, tree, segments, leaf_nodes(tree),
+                  booster.LEAF_VALUES[leaf_values], want)
+    assert np.allclose(sums.g, want.g, atol=1e-12) and np.array_equal(sums.h, want.h)
 
 
 @pytest.mark.parametrize("loss", ["crf", "rank"])

@@ -19,8 +19,8 @@ import numpy as np
 from . import crf, losses, missing, moves
 from .crf import Potentials
 from .grow import Segments, grow_tree, influential_positions
-from .leaves import (CELL_MEAN, NEWTON, POSITION_MEAN, LeafSums, add_leaf_sums, leaf_values as leaf_value_kernel,
-                     values_of)
+from .leaves import (CELL_MEAN, NEWTON, POSITION_MEAN, LeafSums, add_label_leaf_sums, add_leaf_sums,
+                     covering_leaves, leaf_nodes, leaf_values as leaf_value_kernel, values_of)
 from .missing import MissingRows
 from .numeric import NumericIndex, expand, no_numeric, tested
 from .predict_bitmask import bitmask_index, bitmask_potentials
@@ -62,6 +62,7 @@ SHARED_DIRECTIONS = 16
 # Projected residuals as a T x S x d array (losses without a LowRank: hamming, pseudo_likelihood) that would take
 # more than this as float64 are kept as float32 (a split's gain needs no more precision); smaller ones stay float64.
 PROJECTED_BYTES = 256 * 2 ** 20
+MOMENT_BLOCK = 65_536  # positions whose residual sums position_moments makes at once (T x K float64 each)
 RESIDUAL_BLOCK_BYTES = 32 * 2 ** 20  # residuals of every label a thread makes at once for a chunk (shared trees)
 LINE_SEARCH_STEPS = 6  # golden-section steps of the rank loss's line search (step known to 0.618**7 of its range)
 
@@ -880,12 +881,22 @@ class Trainer:
     def position_moments(self, passes, positions) -> tuple:
         """The moments of the per-position residual sums r[t, k] = sum_s D[t, s, k] over ``positions`` that a
         shared tree's directions come from (project.directions_from_moments): R^T R, R's column sums and its
-        rows, R (positions x K) a chunk of sequences at a time, so that it never exists whole (T x K float64: 82
-        MB on UD EWT XPOS, and as much again for its rows at ``positions``). A cluster adds its shards' up."""
+        rows, R (positions x K) MOMENT_BLOCK positions at a time, so that it never exists whole (T x K float64:
+        82 MB on UD EWT XPOS). For the CRF and rank losses from crf.label_residual (O(K) a position), for the
+        others from the residuals (O(S K), _over_residuals' chunks). A cluster adds its shards' up."""
         K = self.allowed.shape[1]
         chosen = np.zeros(len(self.y), dtype=np.bool_)
         chosen[positions] = True
         gram, total, n = np.zeros((K, K)), np.zeros(K), np.zeros(1, dtype=np.int64)
+        targets = self._label_targets(passes)
+        if targets is not None:
+            ordered = np.flatnonzero(chosen)
+            for i in range(0, len(ordered), MOMENT_BLOCK):
+                R = crf.label_residual_rows(targets, ordered[i:i + MOMENT_BLOCK],
+                                            np.empty((min(MOMENT_BLOCK, len(ordered) - i), K)))
+                gram += R.T @ R
+                total += R.sum(axis=0)
+            return gram, total, len(ordered)
 
         def moments(a, D):
             R = D.sum(axis=1)[chosen[a:a + len(D)]]
@@ -939,14 +950,23 @@ class Trainer:
 
     def leaf_sums(self, passes, tree: Tree, segments) -> LeafSums:
         """nodes x K: every label's leaf_values sums (G and its divisor) over the cells of each leaf of a shared
-        tree, positions in order whatever the threads (a cluster adds its shards' up)."""
+        tree, positions in order whatever the threads (a cluster adds its shards' up). For the CRF and rank
+        losses without the T x S x K residuals (add_label_leaf_sums: a leaf that holds every previous state from
+        crf.label_residual, one below a split on the previous label cell by cell); for the others from the
+        residuals, _over_residuals' chunks."""
         mode = LEAF_VALUES[self.params.leaf_values]
         shape = (len(tree.kind), self.allowed.shape[1])
         total = LeafSums(np.zeros(shape), np.zeros(shape))
+        leaves = leaf_nodes(tree)
+        targets = self._label_targets(passes) if mode != NEWTON else None
+        if targets is not None:
+            add_label_leaf_sums(targets, self.allowed, tree, segments, leaves,
+                                covering_leaves(tree, self.allowed)[leaves], mode, total)
+            return total
 
         def label_sums(a, D):
             sums = LeafSums(np.zeros(shape), np.zeros(shape))
-            add_leaf_sums(D, a, self.is_start, self.allowed, tree, segments, mode, sums)
+            add_leaf_sums(D, a, self.is_start, self.allowed, tree, segments, leaves, mode, sums)
             return sums
 
         def add(part):
@@ -954,6 +974,16 @@ class Trainer:
             total.h[:] += part.h
         self._reduced_in_order(passes, label_sums, add)
         return total
+
+    def _label_targets(self, passes) -> Optional[crf.LabelTargets]:
+        """What crf.label_residual reads, for the losses whose residuals are a gold target minus pairwise
+        marginals (crf, rank); None for the others (their residuals sum over states to something else)."""
+        if self.params.loss not in ("crf", "rank"):
+            return None
+        T = len(self.y)
+        weight = passes.extra[0] if self.params.loss == "rank" else np.ones(T)
+        return crf.LabelTargets(self.P, self.y, self.is_start, np.repeat(self.partial, np.diff(self.seq_starts)),
+                                *passes.free[:3], *passes.clamped[:3], weight)
 
     def _trimmed(self, target: Target, positions):
         """Influence trimming (trim > 0): the positions with some residual of magnitude >= trim."""

@@ -214,6 +214,49 @@ def start_target(partial: bool, label: int, k: int, clamped_marginal: float) -> 
     return 1.0 if label == k else 0.0
 
 
+class LabelTargets(NamedTuple):
+    """What the CRF loss's functional gradient reads at a single position (label_residual, leaves.py): the
+    Potentials P, the gold label ids y (T, -1: unknown), is_start and ``partial`` (T bools: the position starts
+    its sequence / its sequence is partially labelled), the free and clamped scaled forward-backward results
+    (alpha, beta: T x K, scale: T; calpha, cbeta, cscale) and a weight per position (the rank loss's sequence
+    weight, else 1)."""
+    P: Potentials
+    y: np.ndarray
+    is_start: np.ndarray
+    partial: np.ndarray
+    alpha: np.ndarray
+    beta: np.ndarray
+    scale: np.ndarray
+    calpha: np.ndarray
+    cbeta: np.ndarray
+    cscale: np.ndarray
+    weight: np.ndarray
+
+
+@njit(cache=True, nogil=True, inline="always")
+def label_residual(m, t, k):
+    """sum over s of residual_slice's out[t, s, k], the functional gradient summed over position t's previous
+    states, in O(1): the pairwise marginals xi_t(j, k) sum over j to gamma_t(k) = alpha[t, k] beta[t, k] (the
+    forward recursion), and the clamped pass's to its own gamma, so this is the label's target (1 for the gold
+    label, or the clamped marginal of a label the known ones allow) minus gamma_t(k), times the weight. A shared
+    tree's directions and the values of its leaves that hold every previous state come from these T x K sums;
+    the T x S x K residuals behind them would cost S times more to make and to read."""
+    if m.partial[t]:
+        target = m.calpha[t, k] * m.cbeta[t, k] if m.y[t] < 0 or m.y[t] == k else 0.0
+    else:
+        target = 1.0 if m.y[t] == k else 0.0
+    return m.weight[t] * (target - m.alpha[t, k] * m.beta[t, k])
+
+
+@njit(**NOGIL)
+def label_residual_rows(m, positions, out):
+    """out[i, k] = label_residual(m, positions[i], k) (out: len(positions) x K)."""
+    for i in range(positions.shape[0]):
+        for k in range(out.shape[1]):
+            out[i, k] = label_residual(m, positions[i], k)
+    return out
+
+
 @njit(**NOGIL)
 def residual_slice(P, seq_starts, y, partial, free, clamped, k0, out):
     """Functional gradient for the labels k0 .. k0 + G - 1 (out: T x S x G): out[t, s, g] = target_t(s, k) -

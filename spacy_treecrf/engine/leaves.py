@@ -6,6 +6,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from .crf import label_residual
 from .trees import LEAF
 
 
@@ -35,7 +36,7 @@ def leaf_values(D, is_start, allowed, tree, segments, lam, mode, l1=0.0):
       cell |D| (1 - |D|) = P (1 - P); Friedman's TreeBoost step for the multinomial deviance).
     The clip keeps the paper's bound |leaf value| <= 1, which the cache's float32 range relies on."""
     sums = LeafSums(np.zeros((len(tree.kind), D.shape[2])), np.zeros((len(tree.kind), D.shape[2])))
-    add_leaf_sums(D, 0, is_start, allowed, tree, segments, mode, sums)
+    add_leaf_sums(D, 0, is_start, allowed, tree, segments, leaf_nodes(tree), mode, sums)
     return values_of(sums, lam, l1)
 
 
@@ -50,21 +51,29 @@ def values_of(sums: LeafSums, lam: float, l1: float = 0.0) -> np.ndarray:
         return np.where(den > 0.0, np.clip(g / np.where(den > 0.0, den, 1.0), -1.0, 1.0), 0.0)
 
 
+def leaf_nodes(tree) -> np.ndarray:
+    """The tree's leaves (node ids, ascending)."""
+    return np.flatnonzero(tree.kind == LEAF)
+
+
+def covering_leaves(tree, allowed) -> np.ndarray:
+    """Per node: a leaf whose state set holds every state that may precede some label (allowed: S x K), so that
+    its cells at a position are all of that position's cells and its sums come from add_label_leaf_sums."""
+    return (tree.kind == LEAF) & np.all(tree.states | ~allowed.any(axis=1)[None, :], axis=1)
+
+
 @njit(cache=True, nogil=True)
-def add_leaf_sums(D, a, is_start, allowed, tree, segments, mode, sums):
+def add_leaf_sums(D, a, is_start, allowed, tree, segments, leaves, mode, sums):
     """Add leaf_values' G and h of the positions a .. a + len(D) - 1 (D: their residuals, len(D) x S x G) into
-    sums: a chunk of positions at a time, so that the residuals of every label need not exist at once. Each
-    leaf's segment is ascending: its part in the chunk is found by bisection. A position counts with its
-    segment's share (Segments) where it has one."""
-    kind = tree.kind
+    sums for the leaves ``leaves`` (node ids): a chunk of positions at a time, so that the residuals of every
+    label need not exist at once. Each leaf's segment is ascending: its part in the chunk is found by bisection.
+    A position counts with its segment's share (Segments) where it has one."""
     S = D.shape[1]
     G = D.shape[2]
     b = a + D.shape[0]
     m = np.empty(G)  # the leaf's states that may precede each label, at the position being read
     shared = segments.share.shape[0] > 0
-    for node in range(kind.shape[0]):
-        if kind[node] != LEAF:
-            continue
+    for node in leaves:
         states = tree.states[node]
         g = sums.g[node]
         h = sums.h[node]
@@ -99,3 +108,88 @@ def add_leaf_sums(D, a, is_start, allowed, tree, segments, mode, sums):
                     h[j] += m[j]
                 elif mode == POSITION_MEAN and m[j] > 0.0:
                     h[j] += w
+
+
+@njit(cache=True, nogil=True)
+def add_label_leaf_sums(targets, allowed, tree, segments, leaves, covering, mode, sums):
+    """add_leaf_sums for ``leaves`` over all their positions without the T x S x K residuals, from the LabelTargets
+    ``targets``: a leaf that holds every state that may precede a label (``covering``, per leaf: covering_leaves)
+    adds crf.label_residual, the residuals summed over a position's states, and its h from the number of states
+    that may precede each label (at a sequence's first position only the start state); the others (below a split
+    on the previous label: few positions) add their states' cells (_add_state_cells). CELL_MEAN and
+    POSITION_MEAN only (NEWTON's h needs every cell)."""
+    S, G = allowed.shape
+    n_first = np.zeros(G)  # the cells of each label at a first position / at any other
+    n_other = np.zeros(G)
+    for j in range(G):
+        n_first[j] = 1.0 if allowed[0, j] else 0.0
+        for s in range(1, S):
+            if allowed[s, j]:
+                n_other[j] += 1.0
+    m = np.empty(G)
+    fr = np.empty(G)
+    cl = np.empty(G)
+    shared = segments.share.shape[0] > 0
+    for i in range(leaves.shape[0]):
+        node = leaves[i]
+        states = tree.states[node]
+        g = sums.g[node]
+        h = sums.h[node]
+        lo = segments.start[node]
+        for p in range(lo, lo + segments.length[node]):
+            t = segments.pos[p]
+            w = segments.share[p] if shared else 1.0
+            if covering[i]:
+                for j in range(G):
+                    n = n_first[j] if targets.is_start[t] else n_other[j]
+                    if n > 0.0:
+                        g[j] += w * label_residual(targets, t, j)
+                        h[j] += w * n if mode == CELL_MEAN else w
+                continue
+            m[:] = 0.0
+            if targets.is_start[t]:  # the start state's cells are all of the position's: label_residual
+                if states[0]:
+                    for j in range(G):
+                        if allowed[0, j]:
+                            g[j] += w * label_residual(targets, t, j)
+                            m[j] += w
+            else:
+                _add_state_cells(targets, t, states, allowed, w, g, m, fr, cl)
+            for j in range(G):
+                if mode == CELL_MEAN:
+                    h[j] += m[j]
+                elif mode == POSITION_MEAN and m[j] > 0.0:
+                    h[j] += w
+
+
+@njit(cache=True, nogil=True)
+def _add_state_cells(targets, t, states, allowed, w, g, m, fr, cl):
+    """Add w times crf.residual_slice's out[t, s, :] (t not a sequence's first position) for the previous states
+    s in ``states`` into g, and w for each of their cells that ``allowed`` holds into m (fr, cl: scratch of K):
+    the gold (or clamped) transition indicator minus xi_t(s - 1, k) = alpha[t-1, s-1] E[t, s, k] beta[t, k] /
+    scale[t]. Forbidden cells hold 0 in E, so every label of a valid state's row is added."""
+    S, G = allowed.shape
+    P = targets.P
+    partial = targets.partial[t]
+    y = targets.y[t]
+    weight = targets.weight[t] * w
+    for j in range(G):
+        fr[j] = targets.beta[t, j] / targets.scale[t]
+        cl[j] = targets.cbeta[t, j] / targets.cscale[t] if partial and (y < 0 or y == j) else 0.0
+    for s in range(1, S):
+        if not states[s]:
+            continue
+        for j in range(G):
+            if allowed[s, j]:
+                m[j] += w
+        r = P.group[t, s]
+        if r < 0:
+            continue
+        row = P.start[t] + r
+        a_s = targets.alpha[t - 1, s - 1]
+        c_s = targets.calpha[t - 1, s - 1] if partial else 0.0
+        for j in range(G):
+            e = np.float64(P.values[row, j])
+            g[j] += weight * (c_s * e * cl[j] - a_s * e * fr[j])
+        if not partial and y >= 0 and targets.y[t - 1] == s - 1:
+            g[y] += weight
