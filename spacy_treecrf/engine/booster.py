@@ -881,9 +881,9 @@ class Trainer:
     def position_moments(self, passes, positions) -> tuple:
         """The moments of the per-position residual sums r[t, k] = sum_s D[t, s, k] over ``positions`` that a
         shared tree's directions come from (project.directions_from_moments): R^T R, R's column sums and its
-        rows, R (positions x K) MOMENT_BLOCK positions at a time, so that it never exists whole (T x K float64:
-        82 MB on UD EWT XPOS). For the CRF and rank losses from crf.label_residual (O(K) a position), for the
-        others from the residuals (O(S K), _over_residuals' chunks). A cluster adds its shards' up."""
+        rows, R (positions x K) never whole (T x K float64: 82 MB on UD EWT XPOS). For the CRF and rank losses
+        from crf.label_residual, O(K) a position, MOMENT_BLOCK positions at a time; for the others from the
+        residuals, O(S K) a position, _over_residuals' chunks. A cluster adds its shards' up."""
         K = self.allowed.shape[1]
         chosen = np.zeros(len(self.y), dtype=np.bool_)
         chosen[positions] = True
