@@ -62,6 +62,18 @@ def covering_leaves(tree, allowed) -> np.ndarray:
     return (tree.kind == LEAF) & np.all(tree.states | ~allowed.any(axis=1)[None, :], axis=1)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _add_divisor(h, m, w, mode):
+    """Add to h (per label) leaf_values' divisor of one position of weight w whose cells in the leaf weigh m
+    (per label): CELL_MEAN counts the cells, POSITION_MEAN the position once where it has some (NEWTON's is
+    added cell by cell)."""
+    for j in range(h.shape[0]):
+        if mode == CELL_MEAN:
+            h[j] += m[j]
+        elif mode == POSITION_MEAN and m[j] > 0.0:
+            h[j] += w
+
+
 @njit(cache=True, nogil=True)
 def add_leaf_sums(D, a, is_start, allowed, tree, segments, leaves, mode, sums):
     """Add leaf_values' G and h of the positions a .. a + len(D) - 1 (D: their residuals, len(D) x S x G) into
@@ -103,11 +115,7 @@ def add_leaf_sums(D, a, is_start, allowed, tree, segments, leaves, mode, sums):
                         m[j] += w
                         if mode == NEWTON:
                             h[j] += w * abs(d) * (1.0 - abs(d))
-            for j in range(G):
-                if mode == CELL_MEAN:
-                    h[j] += m[j]
-                elif mode == POSITION_MEAN and m[j] > 0.0:
-                    h[j] += w
+            _add_divisor(h, m, w, mode)
 
 
 @njit(cache=True, nogil=True)
@@ -155,11 +163,7 @@ def add_label_leaf_sums(targets, allowed, tree, segments, leaves, covering, mode
                             m[j] += w
             else:
                 _add_state_cells(targets, t, states, allowed, w, g, m, fr, cl)
-            for j in range(G):
-                if mode == CELL_MEAN:
-                    h[j] += m[j]
-                elif mode == POSITION_MEAN and m[j] > 0.0:
-                    h[j] += w
+            _add_divisor(h, m, w, mode)
 
 
 @njit(cache=True, nogil=True)
