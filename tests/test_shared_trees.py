@@ -13,7 +13,7 @@ from brute import dense, has_path, random_allowed, random_seq_starts
 from conftest import component_config, dense_vectors, make_nlp, ner_examples, paper_crf, paper_params, train
 from spacy_treecrf.engine import booster, crf
 from spacy_treecrf.engine.histogram import Valid, add_low_rank
-from spacy_treecrf.engine.leaves import LeafSums, add_leaf_sums, leaf_nodes
+from spacy_treecrf.engine.leaves import LeafSums, add_leaf_sums
 from spacy_treecrf.engine.missing import MissingRows
 from spacy_treecrf.engine.predict_partition import Cells, label_state_words, partition_index, partition_potentials
 from spacy_treecrf.engine.predict_walk import walk_potentials
@@ -195,8 +195,7 @@ def test_label_residuals_are_the_residuals_summed_over_previous_states(seed, los
         6, 1.0, 0.0, 0.0, False, 0), None)
     sums = tr.leaf_sums(passes, tree, segments)
     want = LeafSums(np.zeros_like(sums.g), np.zeros_like(sums.h))
-    add_leaf_sums(D, 0, tr.is_start, tr.allowed, tree, segments, leaf_nodes(tree),
-                  booster.LEAF_VALUES[leaf_values], want)
+    add_leaf_sums(D, 0, tr.is_start, tr.allowed, tree, segments, booster.LEAF_VALUES[leaf_values], want)
     assert np.allclose(sums.g, want.g, atol=1e-12) and np.array_equal(sums.h, want.h)
 
 

@@ -887,7 +887,7 @@ class Trainer:
         K = self.allowed.shape[1]
         chosen = np.zeros(len(self.y), dtype=np.bool_)
         chosen[positions] = True
-        gram, total, n = np.zeros((K, K)), np.zeros(K), np.zeros(1, dtype=np.int64)
+        gram, total = np.zeros((K, K)), np.zeros(K)
         targets = self._label_targets(passes)
         if targets is not None:
             ordered = np.flatnonzero(chosen)
@@ -897,6 +897,7 @@ class Trainer:
                 gram += R.T @ R
                 total += R.sum(axis=0)
             return gram, total, len(ordered)
+        n = np.zeros(1, dtype=np.int64)
 
         def moments(a, D):
             R = D.sum(axis=1)[chosen[a:a + len(D)]]
@@ -957,16 +958,16 @@ class Trainer:
         mode = LEAF_VALUES[self.params.leaf_values]
         shape = (len(tree.kind), self.allowed.shape[1])
         total = LeafSums(np.zeros(shape), np.zeros(shape))
-        leaves = leaf_nodes(tree)
         targets = self._label_targets(passes) if mode != NEWTON else None
         if targets is not None:
+            leaves = leaf_nodes(tree)
             add_label_leaf_sums(targets, self.allowed, tree, segments, leaves,
                                 covering_leaves(tree, self.allowed)[leaves], mode, total)
             return total
 
         def label_sums(a, D):
             sums = LeafSums(np.zeros(shape), np.zeros(shape))
-            add_leaf_sums(D, a, self.is_start, self.allowed, tree, segments, leaves, mode, sums)
+            add_leaf_sums(D, a, self.is_start, self.allowed, tree, segments, mode, sums)
             return sums
 
         def add(part):

@@ -34,7 +34,7 @@ from . import crf
 from .booster import LEAF_VALUES, SHARED_DIRECTIONS, Passes, Trainer
 from .grow import (DONE, advance_all, first_step, grown_tree, new_growth, new_landing, new_shard, shard_segments,
                    shard_steps)
-from .leaves import LeafSums, add_leaf_sums, leaf_nodes, values_of
+from .leaves import LeafSums, add_leaf_sums, values_of
 from .project import directions_from_moments
 from .numeric import no_numeric
 from .trees import KEPT_BYTES, Target, no_missing
@@ -154,7 +154,7 @@ class Shard:
                 continue
             sums = LeafSums(np.zeros((len(tree.kind), 1)), np.zeros((len(tree.kind), 1)))
             add_leaf_sums(target.D, 0, tr.is_start, np.ascontiguousarray(tr.allowed[:, k:k + 1]), tree, segments,
-                          leaf_nodes(tree), mode, sums)
+                          mode, sums)
             out.append(sums)
         return self._reply(out)
 

@@ -36,7 +36,7 @@ def leaf_values(D, is_start, allowed, tree, segments, lam, mode, l1=0.0):
       cell |D| (1 - |D|) = P (1 - P); Friedman's TreeBoost step for the multinomial deviance).
     The clip keeps the paper's bound |leaf value| <= 1, which the cache's float32 range relies on."""
     sums = LeafSums(np.zeros((len(tree.kind), D.shape[2])), np.zeros((len(tree.kind), D.shape[2])))
-    add_leaf_sums(D, 0, is_start, allowed, tree, segments, leaf_nodes(tree), mode, sums)
+    add_leaf_sums(D, 0, is_start, allowed, tree, segments, mode, sums)
     return values_of(sums, lam, l1)
 
 
@@ -75,17 +75,20 @@ def _add_divisor(h, m, w, mode):
 
 
 @njit(cache=True, nogil=True)
-def add_leaf_sums(D, a, is_start, allowed, tree, segments, leaves, mode, sums):
+def add_leaf_sums(D, a, is_start, allowed, tree, segments, mode, sums):
     """Add leaf_values' G and h of the positions a .. a + len(D) - 1 (D: their residuals, len(D) x S x G) into
-    sums for the leaves ``leaves`` (node ids): a chunk of positions at a time, so that the residuals of every
-    label need not exist at once. Each leaf's segment is ascending: its part in the chunk is found by bisection.
-    A position counts with its segment's share (Segments) where it has one."""
+    sums: a chunk of positions at a time, so that the residuals of every label need not exist at once. Each
+    leaf's segment is ascending: its part in the chunk is found by bisection. A position counts with its
+    segment's share (Segments) where it has one."""
+    kind = tree.kind
     S = D.shape[1]
     G = D.shape[2]
     b = a + D.shape[0]
     m = np.empty(G)  # the leaf's states that may precede each label, at the position being read
     shared = segments.share.shape[0] > 0
-    for node in leaves:
+    for node in range(kind.shape[0]):
+        if kind[node] != LEAF:
+            continue
         states = tree.states[node]
         g = sums.g[node]
         h = sums.h[node]
