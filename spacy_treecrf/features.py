@@ -605,7 +605,7 @@ class WindowFeaturizer:
         if self.missing_text is not None:
             texts = [None if text == self.missing_text else text for text in texts]
         kept = [q for q, text in enumerate(texts) if text is not None]
-        lexes = {q: vocab[texts[q]] for q in kept}
+        lowers, shapes, flags = self._lexeme_attrs([texts[q] for q in kept], vocab)
         which: List[int] = []
         names: List[str] = []
 
@@ -622,7 +622,7 @@ class WindowFeaturizer:
         if self.word:
             add(kept, ["w=" + texts[q] for q in kept])
         if self.lower:
-            add(kept, ["lw=" + (lexes[q].lower_ or texts[q].lower()) for q in kept])
+            add(kept, ["lw=" + lower for lower in lowers])
         if self.regexes:
             add_many(kept, [regex_tests(texts[q]) for q in kept], "re=")
         for k in range(1, self.prefix + 1):
@@ -632,23 +632,41 @@ class WindowFeaturizer:
             qs = [q for q in kept if len(texts[q]) >= k]
             add(qs, [f"s{k}={texts[q][-k:]}" for q in qs])
         if self.shape:
-            shapes = [lexes[q].shape_ for q in kept]
             add([q for q, shape in zip(kept, shapes) if shape], ["sh=" + shape for shape in shapes if shape])
         if self.flags:
-            for flag in FLAGS:
-                qs = [q for q in kept if getattr(lexes[q], flag)]
+            for bit, flag in enumerate(FLAGS):
+                qs = [q for q, bits in zip(kept, flags) if bits >> bit & 1]
                 add(qs, ["f=" + flag] * len(qs))
         if self._single_lex:
-            keys = [(lexes[q].lower_ or texts[q].lower()) if self.lexicon_lowercase else texts[q] for q in kept]
+            keys = lowers if self.lexicon_lowercase else [texts[q] for q in kept]
             for name, entries in self._single_lex:
                 qs = [q for q, key in zip(kept, keys) if key in entries]
                 add(qs, ["lex=" + name] * len(qs))
         if self.label_dictionary:
-            add_many(kept, [sorted(self._label_counts.get(texts[q], ())) for q in kept], "ld=")
+            counts = self._label_counts  # (no new list for the many words it lacks)
+            add_many(kept, [sorted(counts[texts[q]]) if texts[q] in counts else () for q in kept], "ld=")
         if not ordered or len(texts) == 1:
             return which, names
         order = sorted(range(len(which)), key=which.__getitem__)  # stable: per text, in family order
         return [which[i] for i in order], [names[i] for i in order]
+
+    def _lexeme_attrs(self, texts: List[str], vocab: Vocab) -> Tuple[List[str], List[str], List[int]]:
+        """Per text, its lexeme's lowercase form (the text's own where the lexeme has none), its shape_ (when
+        ``shape``) and its FLAGS as bits (bit i: FLAGS[i], when ``flags``). One Lexeme at a time, freed before
+        the next: thousands of them alive at once (new words in a batch) made Python's collector run a full
+        collection over every object of the process (80-150 ms) in a first pass over unseen text."""
+        shape, flags = self.shape, self.flags
+        lowers: List[str] = []
+        shapes: List[str] = []
+        bits: List[int] = []
+        for text in texts:
+            lex = vocab[text]
+            lowers.append(lex.lower_ or text.lower())
+            if shape:
+                shapes.append(lex.shape_)
+            if flags:
+                bits.append(sum(1 << i for i, flag in enumerate(FLAGS) if getattr(lex, flag)))
+        return lowers, shapes, bits
 
     def prepare_known_words(self, vocab: Vocab) -> None:
         """Compute the lexeme tests of every word the frozen index has a word test for (the training words seen

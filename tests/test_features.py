@@ -13,7 +13,7 @@ from spacy.training import Example
 from spacy.vocab import create_vocab
 
 from spacy_treecrf.engine.sparse import pairs_to_rows
-from spacy_treecrf.features import REGEXES, WindowFeaturizer, regex_tests, window_features
+from spacy_treecrf.features import FLAGS, REGEXES, WindowFeaturizer, regex_tests, window_features
 from conftest import plain_featurizer
 
 WORDS = [
@@ -83,6 +83,22 @@ def test_lexeme_families(vocab):
     off = plain_featurizer(window=0, word=False, lower=False, regexes=False, prefix=0, suffix=0, shape=False,
                            flags=False)
     assert off.lexeme_tests("Bank", vocab) == []
+
+
+def test_lexeme_tests_of_many_words_at_once_are_each_words_lexeme(vocab):
+    """The batched path (flags as bits, one Lexeme at a time) against each lexeme's own attributes."""
+    words = ["Bank", "42", ",", "IBM", "http://x.org", "a@b.com", "ÉCOLE", "über", "U.S.", "3.5", "", "McDonald",
+             "well-known", "'", "...", "Mr.", "1,000", "x"]
+    f = plain_featurizer(window=0, prefix=0, suffix=0, regexes=False)
+    which, names = f._lexeme_names(words, vocab)
+    got = [set() for _ in words]
+    for q, name in zip(which, names):
+        got[q].add(name)
+    for q, word in enumerate(words):
+        lex = vocab[word]
+        want = {"w=" + word, "lw=" + (lex.lower_ or word.lower())} | ({"sh=" + lex.shape_} if lex.shape_ else set())
+        want |= {"f=" + flag for flag in FLAGS if getattr(lex, flag)}
+        assert got[q] == want, word
 
 
 @pytest.mark.parametrize("kwargs, setting", [
