@@ -171,7 +171,7 @@ def component_record(nlp, docs) -> dict:
     out = {f"tree.{k}": v for k, v in tree_arrays(pipe.ensemble).items()}
     docs = list(nlp.pipe([d.copy() for d in docs]))
     labels = pipe.labels
-    out["marginals"] = np.concatenate([doc.user_data[("treecrf", "marginals")]["treecrf"][1] for doc in docs])
+    out["marginals"] = np.concatenate([doc.user_data[("treecrf", "scores")]["treecrf"][1] for doc in docs])
     if pipe.target == "ner":
         out["ents"] = np.array([(q, e.start, e.end, labels.index("B-" + e.label_)) for q, doc in enumerate(docs)
                                 for e in doc.ents], dtype=np.int64).reshape(-1, 4)

@@ -54,7 +54,9 @@ MAX_ROUNDS_PER_PASS = 100  # beyond this a pass is the estimator's whole fit: a 
 MARGINALS_EXT = "treecrf_marginals"
 SPAN_PROB_EXT = "treecrf_prob"
 NBEST_EXT = "treecrf_nbest"
-MARGINALS_KEY, SPAN_PROBS_KEY, NBEST_KEY = ("treecrf", "marginals"), ("treecrf", "span_probs"), ("treecrf", "nbest")
+# doc.user_data[SCORES_KEY]: {component name: (labels, marginals (tokens x labels, float32), and for ner / spans the
+# predicted spans' start_char, end_char, label and probability as arrays (else None each))}, from store_scores
+SCORES_KEY, NBEST_KEY = ("treecrf", "scores"), ("treecrf", "nbest")
 MAX_MODEL_BYTES = 2 ** 32  # a model file larger than this is refused before it is read
 INPUT_ATTRS = [ORTH, TAG, POS, LEMMA, DEP, ENT_IOB, ENT_TYPE]  # what the featurizer may read from a predicted doc
 
@@ -162,10 +164,10 @@ def with_moved_settings(booster: BoostParams, moved: dict, name: str) -> BoostPa
 
 def marginals_getter(token: Token) -> Optional[Dict[str, Dict[str, float]]]:
     """Token._.treecrf_marginals: {component name: {label: probability}} from every treecrf that stored scores."""
-    stored = token.doc.user_data.get(MARGINALS_KEY)
+    stored = token.doc.user_data.get(SCORES_KEY)
     if not stored:
         return None
-    return {name: dict(zip(labels, map(float, probs[token.i]))) for name, (labels, probs) in stored.items()}
+    return {name: dict(zip(labels, map(float, probs[token.i]))) for name, (labels, probs, *_) in stored.items()}
 
 
 def span_prob_getter(span: Span) -> Optional[float]:
@@ -176,14 +178,17 @@ def span_prob_getter(span: Span) -> Optional[float]:
     Doc.to_bytes / DocBin and nlp.pipe(n_process=...), and a span is matched by its characters and label, not by
     the object: doc.ents, doc.spans[key] and doc.char_span(...) of the same span give the same value. Where two
     treecrf components predicted the same span with the same label, the first in the pipeline answers."""
-    stored = span.doc.user_data.get(SPAN_PROBS_KEY)
+    stored = span.doc.user_data.get(SCORES_KEY)
     if not stored:
         return None
     start, end, label = span.start_char, span.end_char, span.label_
-    for starts, ends, labels, probs in stored.values():
-        for i, begin in enumerate(starts):
-            if begin == start and ends[i] == end and labels[i] == label:
-                return probs[i]
+    for _, _, starts, ends, labels, probs in stored.values():
+        if starts is None:
+            continue
+        hits = np.flatnonzero((np.asarray(starts) == start) & (np.asarray(ends) == end))
+        for i in hits.tolist():
+            if labels[i] == label:
+                return float(probs[i])
     return None
 
 
@@ -685,7 +690,7 @@ class TreeCRFComponent(TrainablePipe):
             spans = bio_span_arrays(ids, starts, labels)
             offsets = spans_per_sequence(spans, starts)
             if scores["fb"] and self.cfg["store_scores"]:  # (marginal decoding runs forward-backward too)
-                span_p = per_sequence(spans[0], self._span_probabilities(spans, scores).tolist(), len(docs))
+                span_p = per_sequence(spans[0], self._span_probabilities(spans, scores), len(docs))
         elif self.target in TOKEN_ARRAY_ATTRS:  # a doc's tags as the hashes / ids Doc.from_array writes
             attr = TOKEN_ARRAY_ATTRS[self.target]
             values = np.array([self.vocab.strings.add(label) if attr == TAG else UPOS_IDS[label] for label in labels],
@@ -697,14 +702,12 @@ class TreeCRFComponent(TrainablePipe):
         gamma = None
         if self.cfg["store_scores"] and scores["gamma"] is not None:
             gamma = scores["gamma"].astype(np.float32)
-        # what a doc keeps below the per-component dicts is tuples of strings, numbers and arrays, which Python's
-        # garbage collector stops tracking: lists there made 13 tracked containers per doc (5 now), each walked
-        # by every full collection, and set one more off in spacy evaluate's pass over CoNLL-2003 test (~120 ms)
+        # What a doc keeps is one dict and one tuple of arrays per component (and the SpanGroup with its attrs):
+        # every container a doc keeps is walked by each of the process's full garbage collections, and enough of
+        # them set one off. A tuple per span field and a dict per extension made 12 a doc, and a full collection
+        # (~120 ms) in most passes of spacy evaluate over CoNLL-2003 test; 5 now.
         label_tuple = tuple(labels)
         for q, doc in enumerate(docs):
-            if gamma is not None:
-                store = doc.user_data.setdefault(MARGINALS_KEY, {})
-                store[self.name] = (label_tuple, gamma[bounds[q]:bounds[q + 1]].copy())
             if scores.get("nbest") is not None:  # Doc._.treecrf_nbest's analyses (nbest_getter)
                 paths, logp = scores["nbest"]
                 kept = np.flatnonzero(np.isfinite(logp[q])).tolist()
@@ -712,35 +715,39 @@ class TreeCRFComponent(TrainablePipe):
                     self.target, self.cfg["spans_key"] if self.target == "spans" else self.name,
                     [[labels[k] for k in paths[q, r, :len(doc)].tolist()] for r in kept],
                     np.exp(logp[q, kept]).tolist())
-            self._write(doc, None if doc_tags is None else doc_tags[q], None if offsets is None else offsets[q],
-                        None if span_p is None else span_p[q])
+            spans = self._write(doc, None if doc_tags is None else doc_tags[q],
+                                None if offsets is None else offsets[q], None if span_p is None else span_p[q])
+            if gamma is not None:  # Token._.treecrf_marginals' and Span._.treecrf_prob's values (SCORES_KEY)
+                span_fields = (None,) * 4 if span_p is None else (
+                    np.array([span.start_char for span in spans], np.int64),
+                    np.array([span.end_char for span in spans], np.int64),
+                    np.array([span.label_ for span in spans], np.str_), span_p[q])
+                doc.user_data.setdefault(SCORES_KEY, {})[self.name] = (
+                    label_tuple, gamma[bounds[q]:bounds[q + 1]].copy(), *span_fields)
 
-    def _write(self, doc: Doc, tags, offsets, probs: Optional[List[float]]):
+    def _write(self, doc: Doc, tags, offsets, probs: Optional[np.ndarray]):
         """Write tags (tag / pos: a uint64 array of TAG hashes / UPOS ids; token_attr: label strings; for BIO
-        targets, the spans at ``offsets``, from sequence_bio_spans) onto the doc."""
+        targets, the spans at ``offsets``, from sequence_bio_spans) onto the doc. Returns the predicted spans
+        (BIO targets; None for tags)."""
         target = self.target
         overwrite = self.cfg["overwrite"]
         if target in BIO_TARGETS:
             spans = [Span(doc, s, e, label=lab) for s, e, lab in offsets]
-            if probs is not None:  # Span._.treecrf_prob's values (span_prob_getter)
-                doc.user_data.setdefault(SPAN_PROBS_KEY, {})[self.name] = (
-                    tuple(span.start_char for span in spans), tuple(span.end_char for span in spans),
-                    tuple(span.label_ for span in spans), tuple(probs))
             if target == "ner":
                 if overwrite:
                     doc.set_ents(spans, default="outside")
                 else:
                     doc.set_ents(filter_new(spans, list(doc.ents)), default="unmodified")
                 if probs is None:  # doc.ents has no attrs: with scores, the entities also go to doc.spans[name]
-                    return
+                    return spans
                 key = self.name
             else:
                 key = self.cfg["spans_key"]
                 if not overwrite and key in doc.spans:
-                    return
+                    return spans
             doc.spans[key] = SpanGroup(doc, name=key, spans=spans,
-                                       attrs={"scores": list(probs) if probs is not None else []})
-            return
+                                       attrs={"scores": probs if probs is not None else np.zeros(0)})
+            return spans
         if target in TOKEN_ARRAY_ATTRS:  # tags: their hashes / UPOS ids, one Doc.from_array, not a Token each
             attr = TOKEN_ARRAY_ATTRS[target]
             if not overwrite:
@@ -988,8 +995,9 @@ def bio_span_arrays(ids: np.ndarray, seq_starts: np.ndarray, labels: Sequence[st
     return owners, begins, ends, kind[begins], kinds
 
 
-def per_sequence(owner: np.ndarray, values: list, n_sequences: int) -> List[list]:
-    """``values`` (one per span, in order of position) grouped by the sequence that owns each."""
+def per_sequence(owner: np.ndarray, values, n_sequences: int) -> list:
+    """``values`` (a list or an array, one per span, in order of position) grouped by the sequence that owns
+    each (slices of it)."""
     bounds = np.searchsorted(owner, np.arange(n_sequences + 1)).tolist()
     return [values[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 

@@ -163,7 +163,7 @@ def train(nlp, examples, rounds=4, **init):
 
 
 def marginals(doc, name="treecrf"):
-    labels, probs = doc.user_data[("treecrf", "marginals")][name]
+    labels, probs = doc.user_data[("treecrf", "scores")][name][:2]
     return labels, probs
 
 
