@@ -169,9 +169,11 @@ def component_models(train, test):
 def component_record(nlp, docs) -> dict:
     pipe = nlp.get_pipe("treecrf")
     out = {f"tree.{k}": v for k, v in tree_arrays(pipe.ensemble).items()}
+    pipe.cfg["store_scores"] = True  # (whatever a version's default: the record holds the confidences)
     docs = list(nlp.pipe([d.copy() for d in docs]))
     labels = pipe.labels
-    out["marginals"] = np.concatenate([doc.user_data[("treecrf", "scores")]["treecrf"][1] for doc in docs])
+    out["marginals"] = np.array([[tok._.treecrf_marginals["treecrf"][label] for label in labels]
+                                 for doc in docs for tok in doc], dtype=np.float32).reshape(-1, len(labels))
     if pipe.target == "ner":
         out["ents"] = np.array([(q, e.start, e.end, labels.index("B-" + e.label_)) for q, doc in enumerate(docs)
                                 for e in doc.ents], dtype=np.int64).reshape(-1, 4)

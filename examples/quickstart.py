@@ -27,7 +27,8 @@ def main(max_steps: int):
         dev_path = convert(HERE / "data" / "ewt-sample-dev.conllu", tmp / "dev.spacy")
         train(ROOT / "configs" / "pos.cfg", tmp / "model",
               overrides={"paths.train": str(train_path), "paths.dev": str(dev_path),
-                         "training.max_steps": max_steps, "training.eval_frequency": 10})
+                         "training.max_steps": max_steps, "training.eval_frequency": 10,
+                         "components.treecrf.store_scores": True})  # keep confidences (off by default)
         nlp = spacy.load(tmp / "model" / "model-best")
         scores = nlp.evaluate(Corpus(str(dev_path), gold_preproc=True)(nlp))
         print(f"\nUPOS accuracy on the 300 dev sentences: {scores['pos_acc']:.4f} "

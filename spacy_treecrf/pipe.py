@@ -119,7 +119,7 @@ DEFAULT_CONFIG = {
     "token_attr": "",
     "decode": "viterbi",
     "constrain_bio": True,
-    "store_scores": True,
+    "store_scores": False,
     "n_best": 0,
     "overwrite": True,
     "round_every": "corpus",
@@ -243,7 +243,7 @@ class ReadableTests(Sequence):
 class TreeCRFComponent(TrainablePipe):
     def __init__(self, vocab: Vocab, model: Model, name: str = "treecrf", *, features, target: str = "ner",
                  spans_key: str = "chunks", token_attr: str = "", params: Optional[BoostParams] = None,
-                 decode: str = "viterbi", constrain_bio: bool = True, store_scores: bool = True, n_best: int = 0,
+                 decode: str = "viterbi", constrain_bio: bool = True, store_scores: bool = False, n_best: int = 0,
                  overwrite: bool = True, round_every: str = "corpus", rounds_per_pass: int = 1,
                  scorer: Optional[Callable] = treecrf_score):
         if target not in TARGETS:

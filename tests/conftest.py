@@ -110,8 +110,9 @@ def plain_featurizer(**settings):
 
 
 def component_config(config: dict) -> dict:
-    """A treecrf component's config with the paper's settings (PAPER, PLAIN_FEATURES) unless ``config`` says
-    otherwise, its boosting settings in the [booster] block where they belong."""
+    """A treecrf component's config with the paper's settings (PAPER, PLAIN_FEATURES) and stored confidences
+    (which most tests read) unless ``config`` says otherwise, its boosting settings in the [booster] block where
+    they belong."""
     from spacy_treecrf.engine.booster import BoostParams
 
     booster = {key: value for key, value in config.items() if key in BoostParams.__dataclass_fields__}
@@ -119,7 +120,8 @@ def component_config(config: dict) -> dict:
     features = rest.get("features", {})
     if features.get("@misc", "spacy_treecrf.window_features.v1") == "spacy_treecrf.window_features.v1":
         features = {"@misc": "spacy_treecrf.window_features.v1", **PLAIN_FEATURES, **features}
-    return {**rest, "booster": {**PAPER, **rest.get("booster", {}), **booster}, "features": features}
+    return {"store_scores": True, **rest, "booster": {**PAPER, **rest.get("booster", {}), **booster},
+            "features": features}
 
 
 # ---- the component on tiny data

@@ -123,7 +123,7 @@ def fuzz(changes):
     data = srsly.msgpack_dumps(msg)
     stats["examples"] += 1
     nlp = spacy.blank("xx")
-    crf = nlp.add_pipe("treecrf", config={"booster": {"n_threads": 1}})
+    crf = nlp.add_pipe("treecrf", config={"store_scores": True, "booster": {"n_threads": 1}})
     try:
         crf.from_bytes(data)
     except ValueError:

@@ -27,6 +27,7 @@ batch_size = 100
 
 [components.treecrf]
 factory = "treecrf"
+store_scores = true
 
 [components.treecrf.booster]
 max_leaves = 4
