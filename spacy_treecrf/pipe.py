@@ -721,7 +721,7 @@ class TreeCRFComponent(TrainablePipe):
                 span_fields = (None,) * 4 if span_p is None else (
                     np.array([span.start_char for span in spans], np.int64),
                     np.array([span.end_char for span in spans], np.int64),
-                    np.array([span.label_ for span in spans], np.str_), span_p[q])
+                    np.array([span.label_ for span in spans], np.str_), span_p[q].copy())  # (not the SpanGroup's)
                 doc.user_data.setdefault(SCORES_KEY, {})[self.name] = (
                     label_tuple, gamma[bounds[q]:bounds[q + 1]].copy(), *span_fields)
 
