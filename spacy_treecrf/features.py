@@ -119,6 +119,7 @@ if not Token.has_extension(MISSING_EXT):
     Token.set_extension(MISSING_EXT, default=False)
 
 FLAGS = ("like_num", "is_punct", "is_digit", "is_title", "is_upper", "is_alpha", "like_url", "like_email")
+FLAG_BITS = tuple(getattr(spacy.attrs, flag.upper()) for flag in FLAGS)  # each flag's bit in Lexeme.flags
 
 # (test name, pattern over the class string); see the module docstring.
 REGEXES: Tuple[Tuple[str, str], ...] = (
@@ -153,9 +154,17 @@ MAX_WINDOW = 25
 MAX_AFFIX = 30
 
 
+# char_classes of the ASCII letters and digits, for str.translate: most words are ASCII, and one translate is
+# several times cheaper than a test per character in Python
+_ASCII_CLASSES = str.maketrans({**{c: "A" for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"},
+                                **{c: "a" for c in "abcdefghijklmnopqrstuvwxyz"}, **{c: "D" for c in "0123456789"}})
+
+
 def char_classes(text: str) -> str:
     """Map each character to its class for the pattern tests: A (upper), a (lower), D (digit), L (other
     letter); any other character is kept as it is. The result has the same length as ``text``."""
+    if text.isascii():
+        return text.translate(_ASCII_CLASSES)
     out = []
     for ch in text:
         if ch.isupper():
@@ -634,7 +643,7 @@ class WindowFeaturizer:
         if self.shape:
             add([q for q, shape in zip(kept, shapes) if shape], ["sh=" + shape for shape in shapes if shape])
         if self.flags:
-            for bit, flag in enumerate(FLAGS):
+            for bit, flag in zip(FLAG_BITS, FLAGS):
                 qs = [q for q, bits in zip(kept, flags) if bits >> bit & 1]
                 add(qs, ["f=" + flag] * len(qs))
         if self._single_lex:
@@ -652,7 +661,7 @@ class WindowFeaturizer:
 
     def _lexeme_attrs(self, texts: List[str], vocab: Vocab) -> Tuple[List[str], List[str], List[int]]:
         """Per text, its lexeme's lowercase form (the text's own where the lexeme has none), its shape_ (when
-        ``shape``) and its FLAGS as bits (bit i: FLAGS[i], when ``flags``). One Lexeme at a time, freed before
+        ``shape``) and its Lexeme.flags (FLAGS[i] is bit FLAG_BITS[i], when ``flags``). One Lexeme at a time, freed before
         the next: thousands of them alive at once (new words in a batch) made Python's collector run a full
         collection over every object of the process (80-150 ms) in a first pass over unseen text."""
         shape, flags = self.shape, self.flags
@@ -665,7 +674,7 @@ class WindowFeaturizer:
             if shape:
                 shapes.append(lex.shape_)
             if flags:
-                bits.append(sum(1 << i for i, flag in enumerate(FLAGS) if getattr(lex, flag)))
+                bits.append(lex.flags)
         return lowers, shapes, bits
 
     def prepare_known_words(self, vocab: Vocab) -> None:

@@ -13,7 +13,8 @@ from spacy.training import Example
 from spacy.vocab import create_vocab
 
 from spacy_treecrf.engine.sparse import pairs_to_rows
-from spacy_treecrf.features import FLAGS, REGEXES, WindowFeaturizer, regex_tests, window_features
+from spacy_treecrf.features import (FLAGS, REGEXES, WindowFeaturizer, char_classes, regex_tests,
+                                    window_features)
 from conftest import plain_featurizer
 
 WORDS = [
@@ -71,6 +72,15 @@ def test_sixteen_patterns_and_paper_examples():
     assert regex_tests(",") == ("P",) and regex_tests("'") == ("Q",) and regex_tests("a") == ("L",)
     assert "Aa+" in regex_tests("Éclair")  # Unicode upper / lower case
     assert regex_tests("hello") == ()
+
+
+def test_char_classes_of_ascii_text_are_those_of_the_per_character_rule():
+    """ASCII text takes str.translate; a non-ASCII first character sends the same text through the rule per
+    character (A upper, a lower, D digit, L other letter, the rest kept)."""
+    ascii_text = "".join(map(chr, range(128)))
+    assert char_classes(ascii_text) == char_classes("\u00e9" + ascii_text)[1:]
+    assert char_classes("McDonald's 1990s") == "AaAaaaaa'a DDDDa"
+    assert char_classes("Ü-٣日") == "A-DL"
 
 
 def test_lexeme_families(vocab):
