@@ -12,11 +12,9 @@ with the component disabled, so that both see the same state of the machine; the
 
 - tokenizer: the `nlp.make_doc` calls;
 - features: the component's featurizer (its `_rows`);
-- trees and decoding: the engine's part of predicting (its `_scores`; in the component's `pipe` it runs in a
-  worker thread, beside the featurizing and annotating of other batches);
+- trees and decoding: the rest of the component's `predict`;
 - annotations: the component's `set_annotations`;
-- rest: the region less the tokenizer, features and annotations: spaCy's own rest (its batching, Example
-  updates) and the time spent waiting for the trees and decoding;
+- other: the rest of the region (spaCy's batching);
 - gc: Python's garbage collections inside the region (they happen inside the parts above, so they are also
   counted there), with the number of full (generation-2) ones.
 """
@@ -35,7 +33,7 @@ from spacy.training import Corpus
 model, data, name, disable = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
 nlp = spacy.load(model, disable=[name] if disable else [])
 examples = list(Corpus(data)(nlp))
-parts = {"tokenizer": 0.0, "features": 0.0, "scores": 0.0, "annotations": 0.0}
+parts = {"tokenizer": 0.0, "features": 0.0, "predict": 0.0, "annotations": 0.0}
 region = []
 make_doc = nlp.make_doc
 def timed_make_doc(text):
@@ -56,7 +54,7 @@ def timer(part, function):
 if not disable:
     component = nlp.get_pipe(name)
     component._rows = timer("features", component._rows)
-    component._scores = timer("scores", component._scores)
+    component.predict = timer("predict", component.predict)
     component.set_annotations = timer("annotations", component.set_annotations)
 collections = []
 def on_gc(phase, info):
@@ -73,12 +71,12 @@ start, end = region[0], region[0] + seconds
 inside = [(d, g) for t, d, g in collections if start <= t < end]
 print(json.dumps({"words": words, "words_per_second": scores["speed"], "seconds": seconds,
                   "tokenizer": parts["tokenizer"], "features": parts["features"],
-                  "trees_and_decoding": parts["scores"], "annotations": parts["annotations"],
-                  "rest": seconds - parts["tokenizer"] - parts["features"] - parts["annotations"],
+                  "trees_and_decoding": parts["predict"] - parts["features"], "annotations": parts["annotations"],
+                  "other": seconds - parts["tokenizer"] - parts["predict"] - parts["annotations"],
                   "gc": sum(d for d, g in inside), "full_collections": sum(g == 2 for d, g in inside)}))
 """
 
-PARTS = ("tokenizer", "features", "trees_and_decoding", "annotations", "rest", "gc", "full_collections")
+PARTS = ("tokenizer", "features", "trees_and_decoding", "annotations", "other", "gc", "full_collections")
 
 
 def run(pipeline: str, data: str, component: str, disable: bool) -> dict:

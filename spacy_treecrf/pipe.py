@@ -17,7 +17,6 @@ import dataclasses
 import hashlib
 import inspect
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -663,50 +662,7 @@ class TreeCRFComponent(TrainablePipe):
         """Label ids per token, the per-token marginals and the forward-backward pieces for span scores."""
         docs = list(docs)
         self._check_initialized()
-        return self._scores(self._rows(docs))
-
-    def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128):
-        """As TrainablePipe.pipe: per batch of ``batch_size`` docs, predict and set_annotations, a failing batch to
-        the pipeline's error handler, the docs in order. But a batch's trees and decoding (_scores: engine
-        kernels that release the GIL) run in a worker thread while this thread featurizes the next batch and
-        annotates the one before: featurizing is Python and holds the GIL, and a batch of a few thousand tokens
-        is too small for the kernels' own threads (booster.in_chunks), so one after the other left a core idle.
-        With threads = 1 (n_threads), one batch after the other as in TrainablePipe.pipe."""
-        if self.params.threads <= 1:
-            yield from super().pipe(stream, batch_size=batch_size)
-            return
-        error_handler = self.get_error_handler()
-        with ThreadPoolExecutor(max_workers=1) as worker:
-            pending = None  # (docs, their _scores' future) of the batch before
-            for docs in util.minibatch(stream, size=batch_size):
-                try:
-                    self._check_initialized()
-                    started = (docs, worker.submit(self._scores, self._rows(docs)))
-                except Exception as e:
-                    if pending is not None:  # the batches before a failing one come out first, as they would
-                        yield from self._annotated(*pending, error_handler)
-                        pending = None
-                    error_handler(self.name, self, docs, e)
-                    continue
-                if pending is not None:
-                    yield from self._annotated(*pending, error_handler)
-                pending = started
-            if pending is not None:
-                yield from self._annotated(*pending, error_handler)
-
-    def _annotated(self, docs: List[Doc], scores, error_handler) -> List[Doc]:
-        """``docs`` annotated with the _scores of their future ``scores`` (none if that fails: the error to
-        ``error_handler``, as TrainablePipe.pipe)."""
-        try:
-            self.set_annotations(docs, scores.result())
-        except Exception as e:
-            error_handler(self.name, self, docs, e)
-            return []
-        return docs
-
-    def _scores(self, rows):
-        """predict's scores of a batch's feature rows (_rows): engine calls only."""
-        indptr, indices, seq_starts, missing_rows = rows
+        indptr, indices, seq_starts, missing_rows = self._rows(docs)
         threads = self.params.threads
         P = self.ensemble.scaled_potentials(indptr, indices, self.allowed, seq_starts, threads, missing_rows)
         need_fb = self.cfg["decode"] == "marginal" or self.cfg["store_scores"] or self.cfg["n_best"]

@@ -10,6 +10,7 @@ from spacy.training import Example
 
 from conftest import NER_DATA, component_config, make_nlp, ner_examples, train
 import spacy_treecrf.pipe  # noqa: F401
+from spacy_treecrf.engine.booster import PARTITION_ROWS
 
 def trained_ner(rounds=12, **config):
     nlp = spacy.blank("en")
@@ -235,40 +236,16 @@ def test_pipe_with_two_processes_equals_one():
 
 @pytest.mark.parametrize("n_threads", [1, 2])
 def test_pipe_in_batches_equals_one_doc_at_a_time(n_threads):
-    """With threads, a batch's trees and decoding run in a worker while the next batch is featurized: the
-    annotations and their order are those of one doc at a time."""
+    """Whatever the batch (under PARTITION_ROWS tokens: the bit-mask or walk kernels; over: the partition
+    kernel), the annotations and their order are those of one doc at a time."""
     nlp, _ = trained_ner(n_threads=n_threads)
-    texts = ["Alice flew to New York .", "Rome is big .", "Bob met Carol", "Paris", "", "Carol and Bob in Rome"] * 4
+    texts = ["Alice flew to New York .", "Rome is big .", "Bob met Carol", "Paris", "", "Carol and Bob in Rome"] * 40
     want = [[(e.start, e.end, e.label_) for e in nlp(text).ents] for text in texts]
-    for batch_size in (1, 4, 100):
+    assert sum(len(nlp.make_doc(text)) for text in texts) > PARTITION_ROWS
+    for batch_size in (1, 7, 1000):
         docs = list(nlp.pipe(texts, batch_size=batch_size))
         assert [doc.text for doc in docs] == texts
         assert [[(e.start, e.end, e.label_) for e in doc.ents] for doc in docs] == want
-
-
-@pytest.mark.parametrize("n_threads", [1, 2])
-@pytest.mark.parametrize("where", ["features", "trees"])
-def test_pipe_gives_a_failing_batch_to_the_error_handler_and_the_others_in_order(n_threads, where):
-    nlp, _ = trained_ner(n_threads=n_threads)
-    crf = nlp.get_pipe("treecrf")
-    texts = ["Alice flew to New York .", "Rome is big .", "Bob met Carol", "Paris", "Carol and Bob in Rome", "Bob"]
-    want = [[(e.start, e.end, e.label_) for e in nlp(text).ents] for text in texts]
-    docs = [nlp.make_doc(text) for text in texts]
-    if where == "features":  # a doc of another vocab in the second batch: the featurizer raises E092
-        docs[2] = spacy.blank("en").make_doc(texts[2])
-    else:
-        scores = crf._scores
-        crf._scores = lambda rows: 1 / 0 if rows[2].tolist() == [0, 3, 4] else scores(rows)  # the 2nd batch
-    failed = []
-    crf.set_error_handler(lambda name, proc, batch, e: failed.append((name, [d.text for d in batch], type(e))))
-    out = list(crf.pipe(docs, batch_size=2))
-    assert [d.text for d in out] == texts[:2] + texts[4:]
-    assert [[(e.start, e.end, e.label_) for e in d.ents] for d in out] == want[:2] + want[4:]
-    error = ValueError if where == "features" else ZeroDivisionError
-    assert failed == [("treecrf", texts[2:4], error)]
-    crf.set_error_handler(spacy.util.raise_error)
-    with pytest.raises(error):
-        list(crf.pipe([nlp.make_doc(text) for text in texts[:2]] + docs[2:], batch_size=2))
 
 
 def test_label_dictionary_trains_on_rows_without_each_docs_own_labels(tmp_path):
