@@ -661,9 +661,9 @@ class WindowFeaturizer:
 
     def _lexeme_attrs(self, texts: List[str], vocab: Vocab) -> Tuple[List[str], List[str], List[int]]:
         """Per text, its lexeme's lowercase form (the text's own where the lexeme has none), its shape_ (when
-        ``shape``) and its Lexeme.flags (FLAGS[i] is bit FLAG_BITS[i], when ``flags``). One Lexeme at a time, freed before
-        the next: thousands of them alive at once (new words in a batch) made Python's collector run a full
-        collection over every object of the process (80-150 ms) in a first pass over unseen text."""
+        ``shape``) and its Lexeme.flags (FLAGS[i] is bit FLAG_BITS[i], when ``flags``). One Lexeme at a time,
+        freed before the next: thousands of them alive at once (new words in a batch) made Python's collector run
+        a full collection over every object of the process (80-150 ms) in a first pass over unseen text."""
         shape, flags = self.shape, self.flags
         lowers: List[str] = []
         shapes: List[str] = []
