@@ -12,7 +12,7 @@ import pytest
 from brute import dense, has_path, random_allowed, random_seq_starts
 from conftest import component_config, dense_vectors, make_nlp, ner_examples, paper_crf, paper_params, train
 from spacy_treecrf.engine import booster, crf
-from spacy_treecrf.engine.histogram import Valid, add_low_rank
+from spacy_treecrf.engine.histogram import StateSums, Valid, state_sums
 from spacy_treecrf.engine.leaves import LeafSums, add_leaf_sums
 from spacy_treecrf.engine.missing import MissingRows
 from spacy_treecrf.engine.predict_partition import Cells, label_state_words, partition_index, partition_potentials
@@ -212,14 +212,15 @@ def test_low_rank_residuals_are_the_projected_residuals(seed, loss):
     low = tr._low_rank(passes, W)
     T, S = D.shape[:2]
     every = Valid(1.0, np.arange(1, S), S - 1)
-    for t in range(T):
-        cells = np.zeros((S, W.shape[1]))
-        add_low_rank(low, t, tr.is_start[t], every, 1.0, cells, -1)
-        assert np.allclose(cells, D[t] @ W, atol=1e-10), t
-    # the grower's scans read it as they read the array: the same tree
     allowed_any = tr.allowed.any(axis=1)
-    settings = GrowSettings(6, 1.0, 0.0, 0.0, False, 0)
     positions = np.arange(T, dtype=np.int64)
+    for t in range(T):  # one position's per-state sums are its cells
+        cells = StateSums(np.zeros((S, W.shape[1])), np.zeros(S))
+        state_sums(Target(np.zeros((T, S, 0)), tr.is_start, allowed_any, low), positions, t, t + 1, every,
+                   np.empty(0), cells)
+        assert np.allclose(cells.r, D[t] @ W, atol=1e-10), t
+    # the grower's scans read it as they read the array: the same tree
+    settings = GrowSettings(6, 1.0, 0.0, 0.0, False, 0)
     trees = [grow_tree(tr.rows, tr.column_index, target, positions, settings, tr.all_features, no_missing(),
                        no_numeric()).tree
              for target in (Target(D @ W, tr.is_start, allowed_any),

@@ -34,8 +34,8 @@ import numpy as np
 from numba import njit
 from numba.typed import List
 
-from .histogram import (Hist, Pass, Slots, StateSums, Valid, add_low_rank, clear, compact, is_low_rank, scan,
-                        scan_state_split, scan_weighted, subtract, valid_states, width)
+from .histogram import (Hist, Pass, Slots, StateSums, Valid, clear, compact, is_low_rank, scan,
+                        scan_state_split, scan_weighted, state_sums, subtract, valid_states, width)
 from .intrinsics import with_room
 from .partition import partition, partition_routed
 from .split import (Allowed, Candidates, Compact, SurrogateScratch, best_feature, best_feature_known, best_of,
@@ -773,23 +773,22 @@ def influential_positions(target, positions, trim):
     """Influence trimming: the positions with some residual (the Target's, D or its LowRank) of magnitude >=
     ``trim`` (all of them if none has), without the T x S temporaries a numpy expression would make for every
     label of a round."""
-    D = target.D
-    S = D.shape[1]
+    S = target.allowed_k.shape[0]
     d = width(target)
     low_rank = is_low_rank(target.low)
-    cells = np.empty((S if low_rank else 0, d))
     every = Valid(1.0, np.arange(1, S), S - 1)
+    cells = StateSums(np.empty((S, d)), np.empty(S))  # a LowRank position's D[t, s] (invalid cells hold 0)
+    unweighted = np.empty(0)
     keep = np.empty(positions.shape[0], dtype=positions.dtype)
     n = 0
     for i in range(positions.shape[0]):
         t = positions[i]
-        big = False
         if low_rank:
-            cells[:] = 0.0
-            add_low_rank(target.low, t, target.is_start[t], every, 1.0, cells, -1)
+            state_sums(target, positions, i, i + 1, every, unweighted, cells)
+        big = False
         for s in range(S):
             for q in range(d):
-                if abs(cells[s, q] if low_rank else D[t, s, q]) >= trim:
+                if abs(cells.r[s, q] if low_rank else target.D[t, s, q]) >= trim:
                     big = True
         if big:
             keep[n] = t

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .intrinsics import prefetch_rows
+from .intrinsics import AHEAD, prefetch
 
 
 class Slots(NamedTuple):
@@ -70,41 +70,20 @@ def valid_states(states_row, allowed_k, mid):
     return Valid(w_start, mid, m)
 
 
-# Speed notes for the per-label grower (d = 1; see benchmarks/results/same_speed_shared_trees.md): the kernels
-# index rows of 2-d arrays (out[row, i]) rather than take row views (a view in a loop over positions costs a
-# reference count update each time), read D through its 2-d view T x (S d) (see flat), and the hottest loops have
-# a branch for d = 1 that keeps its sums in registers, with a separate small kernel for the histogram update.
+# Speed notes (see benchmarks/results/same_speed_batch_scans.md): a kernel that calls a helper once per position
+# pays for the helper's array arguments every call (numba counts references to each array a call binds, with an
+# atomic operation, unless it can prove the count unneeded, which it cannot across a helper's loops and
+# branches); on hyphenation's shared trees that was most of a scan's time. So the per-position work is done in
+# batch kernels called once per node (residual_rows, state_sums, add_rows), each one loop over the node's slots
+# reading arrays bound once; a pass more over a node's slots costs far less than the calls did. The kernels
+# index rows of 2-d arrays (out[row, i]) rather than take row views, and read D through its 2-d view T x (S d)
+# (see flat).
 
 
 @njit(cache=True, nogil=True)
 def flat(D):
     """D (T x S x d, C order) as its T x (S d) view: component q of state s is column s * d + q."""
     return D.reshape((D.shape[0], D.shape[1] * D.shape[2]))
-
-
-@njit(cache=True, nogil=True)
-def row_sum(D2, d, t, start, valid, out, row):
-    """r_t into out[row] (d values): D[t, s] summed over the valid states, in ascending state order (D2: flat(D))."""
-    if d == 1:
-        r = 0.0
-        if start:
-            r = D2[t, 0] if valid.w_start > 0.0 else 0.0
-        else:
-            for j in range(valid.m):
-                r += D2[t, valid.mid[j]]
-        out[row, 0] = r
-        return
-    for i in range(d):
-        out[row, i] = 0.0
-    if start:
-        if valid.w_start > 0.0:
-            for i in range(d):
-                out[row, i] = D2[t, i]
-        return
-    for j in range(valid.m):
-        s = valid.mid[j] * d
-        for i in range(d):
-            out[row, i] += D2[t, s + i]
 
 
 @njit(cache=True, nogil=True)
@@ -120,55 +99,164 @@ def width(target):
 
 
 @njit(cache=True, nogil=True)
-def add_low_rank(low, t, start, valid, w, out, row):
-    """w D[t, s] (d values, from a LowRank) over the valid states, in ascending state order: summed into out[row]
-    (row >= 0: r_t, when out[row] is 0) or into out[s] per state (row < 0: the per-state sums)."""
-    first, group, free, clamped, alpha, calpha, coef, y, gold, W = low
-    d = free.shape[1]
-    if start:
-        if valid.w_start > 0.0:
-            r = first[t] + group[t, 0]
-            at = row if row >= 0 else 0
+def _low_rank_cells(low, is_start, pbuf, lo, hi, valid, weights, out, o, per_state):
+    """w_i D[t, s] (d values, from a LowRank) over the valid states of the positions t = pbuf[i], i in lo:hi, in
+    ascending state order: summed into out[o + i - lo] (per_state False: r_t, rows zeroed first) or into out[s]
+    (per_state: the per-state sums). w_i = weights[i] (weights empty: 1)."""
+    d = low.free.shape[1]
+    weighted = weights.shape[0] > 0
+    for i in range(lo, hi):
+        t = pbuf[i]
+        w = weights[i] if weighted else 1.0
+        row = o + i - lo
+        if not per_state:
             for q in range(d):
-                out[at, q] += w * free[r, q]
-        return
-    gold_state = y[t - 1] + 1 if gold[t] != 0.0 else -1
-    cw = w * coef[t]
-    for j in range(valid.m):
-        s = valid.mid[j]
-        at = row if row >= 0 else s
-        g = group[t, s]
-        if g >= 0:
-            r = first[t] + g
-            a = -w * alpha[t - 1, s - 1]
-            for q in range(d):
-                out[at, q] += a * free[r, q]
-            if cw != 0.0:
-                c = cw * calpha[t - 1, s - 1]
+                out[row, q] = 0.0
+        if is_start[t]:
+            if valid.w_start > 0.0:
+                r = low.start[t] + low.group[t, 0]
+                at = 0 if per_state else row
                 for q in range(d):
-                    out[at, q] += c * clamped[r, q]
-        if s == gold_state:
-            gw = w * gold[t]
+                    out[at, q] += w * low.free[r, q]
+            continue
+        gold_state = low.y[t - 1] + 1 if low.gold[t] != 0.0 else -1
+        cw = w * low.coef[t]
+        for j in range(valid.m):
+            s = valid.mid[j]
+            at = s if per_state else row
+            g = low.group[t, s]
+            if g >= 0:
+                r = low.start[t] + g
+                a = -w * low.alpha[t - 1, s - 1]
+                for q in range(d):
+                    out[at, q] += a * low.free[r, q]
+                if cw != 0.0:
+                    c = cw * low.calpha[t - 1, s - 1]
+                    for q in range(d):
+                        out[at, q] += c * low.clamped[r, q]
+            if s == gold_state:
+                gw = w * low.gold[t]
+                for q in range(d):
+                    out[at, q] += gw * low.W[low.y[t], q]
+
+
+@njit(cache=True, nogil=True)
+def _dense_cells(D, is_start, pbuf, lo, hi, valid, weights, out, o, per_state):
+    """_low_rank_cells for residuals held as D (T x S x d)."""
+    D2 = flat(D)
+    d = D.shape[2]
+    weighted = weights.shape[0] > 0
+    for i in range(lo, hi):
+        if i + AHEAD < hi:  # a node's positions are scattered over D
+            t_ahead = pbuf[i + AHEAD]
+            for s in range(0, D.shape[1], 8):  # every 8th state (a cache line when d = 1; a hint only)
+                prefetch(D, t_ahead, s)
+            prefetch(D, t_ahead, D.shape[1] - 1)
+        t = pbuf[i]
+        w = weights[i] if weighted else 1.0
+        row = o + i - lo
+        if not per_state:
             for q in range(d):
-                out[at, q] += gw * W[y[t], q]
+                out[row, q] = 0.0
+        if is_start[t]:
+            if valid.w_start > 0.0:
+                at = 0 if per_state else row
+                for q in range(d):
+                    out[at, q] += w * D2[t, q] if weighted else D2[t, q]
+            continue
+        for j in range(valid.m):
+            s = valid.mid[j]
+            at = s if per_state else row
+            for q in range(d):
+                out[at, q] += w * D2[t, s * d + q] if weighted else D2[t, s * d + q]
 
 
 @njit(cache=True, nogil=True)
-def residual_sum(D2, low, d, t, start, valid, out, row):
-    """r_t into out[row]: row_sum of D, or of its LowRank where it has one."""
-    if not is_low_rank(low):
-        row_sum(D2, d, t, start, valid, out, row)
-        return
-    for i in range(d):
-        out[row, i] = 0.0
-    add_low_rank(low, t, start, valid, 1.0, out, row)
+def residual_rows(target, pbuf, lo, hi, valid, weights, out, o):
+    """r_t = sum over the valid states of w_i D[t, s] for the positions t = pbuf[i], i in lo:hi, into out[o + i -
+    lo] (d values each); weights as _low_rank_cells'."""
+    if is_low_rank(target.low):
+        _low_rank_cells(target.low, target.is_start, pbuf, lo, hi, valid, weights, out, o, False)
+    else:
+        _dense_cells(target.D, target.is_start, pbuf, lo, hi, valid, weights, out, o, False)
 
 
 @njit(cache=True, nogil=True)
-def add_to(acc, src, row):
-    """acc += src[row] (d values)."""
-    for i in range(acc.shape[0]):
-        acc[i] += src[row, i]
+def state_sums(target, pbuf, lo, hi, valid, weights, sums):
+    """The per-state sums of w_i D[t, s] and of w_i over the positions t = pbuf[i], i in lo:hi, into sums
+    (StateSums, cleared first); weights as _low_rank_cells'."""
+    sums.r[:] = 0.0
+    sums.n[:] = 0.0
+    if is_low_rank(target.low):
+        _low_rank_cells(target.low, target.is_start, pbuf, lo, hi, valid, weights, sums.r, 0, True)
+    else:
+        _dense_cells(target.D, target.is_start, pbuf, lo, hi, valid, weights, sums.r, 0, True)
+    weighted = weights.shape[0] > 0
+    for i in range(lo, hi):
+        w = weights[i] if weighted else 1.0
+        if target.is_start[pbuf[i]]:
+            if valid.w_start > 0.0:
+                sums.n[0] += w
+        else:
+            for j in range(valid.m):
+                sums.n[valid.mid[j]] += w
+
+
+@njit(cache=True, nogil=True)
+def add_rows(hist, nt, rows, pbuf, lo, hi, is_start, valid, r, o, weights):
+    """Add each position t = pbuf[i], i in lo:hi, to the histogram of every id in its row (rows: feature rows,
+    or the missing variables' rows): its residual sum r[o + i - lo] (d values, as they are) and its weight w_i
+    n_t (n_t: valid.w_start at a sequence start, else valid.m; w_i = weights[i], 1 when weights is empty); ids
+    met for the first time are reset and listed. Returns the new touched count."""
+    dense = hist.dense
+    touched = hist.touched
+    indptr = rows.indptr
+    indices = rows.indices
+    d = r.shape[1]
+    weighted = weights.shape[0] > 0
+    w_mid = float(valid.m)
+    for i in range(lo, hi):
+        if i + AHEAD < hi:  # a node's positions are scattered over the rows
+            prefetch(indptr, pbuf[i + AHEAD], 0)
+        if i + AHEAD // 2 < hi:
+            p_ahead = indptr[pbuf[i + AHEAD // 2]]
+            prefetch(indices, p_ahead, 0)
+            prefetch(indices, p_ahead + 15, 0)
+        t = pbuf[i]
+        n = valid.w_start if is_start[t] else w_mid
+        if weighted:
+            n = weights[i] * n
+        row = o + i - lo
+        for p in range(indptr[t], indptr[t + 1]):
+            f = indices[p]
+            if dense[f, d] < 0.0:
+                for q in range(d + 1):
+                    dense[f, q] = 0.0
+                touched[nt] = f
+                nt += 1
+            for q in range(d):
+                dense[f, q] += r[row, q]
+            dense[f, d] += n
+    return nt
+
+
+@njit(cache=True, nogil=True)
+def _sum_rows(r, lo, hi, g):
+    """g = the sum of the rows r[lo:hi] (d values), in row order."""
+    g[:] = 0.0
+    for i in range(lo, hi):
+        for q in range(r.shape[1]):
+            g[q] += r[i, q]
+
+
+@njit(cache=True, nogil=True)
+def _weight(pbuf, lo, hi, is_start, valid):
+    """N of the unweighted positions pbuf[lo:hi]: valid.w_start per sequence start, valid.m per other one."""
+    n_start = 0.0
+    for i in range(lo, hi):
+        if is_start[pbuf[i]]:
+            n_start += 1.0
+    return n_start * valid.w_start + ((hi - lo) - n_start) * float(valid.m)
 
 
 @njit(cache=True, nogil=True)
@@ -180,157 +268,33 @@ def scan(slots, lo, hi, what, target, valid, sums, hist, rows, g):
     Returns (N, number of touched features)."""
     pbuf = slots.pos
     rbuf = slots.val
-    D = target.D
-    d = width(target)
-    D2 = flat(D)
-    low = target.low
-    low_rank = is_low_rank(low)
-    is_start = target.is_start
-    w_start = valid.w_start
-    mid = valid.mid
-    m = valid.m
-    rs = sums.r
-    w_mid = float(m)
+    none = np.empty(0)  # unweighted: every w_i is 1
+    if what.set_r:
+        residual_rows(target, pbuf, lo, hi, valid, none, rbuf, lo)
     if what.states:
-        rs[:] = 0.0
-        sums.n[:] = 0.0
-    g[:] = 0.0
-    n_start = 0.0
-    n_mid = 0.0
-    nt = 0
-    read_d = (what.set_r or what.states) and not low_rank
-    g0 = 0.0  # G when d = 1
-    for i in range(lo, hi):
-        prefetch_rows(pbuf, i, hi, D, read_d, rows)
-        t = pbuf[i]
-        st = is_start[t]
-        if what.set_r:
-            residual_sum(D2, low, d, t, st, valid, rbuf, i)
-        if what.states and low_rank:
-            add_low_rank(low, t, st, valid, 1.0, rs, -1)
-        if d == 1:
-            g0 += rbuf[i, 0]
-        else:
-            add_to(g, rbuf, i)
-        if st:
-            n_start += 1.0
-            if what.states and w_start > 0.0 and not low_rank:
-                for q in range(d):
-                    rs[0, q] += D2[t, q]
-        else:
-            n_mid += 1.0
-            if what.states and not low_rank:
-                if d == 1:
-                    for j in range(m):
-                        rs[mid[j], 0] += D2[t, mid[j]]
-                else:
-                    for j in range(m):
-                        s = mid[j]
-                        for q in range(d):
-                            rs[s, q] += D2[t, s * d + q]
-        if what.hist:
-            if d == 1:
-                nt = _add_row_scalar(hist, nt, rows, t, rbuf[i, 0], w_start if st else w_mid)
-            else:
-                nt = _add_row_vector(hist, nt, rows, t, rbuf, i, w_start if st else w_mid)
-    if d == 1:
-        g[0] = g0
-    if what.states:
-        sums.n[0] = n_start * w_start
-        for j in range(m):
-            sums.n[mid[j]] = n_mid
-    return n_start * w_start + n_mid * w_mid, nt
-
-
-@njit(cache=True, nogil=True)
-def add_row(hist, nt, rows, t, r, row, w):
-    """Add position t's residual sum r[row] (d values) and weight w to the histogram of every id in its row
-    (rows: feature rows, or the missing variables' rows); ids met for the first time are reset and listed.
-    Returns the new touched count. The scans call _add_row_scalar themselves where d = 1: small enough for
-    LLVM to inline, where a call per position cost the per-label grower 15%."""
-    if r.shape[1] == 1:
-        return _add_row_scalar(hist, nt, rows, t, r[row, 0], w)
-    return _add_row_vector(hist, nt, rows, t, r, row, w)
-
-
-@njit(cache=True, nogil=True)
-def _add_row_scalar(hist, nt, rows, t, r, w):
-    dense = hist.dense
-    for p in range(rows.indptr[t], rows.indptr[t + 1]):
-        f = rows.indices[p]
-        if dense[f, 1] < 0.0:
-            dense[f, 0] = 0.0
-            dense[f, 1] = 0.0
-            hist.touched[nt] = f
-            nt += 1
-        dense[f, 0] += r
-        dense[f, 1] += w
-    return nt
-
-
-@njit(cache=True, nogil=True)
-def _add_row_vector(hist, nt, rows, t, r, row, w):
-    dense = hist.dense
-    d = r.shape[1]
-    for p in range(rows.indptr[t], rows.indptr[t + 1]):
-        f = rows.indices[p]
-        if dense[f, d] < 0.0:
-            for i in range(d + 1):
-                dense[f, i] = 0.0
-            hist.touched[nt] = f
-            nt += 1
-        for i in range(d):
-            dense[f, i] += r[row, i]
-        dense[f, d] += w
-    return nt
+        state_sums(target, pbuf, lo, hi, valid, none, sums)
+    _sum_rows(rbuf, lo, hi, g)
+    nt = add_rows(hist, 0, rows, pbuf, lo, hi, target.is_start, valid, rbuf, lo, none) if what.hist else 0
+    return _weight(pbuf, lo, hi, target.is_start, valid), nt
 
 
 @njit(cache=True, nogil=True)
 def scan_state_split(slots, lo, hi, out, target, va, vb, with_hist, hist, rows, ga, gb):
-    """A state split's one pass over the node's positions slots.pos[lo:hi]: both children's r_t (the first
+    """A state split's pass over the node's positions slots.pos[lo:hi]: both children's r_t (the first
     child's in place, the second's with a copy of the positions at slot ``out``), their G (into ga, gb) and N
     and, with_hist, the first child's feature histogram (the second's is the parent's minus it).
     Returns (N_a, N_b, number of touched features)."""
     pbuf = slots.pos
     rbuf = slots.val
-    D = target.D
-    D2 = flat(D)
-    d = width(target)
-    low = target.low
-    is_start = target.is_start
-    ga[:] = 0.0
-    gb[:] = 0.0
-    ga0 = 0.0  # ga, gb when d = 1
-    gb0 = 0.0
-    n_start = 0.0
-    nt = 0
-    wa_mid = float(va.m)
-    for i in range(lo, hi):
-        prefetch_rows(pbuf, i, hi, D, not is_low_rank(low), rows)
-        t = pbuf[i]
-        st = is_start[t]
-        j = out + i - lo
-        pbuf[j] = t
-        residual_sum(D2, low, d, t, st, vb, rbuf, j)
-        residual_sum(D2, low, d, t, st, va, rbuf, i)
-        if d == 1:
-            ga0 += rbuf[i, 0]
-            gb0 += rbuf[j, 0]
-        else:
-            add_to(ga, rbuf, i)
-            add_to(gb, rbuf, j)
-        if st:
-            n_start += 1.0
-        if with_hist:
-            if d == 1:
-                nt = _add_row_scalar(hist, nt, rows, t, rbuf[i, 0], va.w_start if st else wa_mid)
-            else:
-                nt = _add_row_vector(hist, nt, rows, t, rbuf, i, va.w_start if st else wa_mid)
-    if d == 1:
-        ga[0] = ga0
-        gb[0] = gb0
-    n_mid = (hi - lo) - n_start
-    return n_start * va.w_start + n_mid * wa_mid, n_start * vb.w_start + n_mid * float(vb.m), nt
+    none = np.empty(0)  # unweighted: every w_i is 1
+    m = hi - lo
+    pbuf[out:out + m] = pbuf[lo:hi]
+    residual_rows(target, pbuf, lo, hi, vb, none, rbuf, out)
+    residual_rows(target, pbuf, lo, hi, va, none, rbuf, lo)
+    _sum_rows(rbuf, lo, hi, ga)
+    _sum_rows(rbuf, out, out + m, gb)
+    nt = add_rows(hist, 0, rows, pbuf, lo, hi, target.is_start, va, rbuf, lo, none) if with_hist else 0
+    return _weight(pbuf, lo, hi, target.is_start, va), _weight(pbuf, lo, hi, target.is_start, vb), nt
 
 
 @njit(cache=True, nogil=True)
@@ -338,46 +302,24 @@ def scan_weighted(slots, lo, hi, target, valid, sums, with_hist, hists, rows, mi
     """One pass over a node's weighted positions (slots.val[:, 0]: weights): G (into g), N, per-state sums and,
     with_hist, the weighted feature histogram (hists[0]) and missing-variable histogram (hists[1], over the rows
     of ``missing``). Returns (N, touched features, touched variables)."""
-    D = target.D
+    pbuf = slots.pos
+    weights = slots.val[:, 0].copy()  # (contiguous: the kernels index it per slot)
     d = width(target)
-    D2 = flat(D)
-    low = target.low
-    low_rank = is_low_rank(low)
-    sums.r[:] = 0.0
-    sums.n[:] = 0.0
-    g[:] = 0.0
-    rt = np.empty((1, d))
+    rt = np.empty((hi - lo, d))  # w_i r_t
+    residual_rows(target, pbuf, lo, hi, valid, np.empty(0), rt, 0)
     total_n = 0.0
-    touched = np.zeros(2, dtype=np.int64)  # features, variables
     for i in range(lo, hi):
-        t = slots.pos[i]
-        w = slots.val[i, 0]
-        st = target.is_start[t]
-        residual_sum(D2, low, d, t, st, valid, rt, 0)
+        w = weights[i]
         for q in range(d):
-            rt[0, q] *= w
-        add_to(g, rt, 0)
-        nt_w = w * (valid.w_start if st else float(valid.m))
-        total_n += nt_w
-        if low_rank:
-            add_low_rank(low, t, st, valid, w, sums.r, -1)
-        if st:
-            if valid.w_start > 0.0:
-                if not low_rank:
-                    for q in range(d):
-                        sums.r[0, q] += w * D2[t, q]
-                sums.n[0] += w
-        else:
-            for j in range(valid.m):
-                s = valid.mid[j]
-                if not low_rank:
-                    for q in range(d):
-                        sums.r[s, q] += w * D2[t, s * d + q]
-                sums.n[s] += w
-        if with_hist:
-            touched[0] = add_row(hists[0], touched[0], rows, t, rt, 0, nt_w)
-            touched[1] = add_row(hists[1], touched[1], missing, t, rt, 0, nt_w)
-    return total_n, touched[0], touched[1]
+            rt[i - lo, q] *= w
+        total_n += w * (valid.w_start if target.is_start[pbuf[i]] else float(valid.m))
+    _sum_rows(rt, 0, hi - lo, g)
+    state_sums(target, pbuf, lo, hi, valid, weights, sums)
+    if not with_hist:
+        return total_n, 0, 0
+    n_f = add_rows(hists[0], 0, rows, pbuf, lo, hi, target.is_start, valid, rt, 0, weights)
+    n_v = add_rows(hists[1], 0, missing, pbuf, lo, hi, target.is_start, valid, rt, 0, weights)
+    return total_n, n_f, n_v
 
 
 @njit(cache=True, nogil=True)

@@ -11,7 +11,7 @@ _PREFETCH = "llvm.prefetch." + ir.IntType(8).as_pointer().intrinsic_name  # mang
 
 
 @intrinsic
-def _prefetch(typingctx, arr, i, j):
+def prefetch(typingctx, arr, i, j):
     """Ask the CPU to start loading arr[i] (1-d), arr[i, j] (2-d) or arr[i, j, 0] (3-d) into cache; changes no
     result."""
     if not isinstance(arr, types.Array) or arr.ndim not in (1, 2, 3):
@@ -44,22 +44,6 @@ def count_trailing_zeros(typingctx, x):
         return builder.cttz(args[0], ir.Constant(ir.IntType(1), 1))
 
     return types.int64(types.uint64), codegen
-
-
-@njit(cache=True, nogil=True)
-def prefetch_rows(pbuf, i, hi, D, with_d, rows):
-    """Prefetch for a scan at slot i: the D row and indptr entry AHEAD slots on, the CSR row AHEAD/2 on."""
-    if i + AHEAD < hi:
-        t = pbuf[i + AHEAD]
-        _prefetch(rows.indptr, t, 0)
-        if with_d:  # D: T x S x d; every 8th state (a cache line when d = 1; a hint only)
-            for s in range(0, D.shape[1], 8):
-                _prefetch(D, t, s)
-            _prefetch(D, t, D.shape[1] - 1)
-    if i + AHEAD // 2 < hi:
-        p = rows.indptr[pbuf[i + AHEAD // 2]]
-        _prefetch(rows.indices, p, 0)
-        _prefetch(rows.indices, p + 15, 0)
 
 
 @njit(cache=True, nogil=True)
