@@ -250,13 +250,19 @@ def _sum_rows(r, lo, hi, g):
 
 
 @njit(cache=True, nogil=True)
-def _weight(pbuf, lo, hi, is_start, valid):
-    """N of the unweighted positions pbuf[lo:hi]: valid.w_start per sequence start, valid.m per other one."""
+def _n_starts(pbuf, lo, hi, is_start):
+    """How many of the positions pbuf[lo:hi] start a sequence."""
     n_start = 0.0
     for i in range(lo, hi):
         if is_start[pbuf[i]]:
             n_start += 1.0
-    return n_start * valid.w_start + ((hi - lo) - n_start) * float(valid.m)
+    return n_start
+
+
+@njit(cache=True, nogil=True)
+def _weight(n, n_start, valid):
+    """N of n unweighted positions, n_start of them sequence starts: valid.w_start per start, valid.m per other."""
+    return n_start * valid.w_start + (n - n_start) * float(valid.m)
 
 
 @njit(cache=True, nogil=True)
@@ -275,7 +281,7 @@ def scan(slots, lo, hi, what, target, valid, sums, hist, rows, g):
         state_sums(target, pbuf, lo, hi, valid, none, sums)
     _sum_rows(rbuf, lo, hi, g)
     nt = add_rows(hist, 0, rows, pbuf, lo, hi, target.is_start, valid, rbuf, lo, none) if what.hist else 0
-    return _weight(pbuf, lo, hi, target.is_start, valid), nt
+    return _weight(hi - lo, _n_starts(pbuf, lo, hi, target.is_start), valid), nt
 
 
 @njit(cache=True, nogil=True)
@@ -294,7 +300,8 @@ def scan_state_split(slots, lo, hi, out, target, va, vb, with_hist, hist, rows, 
     _sum_rows(rbuf, lo, hi, ga)
     _sum_rows(rbuf, out, out + m, gb)
     nt = add_rows(hist, 0, rows, pbuf, lo, hi, target.is_start, va, rbuf, lo, none) if with_hist else 0
-    return _weight(pbuf, lo, hi, target.is_start, va), _weight(pbuf, lo, hi, target.is_start, vb), nt
+    n_start = _n_starts(pbuf, lo, hi, target.is_start)
+    return _weight(m, n_start, va), _weight(m, n_start, vb), nt
 
 
 @njit(cache=True, nogil=True)
@@ -303,7 +310,7 @@ def scan_weighted(slots, lo, hi, target, valid, sums, with_hist, hists, rows, mi
     with_hist, the weighted feature histogram (hists[0]) and missing-variable histogram (hists[1], over the rows
     of ``missing``). Returns (N, touched features, touched variables)."""
     pbuf = slots.pos
-    weights = slots.val[:, 0].copy()  # (contiguous: the kernels index it per slot)
+    weights = slots.val[:, 0]  # per slot
     d = width(target)
     rt = np.empty((hi - lo, d))  # w_i r_t
     residual_rows(target, pbuf, lo, hi, valid, np.empty(0), rt, 0)
