@@ -3,6 +3,7 @@ git worktree of another commit, measured in turns in one run.
 
     python benchmarks/same_speed.py --against 4a76416 [--turns 3] [--rounds 10]
     python benchmarks/same_speed.py --against 4a76416 --pipeline MODEL_DIR --test TEST.spacy [--turns 3]
+    python benchmarks/same_speed.py --against 4a76416 --task nettalk [--turns 3]
 
 Each turn runs one process per commit (the other commit's package from its worktree, its numba cache warmed by
 a first untimed turn): the treecrf component from configs/ner.cfg with the fast settings (max_leaves 300, trim
@@ -10,7 +11,11 @@ a first untimed turn): the treecrf component from configs/ner.cfg with the fast 
 round time is the median of rounds 2..), then `nlp.pipe` over the test docs (tokens/s: the median of 5 passes
 after a warm-up, each after a full garbage collection). Reports the medians over the turns and their ratios.
 Data: CoNLL-2003 under TREECRF_DATA_DIR. With --pipeline, tagging alone: that trained pipeline (the same model
-files for both commits) over the docs of --test, texts only, measured the same way.
+files for both commits) over the docs of --test, texts only, measured the same way. With --task (an estimator
+row of benchmarks/defaults.py), the estimator: TreeCRF with its defaults fitted on the row's training data (the
+fit's seconds), then its tagging of the test sequences from their feature dicts (positions/s of ``predict``) and
+the trees alone (microseconds a position of the decoder's potentials, one thread), each the median of 5 passes
+after a warm-up.
 """
 import argparse
 import gc
@@ -72,6 +77,38 @@ def measure_pipeline(pipeline: Path, test_file: Path) -> dict:
     return {"tokens_per_second": tagging_speed(nlp, test)}
 
 
+def measure_task(row: str) -> dict:
+    """The estimator's fit and tagging on an estimator row of benchmarks/defaults.py (see the docstring)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import defaults
+    from spacy_treecrf import TreeCRF
+
+    train, _, _, test = defaults.estimator_data(row, Path(os.environ["TREECRF_DATA_DIR"]))
+    t0 = time.perf_counter()
+    model = TreeCRF().fit(*train)
+    fit_seconds = time.perf_counter() - t0
+    X = test[0]
+    positions = sum(map(len, X))
+    indptr, indices, seq_starts, missing_rows = model._rows(X)
+
+    def trees():
+        model.ensemble.scaled_potentials(indptr, indices, model.allowed, seq_starts, 1, missing_rows)
+    return {"fit_seconds": fit_seconds, "tokens_per_second": positions / median_seconds(lambda: model.predict(X)),
+            "trees_us_per_position": median_seconds(trees) * 1e6 / positions}
+
+
+def median_seconds(call) -> float:
+    """The median of 5 timed calls after a warm-up, each after a full garbage collection."""
+    seconds = []
+    for i in range(6):
+        gc.collect()
+        t0 = time.perf_counter()
+        call()
+        if i:
+            seconds.append(time.perf_counter() - t0)
+    return statistics.median(seconds)
+
+
 def tagging_speed(nlp, test) -> float:
     """Tokens/s of nlp.pipe over copies of the docs: the median of 5 passes after a warm-up, each after a full
     garbage collection."""
@@ -90,6 +127,7 @@ def tagging_speed(nlp, test) -> float:
 def run(package_dir: Path, args, rounds: int) -> dict:
     env = {**os.environ, "PYTHONPATH": str(package_dir)}
     what = ["--pipeline", str(args.pipeline.resolve()), "--test", str(args.test.resolve())] if args.pipeline else []
+    what += ["--task", args.task] if args.task else []
     out = subprocess.run([sys.executable, __file__, "--measure", "--rounds", str(rounds), *what], env=env,
                          check=True, capture_output=True, text=True, cwd=package_dir).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -102,12 +140,14 @@ def main():
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--pipeline", type=Path, help="a trained pipeline: measure its tagging alone")
     parser.add_argument("--test", type=Path, help="with --pipeline: the .spacy file whose texts it tags")
+    parser.add_argument("--task", help="an estimator row of benchmarks/defaults.py: the estimator's fit and tagging")
     parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if bool(args.pipeline) != bool(args.test):
         parser.error("--pipeline and --test go together")
     if args.measure:
-        print(json.dumps(measure_pipeline(args.pipeline, args.test) if args.pipeline else measure(args.rounds)))
+        print(json.dumps(measure_pipeline(args.pipeline, args.test) if args.pipeline else
+                         measure_task(args.task) if args.task else measure(args.rounds)))
         return
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp) / "base"
@@ -126,12 +166,9 @@ def main():
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=True)
     med = {name: {key: statistics.median(r[key] for r in runs) for key in runs[0]} for name, runs in results.items()}
     for name, values in med.items():
-        rounds = f"round {values['round_seconds']:.3f} s, " if "round_seconds" in values else ""
-        print(f"{name}: {rounds}tagging {values['tokens_per_second']:,.0f} tokens/s")
+        print(f"{name}: " + ", ".join(f"{key} {value:,.3f}" for key, value in values.items()))
     this, other = med["this"], med[args.against]
-    rounds = (f"round time {this['round_seconds'] / other['round_seconds']:.3f}, " if "round_seconds" in this
-              else "")
-    print(f"ratio this / {args.against}: {rounds}tagging {this['tokens_per_second'] / other['tokens_per_second']:.3f}")
+    print(f"ratio this / {args.against}: " + ", ".join(f"{key} {this[key] / other[key]:.3f}" for key in this))
 
 
 if __name__ == "__main__":

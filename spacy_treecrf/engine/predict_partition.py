@@ -4,6 +4,11 @@ path. Its cost per row falls with the rows that come together, so it serves larg
 predict_bitmask.py serves small ones. It reads numeric columns' bins from the atom rows themselves (a threshold
 test is a range of a column's bins, numeric.py): a block's bins are gathered once into a byte per row and column,
 so a threshold node costs what a frequent binary feature's does, one test per item.
+
+Speed note (as in histogram.py): no helper that takes arrays is called per node, row or item; numba counts
+references to every array a call binds, with atomic operations, and on NETtalk's 100 shared trees those calls
+were a quarter of the kernel's samples. Per-node work is written in _partition_block's loop, and leaf vectors
+are added in batches (_add_vectors).
 """
 from typing import NamedTuple
 
@@ -318,50 +323,6 @@ def _tested_columns(indptr, indices, column_of, n_cols):
 
 
 @njit(cache=True, nogil=True)
-def _split_items(buf, lo, hi, y, item, c, bits, threshold):
-    """A feature split's scan of a node's list buf[lo:hi]: its live items (AT == c) whose row passes the test go
-    to buf[y:], the others are kept at buf[lo:]. The test: bits = (bitmaps, the feature's row of them) when that
-    row is >= 0 (a frequent feature), else threshold = (row_bins, the numeric column, its passing bins' range).
-    Returns (y, end of the kept). (Indices, not row views: a view per node visit cost the large forests.)"""
-    bitmaps, bm = bits
-    row_bins, nc, b_lo, b_hi = threshold
-    kept = lo
-    for q in range(lo, hi):
-        it = buf[q]
-        if item[it, AT] != c:
-            continue
-        t = item[it, POS]
-        if bm >= 0:
-            passed = (bitmaps[bm, t >> 6] >> np.uint64(t & 63)) & np.uint64(1) != 0
-        else:
-            passed = b_lo <= row_bins[nc, t] <= b_hi
-        if passed:
-            buf[y] = it
-            y += 1
-        else:
-            buf[kept] = it
-            kept += 1
-    return y, kept
-
-
-@njit(cache=True, nogil=True)
-def _moved_to(item, buf, end, y, a, k, acc, S, mask, n_words, d0):
-    """The items buf[end:y] go to the yes-child a of a feature split; a per-label tree (k >= 0) credits them the
-    move d0 (acc[k, S] for an item holding all its row's states)."""
-    for q in range(end, y):
-        it = buf[q]
-        item[it, AT] = a
-        if k < 0:
-            continue
-        t = item[it, POS]
-        if item[it, WHOLE]:
-            acc[k, S, t] += d0
-        else:
-            for w in range(n_words):
-                _credit(acc, k, t, w, mask[it, w], d0)
-
-
-@njit(cache=True, nogil=True)
 def _credit(acc, k, t, word, bits, delta):
     """acc[k, s, t] += delta for the states s in ``bits``, the 64-bit word ``word`` of a state set."""
     while bits != 0:
@@ -405,18 +366,22 @@ class SplitLog(NamedTuple):
 
 
 @njit(cache=True, nogil=True)
-def _settle_shared(base, item, mask, index, vectors, log, n_events):
+def _settle_shared(base, item, mask, index, vectors, log, n_events, at, leaves):
     """Credit a shared tree once it is done: a row whose item stayed WHOLE (no state split reached it) adds its
-    leaf's vector (sparse: trees.LeafVectors) to base; a row a state split reached logs its items whose leaves
-    have a vector (an empty vector is no move: its states count as dropped) as an event of the SplitLog. Returns
-    the log (reallocated when it grows) and its number of events."""
+    leaf's vector (sparse: trees.LeafVectors) to base, all in one _add_vectors call (``at`` and ``leaves``: room
+    for a leaf per row); a row a state split reached logs its items whose leaves have a vector (an empty vector
+    is no move: its states count as dropped) as an event of the SplitLog. Returns the log (reallocated when it
+    grows) and its number of events."""
     chain_leaf = index.chain_leaf
+    vptr = vectors.ptr
     n_words = mask.shape[1]
+    n_whole = 0
     for t in range(base.shape[0]):
         if item[t, WHOLE]:
-            at = item[t, AT]
-            if at >= 0:
-                _add_vector(base, t, index.dense_of, index.dense, vectors, chain_leaf[at])
+            if item[t, AT] >= 0:
+                at[n_whole] = t
+                leaves[n_whole] = chain_leaf[item[t, AT]]
+                n_whole += 1
             continue
         first = log.ptr[n_events]
         n = first
@@ -424,7 +389,7 @@ def _settle_shared(base, item, mask, index, vectors, log, n_events):
         while j >= 0:
             if item[j, AT] >= 0:
                 leaf = chain_leaf[item[j, AT]]
-                if vectors.ptr[leaf + 1] > vectors.ptr[leaf]:
+                if vptr[leaf + 1] > vptr[leaf]:
                     if n == log.leaf.shape[0]:
                         log = SplitLog(log.row, log.ptr, with_room(log.leaf, n + 1), with_room(log.mask, n + 1))
                     log.leaf[n] = leaf
@@ -439,6 +404,7 @@ def _settle_shared(base, item, mask, index, vectors, log, n_events):
             log.row[n_events] = t
             n_events += 1
             log.ptr[n_events] = n
+    _add_vectors(base, at, leaves, n_whole, index.dense_of, index.dense, vectors)
     return log, n_events
 
 
@@ -468,12 +434,19 @@ def _replay_splits(sums, pool, pool_mask, log, n_events, index, vectors, cells):
         fill[log.row[e]] += 1
     first = np.empty(n_words, dtype=np.uint64)  # a group's states in its first item, and in no item so far
     rest = np.empty(n_words, dtype=np.uint64)
+    log_mask, log_leaf = log.mask, log.leaf
+    K = pool.shape[1]
+    # an event's vector adds (slot, leaf), made in one _add_vectors call once the event's groups are refined:
+    # a slot is only copied from before its own add, so deferring the adds changes no sum
+    add_at = np.empty(16, dtype=np.int64)
+    add_leaf = np.empty(16, dtype=np.int64)
     top = 0
     for t in range(m):
         o = top
         pool = with_room(pool, o + 1)
         pool_mask = with_room(pool_mask, o + 1)
-        pool[o, :] = 0.0
+        for k in range(K):
+            pool[o, k] = 0.0
         for w in range(n_words):
             pool_mask[o, w] = any_start[0, w] if cells.is_start[t] else any_other[0, w]
         n = 1
@@ -482,35 +455,52 @@ def _replay_splits(sums, pool, pool_mask, log, n_events, index, vectors, cells):
             i0, i1 = log.ptr[e], log.ptr[e + 1]
             pool = with_room(pool, o + n * (i1 - i0 + 1))
             pool_mask = with_room(pool_mask, o + n * (i1 - i0 + 1))
+            add_at = with_room(add_at, n * (i1 - i0))
+            add_leaf = with_room(add_leaf, n * (i1 - i0))
+            n_adds = 0
             n_old = n
             for g in range(n_old):
                 first_item = -1
                 for w in range(n_words):
                     rest[w] = pool_mask[o + g, w]
                 for i in range(i0, i1):
-                    if not _meets(pool_mask, o + g, log.mask[i]):
+                    meets = False  # the group's states and the item's share one
+                    for w in range(n_words):
+                        meets = meets or (pool_mask[o + g, w] & log_mask[i, w]) != 0
+                    if not meets:
                         continue
                     if first_item < 0:
                         first_item = i
                         for w in range(n_words):
-                            first[w] = pool_mask[o + g, w] & log.mask[i, w]
-                    else:
-                        _new_slot(pool, pool_mask, o + g, o + n, log.mask[i])
-                        _add_vector(pool, o + n, index.dense_of, index.dense, vectors, log.leaf[i])
+                            first[w] = pool_mask[o + g, w] & log_mask[i, w]
+                    else:  # a new slot: the group's sums, for its states in the item
+                        for k in range(K):
+                            pool[o + n, k] = pool[o + g, k]
+                        for w in range(n_words):
+                            pool_mask[o + n, w] = pool_mask[o + g, w] & log_mask[i, w]
+                        add_at[n_adds] = o + n
+                        add_leaf[n_adds] = log_leaf[i]
+                        n_adds += 1
                         n += 1
                     for w in range(n_words):
-                        rest[w] &= ~log.mask[i, w]
+                        rest[w] &= ~log_mask[i, w]
                 if first_item < 0:
                     continue  # every state of the group dropped: it keeps its sums
                 left = False
                 for w in range(n_words):
                     left = left or rest[w] != 0
-                if left:
-                    _new_slot(pool, pool_mask, o + g, o + n, rest)
+                if left:  # a new slot: the group's sums, for its states in no item
+                    for k in range(K):
+                        pool[o + n, k] = pool[o + g, k]
+                    for w in range(n_words):
+                        pool_mask[o + n, w] = pool_mask[o + g, w] & rest[w]
                     n += 1
                 for w in range(n_words):
                     pool_mask[o + g, w] = first[w]
-                _add_vector(pool, o + g, index.dense_of, index.dense, vectors, log.leaf[first_item])
+                add_at[n_adds] = o + g
+                add_leaf[n_adds] = log_leaf[first_item]
+                n_adds += 1
+            _add_vectors(pool, add_at, add_leaf, n_adds, index.dense_of, index.dense, vectors)
         off[t] = o
         count[t] = n
         top = o + n
@@ -518,35 +508,22 @@ def _replay_splits(sums, pool, pool_mask, log, n_events, index, vectors, cells):
 
 
 @njit(cache=True, nogil=True)
-def _meets(pool_mask, slot, states):
-    """Whether the slot's states and ``states`` (64-bit words) share one."""
-    for w in range(pool_mask.shape[1]):
-        if pool_mask[slot, w] & states[w]:
-            return True
-    return False
-
-
-@njit(cache=True, nogil=True)
-def _new_slot(pool, pool_mask, src, dst, states):
-    """Slot dst: slot src's sums, for the states of src in ``states`` (64-bit words)."""
-    for k in range(pool.shape[1]):
-        pool[dst, k] = pool[src, k]
-    for w in range(pool_mask.shape[1]):
-        pool_mask[dst, w] = pool_mask[src, w] & states[w]
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _add_vector(sums, i, dense_of, dense, vectors, leaf):
-    """sums[i] += the leaf's vector: its dense row if it has one (see PartitionIndex), else its entries. (Rows
-    are passed by number and the tables as arrays: a row view or the whole PartitionIndex per call made the
-    settle pass 1.3 times slower.)"""
-    row = dense_of[leaf]
-    if row >= 0:
-        for k in range(dense.shape[1]):
-            sums[i, k] += dense[row, k]
-    else:
-        for p in range(vectors.ptr[leaf], vectors.ptr[leaf + 1]):
-            sums[i, vectors.label[p]] += vectors.value[p]
+def _add_vectors(sums, at, leaves, n, dense_of, dense, vectors):
+    """sums[at[j]] += the vector of leaf leaves[j] for j < n: its dense row if it has one (see PartitionIndex),
+    else its entries. One call a batch, the tables bound once: a call per row paid numba's reference counts on
+    each array it was given (atomic increments and decrements, a quarter of the kernel's samples on NETtalk)."""
+    ptr, label, value = vectors.ptr, vectors.label, vectors.value
+    width = dense.shape[1]
+    for j in range(n):
+        i = at[j]
+        leaf = leaves[j]
+        row = dense_of[leaf]
+        if row >= 0:
+            for k in range(width):
+                sums[i, k] += dense[row, k]
+        else:
+            for p in range(ptr[leaf], ptr[leaf + 1]):
+                sums[i, label[p]] += value[p]
 
 
 @njit(cache=True, nogil=True)
@@ -613,6 +590,8 @@ def _partition_block(acc, sums, pool, pool_mask, rows, forest, index, cells, max
     log = SplitLog(np.empty(n_log, dtype=np.int32), np.zeros(n_log, dtype=np.int64), np.empty(n_log, dtype=np.int64),
                    np.empty((n_log, n_words), dtype=np.uint64))
     n_events = np.int64(0)  # not 0: see partition_potentials
+    whole_at = np.empty(T if sums.off.shape[0] else 0, dtype=np.int64)  # _settle_shared's scratch
+    whole_leaf = np.empty(T if sums.off.shape[0] else 0, dtype=np.int64)
     for i in range(roots.shape[0] - 1):
         root = roots[i]
         k = labels[i]
@@ -660,9 +639,24 @@ def _partition_block(acc, sums, pool, pool_mask, rows, forest, index, cells, max
                 nc = num_column[node]
                 bm = bitmap_of[f] if nc < 0 else -1
                 scan = nc >= 0 or (bm >= 0 and hi - lo < col_ptr[f + 1] - col_ptr[f])
-                if scan:  # test the node's items: a frequent feature's bitmap, or a threshold on their bins
-                    y, kept = _split_items(buf, lo, hi, y, item, c, (bitmaps, bm), (row_bins, nc, bin_lo[node],
-                                                                                   bin_hi[node]))
+                if scan:  # test the node's live items (AT == c): a frequent feature's bitmap, or a threshold on
+                    # their bins; those passing go to buf[y:], the others are kept at buf[lo:]
+                    b_lo, b_hi = bin_lo[node], bin_hi[node]
+                    for q in range(lo, hi):
+                        it = buf[q]
+                        if item[it, AT] != c:
+                            continue
+                        t = item[it, POS]
+                        if bm >= 0:
+                            passed = (bitmaps[bm, t >> 6] >> np.uint64(t & 63)) & np.uint64(1) != 0
+                        else:
+                            passed = b_lo <= row_bins[nc, t] <= b_hi
+                        if passed:
+                            buf[y] = it
+                            y += 1
+                        else:
+                            buf[kept] = it
+                            kept += 1
                     hi = kept
                     live_no = kept - lo
                 else:  # visit the feature's rows
@@ -674,7 +668,18 @@ def _partition_block(acc, sums, pool, pool_mask, rows, forest, index, cells, max
                                 y += 1
                             it = item[it, NXT]
                     live_no = live - (y - end)
-                _moved_to(item, buf, end, y, a, k, acc, S, mask, n_words, d0)
+                for q in range(end, y):  # the items buf[end:y] go to the yes-child; a per-label tree credits
+                    # them the move d0 (acc[k, S] for an item holding all its row's states)
+                    it = buf[q]
+                    item[it, AT] = a
+                    if k < 0:
+                        continue
+                    t = item[it, POS]
+                    if item[it, WHOLE]:
+                        acc[k, S, t] += d0
+                    else:
+                        for w in range(n_words):
+                            _credit(acc, k, t, w, mask[it, w], d0)
             else:
                 for q in range(lo, hi):
                     it = buf[q]
@@ -682,9 +687,9 @@ def _partition_block(acc, sums, pool, pool_mask, rows, forest, index, cells, max
                         continue
                     t = item[it, POS]
                     if item[it, WHOLE]:  # (only a row's own item is WHOLE) its states, before it loses some
-                        states = tree_start if is_start[t] else tree_other
+                        row_start = is_start[t]
                         for w in range(n_words):
-                            mask[it, w] = states[0, w]
+                            mask[it, w] = tree_start[0, w] if row_start else tree_other[0, w]
                         touched[n_touched] = it
                         n_touched += 1
                     any_a = False
@@ -738,7 +743,8 @@ def _partition_block(acc, sums, pool, pool_mask, rows, forest, index, cells, max
             top += 1
             st_node[top], st_lo[top], st_hi[top], st_live[top] = a, end, y, y - end
         if k < 0:
-            log, n_events = _settle_shared(sums.base, item, mask, index, forest.vectors, log, n_events)
+            log, n_events = _settle_shared(sums.base, item, mask, index, forest.vectors, log, n_events, whole_at,
+                                           whole_leaf)
     for k in range(acc.shape[0]):
         for t in range(T):
             acc[k, S, t] += base[k]
