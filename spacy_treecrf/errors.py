@@ -157,6 +157,12 @@ class Errors(metaclass=_WithCodes):
             "or a list, tuple or set of strings")
     E202 = ("{name}{where} is a {kind}: {name} must be a list (or another iterable) of sequences, each a list of "
             "positions (for labels: of labels)")
+    E203 = ("TreeCRF: 'window' must be an integer from 0 to {maximum} (the positions either side whose features a "
+            "position also reads), got {value!r}")
+    E204 = ("fit with warm_start: window={window} but the fitted model reads a window of {fitted} (its trees test "
+            "those columns): set window={fitted}, or fit a new model")
+    E205 = ("TreeCRF(window={window}): sequence {q}, position {t}: key {key!r} is {what}; a window reads flags and "
+            "strings only: leave the window at 0 (put the neighbours' features in the dicts), or {fix}")
     # features (features.py)
     E062 = "window_features: '{name}' must be true or false, not {value!r}"
     E063 = "window_features: '{name}' must be an integer, not {value!r}"

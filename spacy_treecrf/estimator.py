@@ -17,7 +17,7 @@ from .engine import crf, missing, serialize
 from .engine.crf import MAX_NBEST
 from .engine.missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
 from .engine.numeric import NumericIndex, bin_uppers, bins_of, numeric_index
-from .engine.sparse import pairs_to_rows
+from .engine.sparse import pairs_to_rows, window_rows
 from .engine.trees import no_missing
 from .errors import Errors, Warnings
 
@@ -29,6 +29,8 @@ BOOST_SETTINGS = {f.name: f.default for f in dataclasses.fields(BoostParams)}
 EARLY_STOPPING = ("auto", True, False)
 AUTO_MIN_VALIDATION = 1_000  # early_stopping="auto" holds out sequences that hold at least this many positions
 DEFAULT_PATIENCE = 10  # rounds without a better validation score before fit stops, when patience is None
+MAX_WINDOW = 50  # the most positions either side a window reads (columns grow as 2 x window + 1)
+PAD = "<pad>"  # a window column's name for the positions past a sequence's ends
 
 
 class FeatureIndex:
@@ -327,6 +329,31 @@ class FeatureIndex:
         return missing.fill_rows(indptr, indices, missing_rows, table, len(self.names))
 
 
+def window_columns(n_features: int, window: int) -> Tuple[np.ndarray, np.ndarray]:
+    """(colmap: token feature x window slot -> column, padcol: slot -> column or -1), sparse.window_rows' maps
+    for ``n_features`` token features and a ``window`` either side. The columns go slot by slot (offsets -window
+    .. +window), each slot's block a padding column (unused at offset 0) then the token features in their order:
+    a windowed row comes out sorted, as the engine reads rows, and a column's (slot, feature) is arithmetic."""
+    W = 2 * window + 1
+    block = np.arange(W, dtype=np.int64) * (n_features + 1)
+    colmap = (block[None, :] + 1 + np.arange(n_features, dtype=np.int64)[:, None]).astype(np.int32)
+    padcol = block.astype(np.int32)
+    padcol[window] = -1
+    return colmap, padcol
+
+
+def window_names(names: Sequence[str], window: int) -> List[str]:
+    """The names of window_columns' columns: 'name[-1]', and '<pad>[-1]' for the padding."""
+    return [f"{name}[{d:+d}]" for d in range(-window, window + 1) for name in [PAD, *names]]
+
+
+def window_moves(n_old: int, n_new: int, window: int) -> np.ndarray:
+    """Each column of a window over ``n_old`` token features -> its column once there are ``n_new`` (a continued
+    fit met new features: every slot's block grows)."""
+    slot, g = np.divmod(np.arange((2 * window + 1) * (n_old + 1), dtype=np.int64), n_old + 1)
+    return slot * (n_new + 1) + g
+
+
 class TreeCRF:
     """Linear-chain CRF whose potentials are sums of regression trees (Dietterich, Hao & Ashenfelter, JMLR 2008).
 
@@ -373,6 +400,13 @@ class TreeCRF:
     "learned_direction" (a numeric column's missing values go to whichever side of each threshold gains more,
     as in XGBoost and LightGBM; other keys get an indicator).
 
+    ``window``: with w > 0 a position also reads the features of the w positions either side of it, each under
+    its offset ('key=value[-1]'; '<pad>[-1]' past a sequence's ends), as if every dict held its neighbours'
+    items: give each position its own features only (a letter, its classes), and the window is made in compiled
+    code rather than in Python dicts (sklearn-crfsuite users build it by hand), the same features at a fraction of
+    the cost. A window reads flags and strings: numbers, and missing values under the "instance_weighting" and
+    "surrogate" strategies, raise an error ("imputation" and "indicator" fill them in first).
+
     ``warm_start`` (scikit-learn's sense): ``fit`` on a fitted model continues it, on the data it is given,
     rather than starting over: ``n_rounds`` stays the total (raise it to add rounds), labels y brings that the
     model has not seen join it (their trees start from zero; the old trees keep their meaning), and so do new
@@ -381,7 +415,8 @@ class TreeCRF:
 
     def __init__(self, n_rounds: int = 100, decode: str = "viterbi", allowed_transitions=None,
                  patience: Optional[int] = None, early_stopping: Union[str, bool] = "auto",
-                 validation_fraction: float = 0.1, verbose: bool = False, warm_start: bool = False, **settings):
+                 validation_fraction: float = 0.1, verbose: bool = False, warm_start: bool = False, window: int = 0,
+                 **settings):
         """``settings``: the boosting settings (BoostParams' fields, the same as a treecrf component's [booster]
         block). Every argument is stored as given (scikit-learn's convention: ``clone`` and ``set_params``
         rebuild an estimator from ``get_params``) and checked here and at ``set_params``."""
@@ -396,6 +431,7 @@ class TreeCRF:
         self.validation_fraction = validation_fraction
         self.verbose = verbose
         self.warm_start = warm_start
+        self.window = window
         for name, default in BOOST_SETTINGS.items():
             setattr(self, name, settings.get(name, default))
         self._check_settings()
@@ -405,6 +441,7 @@ class TreeCRF:
         self.ensemble: Optional[Ensemble] = None
         self.history_: List[dict] = []
         self.best_round_: int = 0
+        self.window_: int = 0  # the fitted model's window (``window`` may change after fitting)
 
     def _check_settings(self):
         if self.decode not in DECODERS:
@@ -423,6 +460,9 @@ class TreeCRF:
         if (isinstance(fraction, (bool, np.bool_)) or not isinstance(fraction, (int, float, np.integer, np.floating))
                 or not 0 < fraction < 1):
             raise ValueError(Errors.E173.format(value=fraction))
+        if (isinstance(self.window, (bool, np.bool_)) or not isinstance(self.window, (int, np.integer))
+                or not 0 <= self.window <= MAX_WINDOW):
+            raise ValueError(Errors.E203.format(maximum=MAX_WINDOW, value=self.window))
         _ = self.params  # the boosting settings are checked by BoostParams
 
     @property
@@ -513,10 +553,14 @@ class TreeCRF:
                 raise ValueError(Errors.E183.format(setting=self.params.shared_trees,
                                                     kind="shared" if self.ensemble.shared else "per-label"))
             classes = self.classes_ + [label for label in classes if label not in self.classes_]
+            if self.window != self.window_:
+                raise ValueError(Errors.E204.format(window=self.window, fitted=self.window_))
         else:
             self.features = FeatureIndex()
             self.best_round_ = 0
+            self.window_ = int(self.window)
         self.classes_ = classes
+        n_before = len(self.features.names)
         indptr, indices, seq_starts, missing_rows = self._rows(X, fit=True)
         label_ids = self._label_ids(y)
         self.allowed = transitions_allowed(self.classes_, self.allowed_transitions)
@@ -528,10 +572,13 @@ class TreeCRF:
         K = len(self.classes_)
         if warm:
             self.ensemble = self.ensemble.with_labels(K)
+            if self.window_ and len(self.features.names) > n_before:
+                self.ensemble = self.ensemble.with_feature_map(window_moves(n_before, len(self.features.names),
+                                                                            self.window_))
         else:
             self.ensemble = Ensemble(K + 1, K, N_SURROGATES if self.params.missing == "surrogate" else 0,
                                      shared=self.params.shared_trees)
-        numeric = self.features.numeric_index()
+        numeric = self._numeric_index()
         self.ensemble.set_numeric(numeric)
         kept_rounds, kept_trees = self.best_round_, self.ensemble.n_trees
 
@@ -539,7 +586,7 @@ class TreeCRF:
             d_indptr, d_indices, d_starts, d_missing = rows_of
             return self.ensemble.scaled_potentials(d_indptr, d_indices, self.allowed, d_starts, self.params.threads,
                                                    d_missing) if kept_trees else None
-        trainer = boost.new_trainer(indptr, indices, len(self.features.names), label_ids, seq_starts, self.allowed,
+        trainer = boost.new_trainer(indptr, indices, self._n_columns(), label_ids, seq_starts, self.allowed,
                                     self.params, initial=current((indptr, indices, seq_starts, missing_rows)),
                                     missing_rows=missing_rows, numeric=numeric)
         dev = None
@@ -581,15 +628,53 @@ class TreeCRF:
 
     def _rows(self, X, fit: bool = False):
         """Feature rows, sequence offsets and the missing variables for the engine (None when the strategy has
-        already put features in their place)."""
+        already put features in their place), over the fitted window's columns if there is one."""
         indptr, indices, seq_starts, missing_rows = self.features.rows(X, grow=fit)
         strategy = self.params.missing
-        if strategy in ENGINE_STRATEGIES:
+        if strategy not in ENGINE_STRATEGIES:
+            if fit:
+                self.features.learn_fill(indptr, indices, missing_rows, strategy)
+            indptr, indices = self.features.fill(indptr, indices, missing_rows, strategy)
+            missing_rows = None
+        if not self.window_:
             return indptr, indices, seq_starts, missing_rows
-        if fit:
-            self.features.learn_fill(indptr, indices, missing_rows, strategy)
-        indptr, indices = self.features.fill(indptr, indices, missing_rows, strategy)
-        return indptr, indices, seq_starts, None
+        self._check_window_input(indptr, indices, seq_starts, missing_rows)
+        colmap, padcol = window_columns(len(self.features.names), self.window_)
+        return (*window_rows(indptr, indices, seq_starts, self.window_, colmap, padcol), seq_starts, None)
+
+    def _check_window_input(self, indptr, indices, seq_starts, missing_rows):
+        """E205 at the first position holding what a window does not read: a number (a numeric column's bin) or
+        a variable missing under an engine strategy."""
+        is_bin = np.zeros(len(self.features.names), dtype=bool)
+        for base, uppers in zip(self.features.numeric_base, self.features.uppers):
+            is_bin[base:base + len(uppers) + 1] = True
+        found = []
+        if is_bin.any() and is_bin[indices].any():
+            p = int(np.argmax(is_bin[indices]))
+            row = int(np.searchsorted(indptr, p, side="right")) - 1
+            key = self.features.variables[self.features.feature_var[int(indices[p])]]
+            found.append((row, key, "a number", "give it as strings (a bin's name)"))
+        if missing_rows is not None and missing_rows.any:
+            row = int(missing_rows.rows()[0])
+            key = self.features.variables[int(missing_rows.indices[missing_rows.indptr[row]])]
+            found.append((row, key, "missing (None or NaN)", "use missing='imputation' or 'indicator'"))
+        if found:
+            row, key, what, fix = min(found)
+            q = int(np.searchsorted(seq_starts, row, side="right")) - 1
+            raise ValueError(Errors.E205.format(window=self.window_, q=q, t=row - int(seq_starts[q]), key=key,
+                                                what=what, fix=fix))
+
+    def _n_columns(self) -> int:
+        """The engine's feature columns: the token features, or (their number + 1) per slot of a window."""
+        n = len(self.features.names)
+        return (2 * self.window_ + 1) * (n + 1) if self.window_ else n
+
+    def _numeric_index(self) -> NumericIndex:
+        return numeric_index(self._n_columns(), [], []) if self.window_ else self.features.numeric_index()
+
+    def _test_names(self):
+        """The trees' tests by id, readable (TestNames, or window_names' list)."""
+        return window_names(self.features.names, self.window_) if self.window_ else self.features.test_names()
 
     def _label_index(self, label) -> int:
         if label is None:
@@ -655,7 +740,7 @@ class TreeCRF:
         """The strongest root-to-leaf paths as (label, readable conjunction, value, support), by |value| x support;
         none that the transition constraints forbid."""
         self._check_fitted()
-        return ensemble_rules(self.ensemble, self.features.test_names(), self.classes_, top, allowed=self.allowed)
+        return ensemble_rules(self.ensemble, self._test_names(), self.classes_, top, allowed=self.allowed)
 
     def explain(self, x, labels=None) -> List[Explanation]:
         """Why each position of the sequence ``x`` (one item of predict's X) gets its label: per position an
@@ -678,7 +763,7 @@ class TreeCRF:
             ids = np.array([index[label] for label in labels], dtype=np.int64)
         route = missing_rows.index() if missing_rows is not None and missing_rows.any else no_missing()
         return explain_sequence(self.ensemble.forest(), self.ensemble.kernel_rows(indptr, indices), route, 0, ids,
-                                self.features.test_names(), self.classes_, self.allowed, self.ensemble.path_tables())
+                                self._test_names(), self.classes_, self.allowed, self.ensemble.path_tables())
 
     # ---- serialization --------------------------------------------------------------------------------------
     def to_bytes(self) -> bytes:
@@ -692,7 +777,7 @@ class TreeCRF:
             "feature_var": np.array(self.features.feature_var, dtype=np.int32),
             "impute": self.features.impute, "indicator": self.features.indicator,
             "numeric_keys": self.features.numeric_keys, "numeric_uppers": self.features.uppers,
-            "numeric_base": np.array(self.features.numeric_base, dtype=np.int64),
+            "numeric_base": np.array(self.features.numeric_base, dtype=np.int64), "window": self.window_,
         })
 
     def from_bytes(self, data: bytes) -> "TreeCRF":
@@ -704,8 +789,13 @@ class TreeCRF:
         K = len(classes)
         allowed = serialize.check_array(msg, "allowed", np.bool_, (K + 1, K))
         numeric = serialize.check_numeric(msg, len(features))
-        ensemble = serialize.load_ensemble(serialize.field(msg, "ensemble", dict), K, len(features),
-                                           numeric_index(len(features), numeric["base"], numeric["end"]))
+        window = msg.get("window", 0)  # (files from before windows have none)
+        if isinstance(window, bool) or not isinstance(window, int) or not 0 <= window <= MAX_WINDOW or (
+                window and numeric["keys"]):
+            raise ValueError(Errors.E060.format(err=Errors.E203.format(maximum=MAX_WINDOW, value=window)))
+        n_columns = (2 * window + 1) * (len(features) + 1) if window else len(features)
+        ensemble = serialize.load_ensemble(serialize.field(msg, "ensemble", dict), K, n_columns,
+                                           numeric_index(n_columns, numeric["base"], numeric["end"]))
         seen = set()
         bins = set(np.flatnonzero(ensemble.numeric.column >= 0).tolist())
         for f, name in enumerate(features):
@@ -719,7 +809,7 @@ class TreeCRF:
                              patience=msg.get("patience"), early_stopping=msg.get("early_stopping", "auto"),
                              validation_fraction=msg.get("validation_fraction", 0.1),
                              allowed_transitions=self.allowed_transitions, verbose=self.verbose,
-                             warm_start=self.warm_start, **settings)
+                             warm_start=self.warm_start, window=window, **settings)
         except (TypeError, ValueError) as err:
             raise ValueError(Errors.E060.format(err=err)) from None
         params = loaded.params
@@ -740,6 +830,7 @@ class TreeCRF:
         self.allowed = allowed
         self.ensemble = ensemble
         self.best_round_ = best_round
+        self.window_ = window
         return self
 
 

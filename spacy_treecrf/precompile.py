@@ -8,8 +8,9 @@ It trains and runs tiny models on generated data along the paths a user's first 
 settings and with per-label trees: for each target, `initialize` and a few rounds of `update` (the training
 kernels), `evaluate` after a to_bytes / from_bytes round trip, and tagging a one-token doc and one of
 PARTITION_ROWS tokens (both prediction kernels); the estimator's fit with validation data, predict, marginals
-and n-best, with and without missing values, over a numeric column too. What these do not reach (another loss, newton leaves, other missing-value strategies)
-compiles on first use, as it would without this.
+and n-best, with and without missing values, over a numeric column too, and over a window. What these do not
+reach (another loss, newton leaves, other missing-value strategies) compiles on first use, as it would without
+this.
 
 numba keys a cached kernel on its source file's content, the argument types, the CPU and numba's version, and
 keeps the cache in the package's __pycache__ folders: a copy built on one machine and installed on another with
@@ -89,6 +90,9 @@ def compile_estimator(shared_trees: bool, missing: bool) -> None:
     model.predict_marginals(X)
     model.predict_nbest(X[:2], n=2)
     model.explain(X[0])
+    if not missing:  # a window over the positions' flags and strings (its rows: sparse.window_rows)
+        X = [[{k: v for k, v in position.items() if k != "vowels"} for position in seq] for seq in X]
+        TreeCRF(n_rounds=2, shared_trees=shared_trees, window=1).fit(X, y, X[:10], y[:10]).predict(X)
 
 
 def main() -> None:

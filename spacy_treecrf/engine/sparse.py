@@ -120,3 +120,35 @@ def take_rows(indptr, indices, rows):
     np.cumsum(lengths, out=out[1:])
     items = np.arange(out[-1], dtype=np.int64) + np.repeat(indptr[rows] - out[:-1], lengths)
     return out, indices[items]
+
+
+@njit(cache=True, nogil=True)
+def window_rows(a_indptr, a_ids, doc_starts, window, colmap, padcol):
+    """Windowed CSR rows: for every token t of each sequence (``doc_starts``) and window slot j (offset
+    j - window), the columns colmap[atom, j] of token t + j - window's atoms (a_indptr / a_ids, CSR), or padcol[j]
+    where that position lies outside the sequence; a column -1 is dropped (unknown at prediction). Each row comes
+    out sorted when the columns grow with (j, atom) and each token's atoms are sorted, as the engine reads rows."""
+    W = 2 * window + 1
+    T = a_indptr.shape[0] - 1
+    out = np.empty(W * (a_ids.shape[0] + T), np.int32)
+    indptr = np.zeros(T + 1, np.int64)
+    w = 0
+    for d in range(doc_starts.shape[0] - 1):
+        s = doc_starts[d]
+        e = doc_starts[d + 1]
+        for t in range(s, e):
+            for j in range(W):
+                n = t + j - window
+                if n < s or n >= e:
+                    c = padcol[j]
+                    if c >= 0:
+                        out[w] = c
+                        w += 1
+                else:
+                    for p in range(a_indptr[n], a_indptr[n + 1]):
+                        c = colmap[a_ids[p], j]
+                        if c >= 0:
+                            out[w] = c
+                            w += 1
+            indptr[t + 1] = w
+    return indptr, out[:w]  # (a view: copying the rows cost as much as making them; the bound is ~1.2 x)
