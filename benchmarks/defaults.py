@@ -28,16 +28,19 @@ Rows (data under TREECRF_DATA_DIR; nothing is tuned on a test set):
   chosen on dev from --crf-grid, at most --crf-max-iterations L-BFGS iterations (500, as the projects: on
   chunking two uncapped fits ran for over 45 minutes each without converging); with --stock, spaCy's stock
   component (`init config --pipeline ner | tagger | morphologizer`, spaCy's defaults) beside them.
-- Estimator rows: `TreeCRF().fit(X, y)`, no argument and no dev data (it holds out 10% itself to stop), on the
-  letter / residue windows of benchmarks/paper_tasks.py:
+- Estimator rows: `TreeCRF(window=HALF).fit(X, y)`, no other argument and no dev data (it holds out 10% itself
+  to stop), on the letter / residue windows of benchmarks/paper_tasks.py: X gives each position its own symbol and
+  the symbol's classes (token_features) and the window names the input columns, the same features as the dicts
+  CRFsuite reads (featurize: the symbols and classes of the HALF positions either side, padding past the ends):
   - nettalk, nettalk_phoneme_stress: NETtalk stress / phoneme+stress, the project's 1000/1000 words, 13 letters.
   - protein: protein secondary structure, 11 residues plus the residue classes.
   - hyphenation: Moby Hyphenator II single words (no space or hyphen), label per letter: a hyphenation point
     follows; 9-letter window; words assigned by a hash of the lower-cased word: 5% test, 5% dev, 15% train.
   sklearn-crfsuite: c1/c2 from paper_tasks' grid on the dev split (NETtalk, protein: paper_tasks' dev fold of the
   training data; hyphenation: its dev words), refitted on all training data. Tagging: positions/s from the symbol
-  sequences, featurization (the window and class feature dicts both learners read) + predict (median of 3 passes);
-  training: fit seconds; both in fresh processes with their own RSS.
+  sequences, each learner's featurization (CRFsuite's window and class feature dicts, TreeCRF's per-position
+  dicts, windowed by the estimator) + predict (median of 3 passes); training: fit seconds; both in fresh processes
+  with their own RSS.
 
 Each row is written to WORK/rows/ROW.json when it finishes (with the commit it ran at), so rows can run in
 separate invocations; every invocation rewrites OUT.md and OUT.json from all rows present, with the checks of
@@ -74,7 +77,8 @@ MAX_RSS_MB = 1536.0
 README_START, README_END = "<!-- defaults-results:start -->", "<!-- defaults-results:end -->"
 LEGEND = ("Test scores (no choice was made on a test set); training seconds without dev evaluations; tokens/s: "
           "TreeCRF's tagging (spaCy rows: `nlp.pipe`), CRFsuite's featurization + tagging (estimator rows: both "
-          "from the symbol sequences, the feature dicts they read + predict). Checks: score >= "
+          "from the symbol sequences: CRFsuite's window feature dicts, TreeCRF's dicts of each position's own "
+          "features read through `TreeCRF(window=...)`, + predict). Checks: score >= "
           "CRFsuite's, tokens/s >= 2x CRFsuite's, training <= CRFsuite's (<= 10 s where CRFsuite takes less), "
           "peak RSS <= 1.5 GB. spaCy stock: spaCy's own component for the target (`spacy init config --pipeline "
           "ner | tagger | morphologizer`, spaCy's defaults; `--stock`), its test score.")
@@ -303,6 +307,14 @@ def featurize(sequences, half: int, classes: dict) -> list:
             for x in sequences]
 
 
+def token_features(sequences, classes: dict) -> list:
+    """Per sequence, one dict per position of its own features only (its symbol and the symbol's classes), for
+    TreeCRF(window=half): the estimator reads the same window as featurize's dicts (the symbols and classes of the
+    positions either side, and padding past the ends) from these, in compiled code."""
+    return [[{"w": symbol, **{name: True for name, members in classes.items() if symbol in members}}
+             for symbol in x] for x in sequences]
+
+
 def as_xy(seqs, featurizer):
     """(X, y): the feature dicts and labels of (symbols, labels) sequences."""
     return featurizer([x for x, _ in seqs]), [list(y) for _, y in seqs]
@@ -335,11 +347,13 @@ def estimator_row(row: str, data: Path, args) -> dict:
     *parts, featurizer = estimator_sequences(row, data)
     train, fit, dev, test = (as_xy(seqs, featurizer) for seqs in parts)
     tagging = (featurizer, [x for x, _ in parts[3]])  # both learners tagged from the symbols: featurize + predict
+    own = functools.partial(token_features, classes=featurizer.keywords["classes"])
+    settings = dict(window=featurizer.keywords["half"])  # TreeCRF windows each position's own features itself
     positions = {name: sum(map(len, part[1])) for name, part in (("train", train), ("test", test))}
     print(f"  {row}: {len(train[0])} training sequences ({positions['train']} positions), {len(test[0])} test "
           f"({positions['test']})", flush=True)
-    seconds, accuracy, speed, rss, rounds, trees = paper_tasks.in_fresh_process(fit_treecrf, train, test, None,
-                                                                                tagging)
+    seconds, accuracy, speed, rss, rounds, trees = paper_tasks.in_fresh_process(
+        fit_treecrf, as_xy(parts[0], own), as_xy(parts[3], own), settings, (own, tagging[1]))
     print(f"  TreeCRF defaults: {accuracy * 100:.2f}, {rounds} rounds, {seconds:.1f} s, {speed:,.0f} positions/s",
           flush=True)
     crf = paper_tasks.run_crfsuite([(*fit, *dev)], train, test,
@@ -348,7 +362,7 @@ def estimator_row(row: str, data: Path, args) -> dict:
           f"{crf['seconds']:.1f} s", flush=True)
     return dict(metric="accuracy", positions=positions, systems=[
         dict(system="TreeCRF", score=accuracy, train_seconds=seconds, tokens_per_second=speed, peak_rss_mb=rss,
-             rounds=rounds, detail=dict(trees=trees)),
+             rounds=rounds, detail=dict(trees=trees, settings=settings)),
         dict(system="CRFsuite", score=crf["test"]["viterbi"], train_seconds=crf["seconds"],
              tokens_per_second=crf["positions_per_second"], peak_rss_mb=crf["peak_rss_mb"],
              rounds=crf["iterations"], detail=dict(c1=crf["c1"], c2=crf["c2"], dev=crf["dev"],
