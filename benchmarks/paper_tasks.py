@@ -52,7 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
-from measure import peak_rss_mb
+from measure import median_seconds, peak_rss_mb
 from spacy_treecrf import TreeCRF
 from spacy_treecrf.engine.booster import PAPER_SETTINGS
 from spacy_treecrf.features import read_lexicon
@@ -265,16 +265,11 @@ def tune_treecrf(grid, folds, args, label, decode="marginal"):
 
 
 def tagging_speed(predict, X, tagging=None) -> float:
-    """Positions per second of predict(X), the median of 3 passes after a warm-up; with ``tagging`` (featurize,
-    symbol sequences) a pass is predict(featurize(sequences)) instead (a learner's featurization + tagging)."""
+    """Positions per second of predict(X) (measure.median_seconds: the median of 5 passes after a warm-up, each
+    after a full garbage collection); with ``tagging`` (featurize, symbol sequences) a pass is
+    predict(featurize(sequences)) instead (a learner's featurization + tagging)."""
     featurize, X = tagging or ((lambda part: part), X)
-    predict(featurize(X[:5]))
-    times = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        predict(featurize(X))
-        times.append(time.perf_counter() - t0)
-    return sum(map(len, X)) / statistics.median(times)
+    return sum(map(len, X)) / median_seconds(lambda: predict(featurize(X)))
 
 
 def tagging_phases(model, X) -> dict:

@@ -18,7 +18,6 @@ the trees alone (microseconds a position of the decoder's potentials, one thread
 after a warm-up.
 """
 import argparse
-import gc
 import json
 import os
 import statistics
@@ -27,6 +26,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from measure import median_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = {"components.treecrf.max_leaves": 300, "components.treecrf.trim": 0.05,
@@ -97,31 +98,11 @@ def measure_task(row: str) -> dict:
             "trees_us_per_position": median_seconds(trees) * 1e6 / positions}
 
 
-def median_seconds(call) -> float:
-    """The median of 5 timed calls after a warm-up, each after a full garbage collection."""
-    seconds = []
-    for i in range(6):
-        gc.collect()
-        t0 = time.perf_counter()
-        call()
-        if i:
-            seconds.append(time.perf_counter() - t0)
-    return statistics.median(seconds)
-
-
 def tagging_speed(nlp, test) -> float:
-    """Tokens/s of nlp.pipe over copies of the docs: the median of 5 passes after a warm-up, each after a full
-    garbage collection."""
-    n_tokens = sum(len(doc) for doc in test)
-    speeds = []
-    for i in range(6):
-        docs = [doc.copy() for doc in test]
-        gc.collect()
-        t0 = time.perf_counter()
-        list(nlp.pipe(docs, batch_size=1000))
-        if i:
-            speeds.append(n_tokens / (time.perf_counter() - t0))
-    return statistics.median(speeds)
+    """Tokens/s of nlp.pipe over fresh copies of the docs (measure.median_seconds)."""
+    seconds = median_seconds(lambda docs: list(nlp.pipe(docs, batch_size=1000)),
+                             setup=lambda: [doc.copy() for doc in test])
+    return sum(len(doc) for doc in test) / seconds
 
 
 def run(package_dir: Path, args, rounds: int) -> dict:
