@@ -308,9 +308,12 @@ def featurize(sequences, half: int, classes: dict) -> list:
 
 
 def token_features(sequences, classes: dict) -> list:
-    """Per sequence, one dict per position of its own features only (its symbol and the symbol's classes), for
-    TreeCRF(window=half): the estimator reads the same window as featurize's dicts (the symbols and classes of the
-    positions either side, and padding past the ends) from these, in compiled code."""
+    """Per sequence, each position's own features only, for TreeCRF(window=half), which reads the same window as
+    featurize's dicts (the symbols and classes of the positions either side, padding past the ends) from these in
+    compiled code: the symbol sequences themselves where there are no classes (a string position is its one
+    feature), else a dict per position of its symbol and the symbol's classes."""
+    if not classes:
+        return list(sequences)
     return [[{"w": symbol, **{name: True for name, members in classes.items() if symbol in members}}
              for symbol in x] for x in sequences]
 

@@ -150,8 +150,6 @@ class Errors(metaclass=_WithCodes):
             'position {t} has {label!r}')
     E152 = 'TreeCRF model bytes: class {label!r} is not a string or an integer, or two classes are equal'
     E060 = 'TreeCRF model bytes: invalid settings: {err}'
-    E061 = ('Sequence {q}, position {t}: a position must be a dict or an iterable of feature names, not the string '
-            '{position!r}')
     E201 = ("Sequence {q}, position {t}, key {key!r}: the value {value!r}{where} is a {kind}; a value must be a "
             "string, a bool, a number or None (missing), or, as python-crfsuite reads them, a dict of such values "
             "or a list, tuple or set of strings")

@@ -80,15 +80,19 @@ class FeatureIndex:
 
     def rows(self, X, grow: bool):
         """CSR rows (indptr, indices), sequence offsets and the missing variables (MissingRows) of a list of
-        sequences. A position is a dict or an iterable of feature names. A dict key is a variable: a string value
-        gives the feature 'key=value' (as sklearn-crfsuite does), True the feature 'key', False none, an int or
-        float (not a bool) the key's numeric column, and None or NaN mark the variable missing. At prediction a
-        number of a key without a numeric column is read as a truth value (the flag 'key' if nonzero), as True
-        and 1 are one dict key to _known_rows' table. Names of an iterable belong to no variable. While growing,
+        sequences. A position is a dict, an iterable of feature names or a string (one feature name: a sequence of
+        tokens reads as their identities). A dict key is a variable: a string value gives the feature 'key=value'
+        (as sklearn-crfsuite does), True the feature 'key', False none, an int or float (not a bool) the key's
+        numeric column, and None or NaN mark the variable missing. At prediction a number of a key without a
+        numeric column is read as a truth value (the flag 'key' if nonzero), as True and 1 are one dict key to
+        _known_rows' table. Names of an iterable or a string belong to no variable. While growing,
         ``known`` counts per variable the positions where it has a value (what imputation counts over), and keys
         with numbers get their column and bins. Dicts of string keys and string or bool values take a path at C
-        speed: _known_rows at prediction (numbers too), _grown_rows while growing."""
-        known_rows = self._grown_rows(X) if grow else self._known_rows(X)
+        speed: _known_rows at prediction (numbers too), _grown_rows while growing; sequences of strings (a string
+        position is one feature name) _name_rows."""
+        known_rows = self._name_rows(X, grow)
+        if known_rows is None:
+            known_rows = self._grown_rows(X) if grow else self._known_rows(X)
         if known_rows is not None:
             return known_rows
         ids = self.ids
@@ -128,10 +132,8 @@ class FeatureIndex:
                             known[self.feature_var[col]] += 1
                         if col is not None:
                             row.add(col)
-                elif isinstance(position, str):
-                    raise TypeError(Errors.E061.format(q=q, t=t, position=position))
                 else:
-                    for name in position:
+                    for name in ([position] if isinstance(position, str) else position):
                         name = str(name)
                         col = ids.get(name)
                         if col is None and grow:
@@ -274,6 +276,28 @@ class FeatureIndex:
         missing_rows.known = known
         return indptr, indices, seq_starts, missing_rows
 
+    def _name_rows(self, X, grow: bool):
+        """rows(X, grow) where every position is a string, the name of its one feature (belonging to no variable:
+        a token's symbol, say, read through a window), at C speed; None when a position is something else."""
+        positions = list(chain.from_iterable(X))
+        if set(map(type, positions)) - {str}:
+            return None
+        if grow:
+            for name in dict.fromkeys(positions):
+                if name not in self.ids:
+                    self._column(name, -1)
+            self._grow_tables()
+        cols = np.fromiter(map(self.ids.get, positions, repeat(-1)), dtype=np.int64, count=len(positions))
+        known = cols >= 0
+        indptr = np.zeros(len(positions) + 1, dtype=np.int64)
+        np.cumsum(known, out=indptr[1:])
+        seq_starts = np.zeros(len(X) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, X), dtype=np.int64, count=len(X)), out=seq_starts[1:])
+        V = len(self.variables)
+        missing_rows = MissingRows(np.zeros(len(positions) + 1, dtype=np.int64), np.zeros(0, dtype=np.int64),
+                                   np.array(self.feature_var, dtype=np.int32), V, np.zeros(V, dtype=np.int64))
+        return indptr, cols[known].astype(np.int32), seq_starts, missing_rows
+
     def _numeric_pairs(self, positions, row_of, is_number):
         """(row, bin id) of every number of _known_rows' items (``is_number``, in item order) whose key has a
         numeric column (others are dropped, as rows() drops them); None if one is NaN (missing: rows())."""
@@ -384,6 +408,8 @@ class TreeCRF:
     run each round's data side (engine/cluster.py; needs the 'dask' extra); "" trains in this process. The trees
     are the same either way.
 
+    Input: a position is a dict, an iterable of feature names, or a string: the name of its one feature (so a
+    list of tokens reads as their identities; with a ``window`` also their neighbours').
     Input values: a dict value that is a string gives the feature 'key=value' (as sklearn-crfsuite does), True
     the feature 'key' and False none; python-crfsuite's nested forms read as there: a dict value's items go under
     'key:inner', a list, tuple or set of strings gives the features 'key:string' (other value types: an error);

@@ -113,3 +113,21 @@ def test_window_in_model_bytes_is_checked():
         msg["window"] = bad
         with pytest.raises(ValueError, match=r"E060.*E203"):
             TreeCRF().from_bytes(serialize.dumps("TreeCRF", msg))
+
+
+def test_a_string_position_is_its_one_feature():
+    X, y = next_letter_data()
+    letters = [[position["w"] for position in seq] for seq in X]
+    as_dicts = [[{"w": c} for c in seq] for seq in letters]
+    model = TreeCRF(n_rounds=10, window=1, early_stopping=False).fit(letters, y)
+    assert model.score(letters, y) == 1.0 and model.features.names[:2] == [letters[0][0], letters[0][1]]
+    assert model.features.feature_var == [-1] * len(model.features.names)  # names belong to no variable
+    general = model.features.rows([[*seq, ["x"]] for seq in letters[:3]], grow=False)  # a list: the general path
+    fast = model.features.rows([[*seq, "x"] for seq in letters[:3]], grow=False)
+    assert all(np.array_equal(a, b) for a, b in zip(general[:3], fast[:3]))
+    renamed = TreeCRF(n_rounds=10, window=1, early_stopping=False).fit(as_dicts, y)  # 'w=a' instead of 'a'
+    assert renamed.predict(as_dicts) == model.predict(letters)
+    mixed = [[seq[0], {"w": seq[1]}, *seq[2:]] for seq in letters if len(seq) > 2]
+    names = TreeCRF(n_rounds=2, early_stopping=False).fit(mixed, [ys for ys, seq in zip(y, letters)
+                                                                  if len(seq) > 2]).features.names
+    assert mixed[0][0] in names and f"w={mixed[0][1]['w']}" in names  # the general path reads both kinds
