@@ -273,7 +273,7 @@ def tagging_speed(predict, X, tagging=None) -> float:
 
 
 def tagging_phases(model, X) -> dict:
-    """Seconds of one pass of the TreeCRF's tagging over X by phase, the median of 3: features (dicts to rows),
+    """Seconds of one pass of the TreeCRF's tagging over X by phase, the median of 3: features (X to rows),
     potentials (the trees, as decoding's grouped potentials) and decoding (marginals and their argmax)."""
     from spacy_treecrf.engine import booster
     phases = {"features": [], "potentials": [], "decoding": []}
