@@ -8,9 +8,9 @@ It trains and runs tiny models on generated data along the paths a user's first 
 settings and with per-label trees: for each target, `initialize` and a few rounds of `update` (the training
 kernels), `evaluate` after a to_bytes / from_bytes round trip, and tagging a one-token doc and one of
 PARTITION_ROWS tokens (both prediction kernels); the estimator's fit with validation data, predict, marginals
-and n-best, with and without missing values, over a numeric column too, and over a window. What these do not
-reach (another loss, newton leaves, other missing-value strategies) compiles on first use, as it would without
-this.
+and n-best, with and without missing values, over a numeric column too, over a window, and with its shared trees
+grown over two shards (as large training sets grow them). What these do not reach (another loss, newton leaves,
+other missing-value strategies) compiles on first use, as it would without this.
 
 numba keys a cached kernel on its source file's content, the argument types, the CPU and numba's version, and
 keeps the cache in the package's __pycache__ folders: a copy built on one machine and installed on another with
@@ -28,6 +28,7 @@ from spacy.tokens import Doc, Span
 from spacy.training import Example
 
 from . import pipe  # noqa: F401 (registers the treecrf factory)
+from .engine import booster
 from .engine.booster import DECODERS, PARTITION_ROWS
 from .estimator import TreeCRF
 
@@ -95,6 +96,17 @@ def compile_estimator(shared_trees: bool, missing: bool) -> None:
         TreeCRF(n_rounds=2, shared_trees=shared_trees, window=1).fit(X, y, X[:10], y[:10]).predict(X)
 
 
+def compile_two_shard_growth() -> None:
+    """The estimator's fit with its shared trees grown over two shards (grow.grow_tree_threads), which only
+    training sets of booster.GROW_THREADS_POSITIONS positions reach otherwise."""
+    threshold = booster.GROW_THREADS_POSITIONS
+    booster.GROW_THREADS_POSITIONS = 0
+    try:
+        compile_estimator(True, False)
+    finally:
+        booster.GROW_THREADS_POSITIONS = threshold
+
+
 def main() -> None:
     t0 = time.perf_counter()
     for shared_trees in (True, False):
@@ -102,6 +114,7 @@ def main() -> None:
             compile_component(target, shared_trees)
         for missing in (False, True):
             compile_estimator(shared_trees, missing)
+    compile_two_shard_growth()
     print(f"spacy_treecrf: kernels compiled into numba's cache in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
 
 

@@ -5,11 +5,13 @@ Data flows one way through its modules:
 - sparse.py: binary feature rows (CSR) and their inverted index;
 - crf.py, losses.py: forward-backward, Viterbi and the functional gradients the trees are fitted to;
 - the tree learner: histogram.py (a node's sums and feature histogram), split.py (split search),
-  partition.py (a node's positions split by its test), grow.py (the one best-first grower), leaves.py (leaf
-  values and moving cached potentials by a tree's leaves); missing.py holds the missing-value routing rule they
-  share and the row transformations of the other strategies;
+  partition.py (a node's positions split by its test), grow.py (the one best-first grower, on one thread, or on
+  two over two shards of the positions), leaves.py (leaf values and moving cached potentials by a tree's
+  leaves); missing.py holds the missing-value routing rule they share and the row transformations of the other
+  strategies;
 - prediction: predict_walk.py (one position, one tree: training-time evaluation and rows with missing values),
-  predict_partition.py (large batches), predict_bitmask.py (small batches); intrinsics.py (prefetch, bit scan);
+  predict_partition.py (large batches), predict_bitmask.py (small batches); intrinsics.py (prefetch, bit scan,
+  the atomics and CPU yield of the two-thread grower);
 - booster.py: the boosting settings (BoostParams), rounds, the Ensemble and the dev-set cache;
 - transitions.py (which label may follow which), rules.py (an ensemble's strongest paths, readable);
 - serialize.py: the one place where model state becomes msgpack bytes and back.

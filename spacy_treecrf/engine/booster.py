@@ -18,7 +18,7 @@ import numpy as np
 
 from . import crf, losses, missing, moves
 from .crf import Potentials
-from .grow import Segments, grow_tree, influential_positions
+from .grow import Segments, grow_tree, grow_tree_threads, influential_positions
 from .leaves import (CELL_MEAN, NEWTON, POSITION_MEAN, LeafSums, add_label_leaf_sums, add_leaf_sums,
                      covering_leaves, leaf_nodes, leaf_values as leaf_value_kernel, values_of)
 from .missing import MissingRows
@@ -56,6 +56,11 @@ AUTO_SHRINKAGE_RANGE = (1.0, 10.0)
 # max_leaves "auto" (resolved_max_leaves): a leaf per AUTO_LEAF_POSITIONS training positions, within AUTO_LEAVES_RANGE
 AUTO_LEAF_POSITIONS = 50
 AUTO_LEAVES_RANGE = (1000, 3000)
+# A shared tree is grown over two shards of its positions (grow.grow_tree_threads, on two threads where there are
+# two) from this many positions, where no value is routed: with fewer, a Step's work is too short for the
+# hand-over to pay (benchmarks/results/grow_threads.md: 0.90x at 18,105 positions, 1.42x at 297,818). Whatever
+# the threads, the same data grows the same tree.
+GROW_THREADS_POSITIONS = 100_000
 # A shared tree's splits are chosen on the residuals projected on this many directions (project.py): the
 # histograms, per-state sums and the projected residuals (a LowRank's rows, or a T x S x d array) grow with it.
 SHARED_DIRECTIONS = 16
@@ -850,9 +855,13 @@ class Trainer:
         target = self._shared_target(passes, positions)
         pos = self._trimmed(target, positions)
         ok = self._tree_features()
-        tree, segments = grow_tree(self.rows, self.column_index, target, pos, settings,
-                                   ok if ok is not None else self.all_features,
-                                   no_missing() if routing is None else routing, self.numeric)
+        ok = ok if ok is not None else self.all_features
+        if routing is None and len(pos) >= GROW_THREADS_POSITIONS:
+            tree, segments = grow_tree_threads(self.rows, self.column_index, target, pos, settings, ok, self.numeric,
+                                               self.params.threads)
+        else:
+            tree, segments = grow_tree(self.rows, self.column_index, target, pos, settings, ok,
+                                       no_missing() if routing is None else routing, self.numeric)
         del target
         if routing is not None:
             segments = self._walked_segments(tree, pos, routing)

@@ -11,6 +11,8 @@ advance) owns the tree: it turns sums into leaf values and candidate splits, pic
 what the data side does next (a Step). grow_tree runs both in one loop over one set of positions; a cluster
 (engine/cluster.py) runs the data side on every worker's shard and adds their Landings up before ``advance``:
 every sum is a sum over positions, so the shards' sums are the whole set's and the tree is the same.
+grow_tree_threads runs two shards of one process's positions that way on two threads (a Mailbox between them),
+the decision side on the first.
 
 A node's positions sit in a segment of Slots (histogram.py) and the data side scans as little as it can.
 Without missing values the slots carry each position's r_t: a feature split partitions the segment in place
@@ -28,6 +30,7 @@ routes its positions by missing.route, so one missing position may go to both ch
 longer its parent minus its sibling, and every new node is scanned for its own sums and histograms (its
 features judged on the examples where their variable is known, surrogates ranked by split.surrogates).
 """
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
@@ -36,11 +39,11 @@ from numba.typed import List
 
 from .histogram import (Hist, Pass, Slots, StateSums, Valid, clear, compact, is_low_rank, scan,
                         scan_state_split, scan_weighted, state_sums, subtract, valid_states, width)
-from .intrinsics import with_room
-from .partition import partition, partition_routed
+from .intrinsics import compare_exchange, cycles, load_acquire, store_release, with_room, yield_cpu
+from .partition import Marks, partition, partition_routed
 from .split import (Allowed, Candidates, Compact, SurrogateScratch, best_feature, best_feature_known, best_of,
                     best_state, best_threshold, record_candidate, surrogates)
-from .trees import FEATURE, LEAF, TIE, Tree, routes_missing, tie_slack
+from .trees import FEATURE, LEAF, TIE, Tree, no_missing, routes_missing, tie_slack
 from ..errors import Errors
 
 
@@ -143,8 +146,9 @@ class Growth(NamedTuple):
 class ShardGrowth(NamedTuple):
     """The data side of a tree being grown over one set of positions: the rows (Rows of atoms, their ColumnIndex,
     NumericIndex and MissingIndex), the Target's residuals, the slots (grown by a copy at state splits), spare
-    slots (tmp; fall: surrogate routing), a mark per position, surrogate counts, each node's segment of the slots
-    (pstart, plen), the slots in use (used[0]) and valid-state scratch (mid, mid_b)."""
+    slots (tmp; fall: surrogate routing), Marks (a flag per position, and the span of positions from its first to
+    its last), surrogate counts, each node's segment of the slots (pstart, plen), the slots in use (used[0]) and
+    valid-state scratch (mid, mid_b)."""
     rows: object
     index: object
     numeric: object
@@ -153,7 +157,7 @@ class ShardGrowth(NamedTuple):
     slots: Slots
     tmp: Slots
     fall: Slots
-    mark: np.ndarray
+    marks: Marks
     counts: SurrogateScratch
     pstart: np.ndarray
     plen: np.ndarray
@@ -232,6 +236,10 @@ def new_shard(rows, index, numeric, missing, target, positions, max_leaves, n_su
             ascending = False
             break
     pbuf[:n_pos] = positions if ascending else np.sort(positions)
+    span = np.zeros(2, dtype=np.int64)
+    if n_pos > 0:
+        span[0] = pbuf[0]
+        span[1] = pbuf[n_pos - 1] + 1
     with_surrogates = routed and n_surrogates > 0
     n_fall = n_pos + 1 if with_surrogates else 0
     n_cnt = index.ptr.shape[0] - 1 if with_surrogates else 0
@@ -243,7 +251,7 @@ def new_shard(rows, index, numeric, missing, target, positions, max_leaves, n_su
     return ShardGrowth(rows, index, numeric, missing, target, Slots(pbuf, vbuf),
                        Slots(np.empty(n_pos + 1, dtype=np.int32), np.empty((n_pos + 1, d))),
                        Slots(np.empty(n_fall, dtype=np.int32), np.empty((n_fall, d))),
-                       np.zeros(T, dtype=np.bool_), counts, np.zeros(max_nodes, dtype=np.int64),
+                       Marks(np.zeros(T, dtype=np.bool_), span), counts, np.zeros(max_nodes, dtype=np.int64),
                        np.zeros(max_nodes, dtype=np.int64), np.full(1, n_pos, dtype=np.int64),
                        np.empty(S, dtype=np.int64), np.empty(S, dtype=np.int64))
 
@@ -255,7 +263,7 @@ def _with_room(shard, need):
         return shard
     slots = Slots(with_room(shard.slots.pos, need), with_room(shard.slots.val, need))
     return ShardGrowth(shard.rows, shard.index, shard.numeric, shard.missing, shard.target, slots, shard.tmp,
-                       shard.fall, shard.mark, shard.counts, shard.pstart, shard.plen, shard.used, shard.mid,
+                       shard.fall, shard.marks, shard.counts, shard.pstart, shard.plen, shard.used, shard.mid,
                        shard.mid_b)
 
 
@@ -333,7 +341,7 @@ def shard_step(shard, step, landing):
             shard.used[0] = used + na
             _scan_routed(shard, a, step.states[1], step.with_hist, landing)
             return shard
-        na, nb, wa, wb = partition(shard.slots, lo, hi, shard.tmp, f, shard.index, shard.mark, shard.rows,
+        na, nb, wa, wb = partition(shard.slots, lo, hi, shard.tmp, f, shard.index, shard.marks, shard.rows,
                                    shard.numeric, target.is_start, valid, landing.g[0], landing.g[1])
         pstart[a] = lo + nb
         plen[a] = na
@@ -821,3 +829,210 @@ def grow_tree(rows, index, target, positions, settings, feature_ok, missing, num
         shard = shard_step(shard, step, landing)
         step = advance(growth, step, landing)
     return Grown(grown_tree(growth), shard_segments(shard, growth.counts[0]))
+
+
+# The int64 fields of a Mailbox: the number of the Step posted last, of the Step claimed last (by the helper, or by
+# the driver when the helper had not taken it), of the Step the helper finished last, whether the driver goes on
+# alone, a stop flag (either side failed), then the posted Step's own fields.
+(POSTED, CLAIMED, FINISHED, SOLO, STOPPED, KIND, NODE, CHILD_A, CHILD_B, TEST, SCAN, WITH_STATES,
+ WITH_HIST) = range(13)
+SPINS = 2000  # reads of a flag a waiting thread makes before it yields the CPU between reads (about 10 us)
+# The driver goes on alone once it has waited for the helper longer than this share of its own work, plus
+# STALL_CYCLES (a few ms): the helper is not getting a core (a busy machine). On a free one the waits are the
+# halves' imbalance, a small share.
+STALL_SHARE = 0.5
+STALL_CYCLES = 10_000_000
+
+
+class Mailbox(NamedTuple):
+    """What grow_tree_threads' two threads share: ``box`` (int64: the fields above), the posted Step's share
+    (float64, 1) and states (3 x S), and ``second``, the second shard's ShardGrowth (a typed List of one: the
+    thread that runs a Step on it puts its successor there).
+
+    The driver writes a Step, then its number with release ordering; whoever claims that number first (an atomic
+    compare-exchange) runs the second shard's part of it. The helper, spinning on the number, claims it at once
+    when it has a core. When it has none (a busy machine), the driver claims the Steps it has not taken; and once
+    the driver has waited too long for it (STALL_SHARE), the driver goes on alone (SOLO) and the helper returns.
+    Either way the second shard's part is the same arithmetic, so the tree does not depend on which thread ran
+    what."""
+    box: np.ndarray
+    share: np.ndarray
+    states: np.ndarray
+    second: object
+
+
+@njit(cache=True, nogil=True)
+def new_mailbox(second, S):
+    """A Mailbox holding the second shard (made here: typed List calls from Python compile anew in every
+    process)."""
+    held = List()
+    held.append(second)
+    return Mailbox(np.zeros(WITH_HIST + 1, dtype=np.int64), np.zeros(1), np.zeros((3, S), dtype=np.bool_), held)
+
+
+@njit(cache=True, nogil=True)
+def _post(mail, step, number):
+    box = mail.box
+    box[KIND] = step.kind
+    box[NODE] = step.node
+    box[CHILD_A] = step.a
+    box[CHILD_B] = step.b
+    box[TEST] = step.feature
+    box[SCAN] = step.scan
+    box[WITH_STATES] = step.with_states
+    box[WITH_HIST] = step.with_hist
+    mail.share[0] = step.share
+    if step.states.shape[1] == mail.states.shape[1]:  # (a DONE Step has none)
+        mail.states[:] = step.states
+    store_release(box, POSTED, number)
+
+
+@njit(cache=True, nogil=True)
+def _posted(mail):
+    box = mail.box
+    return _step(box[KIND], box[NODE], box[CHILD_A], box[CHILD_B], box[TEST], box[SCAN], box[WITH_STATES] != 0,
+                 box[WITH_HIST] != 0, mail.states, mail.share[0])
+
+
+@njit(cache=True, nogil=True)
+def _wait(box, field, number):
+    """Wait until box[field] reaches ``number``: True, or False once a side has stopped."""
+    spins = 0
+    while load_acquire(box, field) < number:
+        if load_acquire(box, STOPPED) != 0:
+            return False
+        spins += 1
+        if spins > SPINS:
+            yield_cpu()
+    return True
+
+
+@njit(cache=True, nogil=True)
+def grow_driver(growth, shard, landing, other, mail, n_positions):
+    """The first thread of grow_tree_threads: both sides of growth over its shard, each Step posted for the second
+    shard first (unless SOLO is set: then this thread runs both parts); the second shard's Landing (``other``, from
+    the helper or from this thread) is added to its own before the decision. Returns the shard (its last
+    successor)."""
+    box = mail.box
+    step = first_step(growth, n_positions)
+    number = 0
+    worked = 0  # cycles spent on this shard's parts, and waiting for the helper's
+    waited = 0
+    while step.kind != DONE:
+        number += 1
+        solo = box[SOLO] != 0
+        if not solo:
+            _post(mail, step, number)
+        t0 = cycles()
+        shard = shard_step(shard, step, landing)
+        t1 = cycles()
+        worked += t1 - t0
+        if solo or compare_exchange(box, CLAIMED, number - 1, number):
+            mail.second[0] = shard_step(mail.second[0], step, other)
+        else:
+            if not _wait(box, FINISHED, number):
+                return shard
+            waited += cycles() - t1
+            if waited > STALL_SHARE * worked + STALL_CYCLES:
+                store_release(box, SOLO, 1)
+        add_landing(landing, pack_landing(other, growth.ok.keep))
+        step = advance(growth, step, landing)
+    _post(mail, step, number + 1)
+    return shard
+
+
+@njit(cache=True, nogil=True)
+def grow_helper(landing, mail):
+    """The second thread of grow_tree_threads: the second shard's part of every posted Step it claims, into
+    ``landing``. Returns when a DONE Step is posted, the driver goes on alone or a side has stopped."""
+    box = mail.box
+    seen = 0
+    spins = 0
+    while load_acquire(box, STOPPED) == 0 and load_acquire(box, SOLO) == 0:
+        number = load_acquire(box, POSTED)
+        if number == seen:
+            spins += 1
+            if spins > SPINS:
+                yield_cpu()
+            continue
+        seen = number
+        spins = 0
+        if not compare_exchange(box, CLAIMED, number - 1, number):
+            continue  # the driver ran it
+        step = _posted(mail)  # the driver posts no other Step until this one is finished
+        if step.kind == DONE:
+            return
+        mail.second[0] = shard_step(mail.second[0], step, landing)
+        store_release(box, FINISHED, number)
+
+
+@njit(cache=True, nogil=True)
+def joined_segments(kind, shard, mail):
+    """The Segments of a tree's leaves from its two shards' (the first shard's, then the Mailbox's second: each
+    leaf's positions ascending, as the first shard's all come before the second's). Internal nodes get empty
+    segments: what reads Segments reads leaves."""
+    n = kind.shape[0]
+    first = shard_segments(shard, n)
+    second = shard_segments(mail.second[0], n)
+    start = np.zeros(n, dtype=np.int64)
+    length = np.zeros(n, dtype=np.int64)
+    for node in range(n):
+        if kind[node] == LEAF:
+            length[node] = first.length[node] + second.length[node]
+    pos = np.empty(length.sum(), dtype=first.pos.dtype)
+    c = 0
+    for node in range(n):
+        if kind[node] != LEAF:
+            continue
+        start[node] = c
+        for part in (first, second):
+            m = part.length[node]
+            pos[c:c + m] = part.pos[part.start[node]:part.start[node] + m]
+            c += m
+    return Segments(pos, start, length, np.empty(0))
+
+
+def _helper(landing, mail):
+    try:
+        grow_helper(landing, mail)
+    except BaseException:
+        mail.box[STOPPED] = 1  # the driver stops waiting
+        raise
+
+
+def grow_tree_threads(rows, index, target, positions, settings, feature_ok, numeric, threads: int = 2) -> Grown:
+    """grow_tree over two shards of the positions, on two threads, for rows without missing values: the first and
+    second half of the positions (ascending) are a shard each, each shard's data side is run by its own thread (the
+    kernels release the GIL; see Mailbox) and their Landings are added up before every decision, as a cluster's
+    are. The tree is grow_tree's up to the order of the additions (a sum of two halves), and the same whichever
+    thread ran which part, with ``threads`` 1 (one thread runs both shards) too. Its Segments hold the
+    leaves'."""
+    if target.is_start.shape[0] >= 2 ** 31:
+        raise ValueError(TOO_MANY_POSITIONS)
+    positions = np.sort(positions) if np.any(np.diff(positions) < 0) else positions
+    half = len(positions) // 2
+    S = target.allowed_k.shape[0]
+    d = width(target)
+    missing = no_missing()
+    growth = new_growth(settings, S, d, feature_ok, numeric, missing, target.allowed_k)
+    shards = [new_shard(rows, index, numeric, missing, target, part, settings.max_leaves, 0)
+              for part in (positions[:half], positions[half:])]
+    landings = [new_landing(feature_ok.shape[0], 0, S, d, 0, True) for _ in shards]
+    mail = new_mailbox(shards[1], S)
+    if threads < 2:
+        mail.box[SOLO] = 1
+        first = grow_driver(growth, shards[0], landings[0], landings[1], mail, len(positions))
+        return _grown(growth, first, mail)
+    with ThreadPoolExecutor(1) as pool:
+        helper = pool.submit(_helper, landings[1], mail)
+        try:
+            first = grow_driver(growth, shards[0], landings[0], landings[1], mail, len(positions))
+        finally:
+            mail.box[STOPPED] = 1  # the helper stops waiting, whatever happened here
+        helper.result()  # raises the helper's exception: the driver stops early only on one
+    return _grown(growth, first, mail)
+
+
+def _grown(growth, first, mail) -> Grown:
+    tree = grown_tree(growth)
+    return Grown(tree, joined_segments(tree.kind, first, mail))

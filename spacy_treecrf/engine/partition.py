@@ -5,6 +5,8 @@ may be missing routes each position (missing.route): one missing with no known s
 with its weight times the yes share / 1 - share (instance weighting), or to the side that got more of the
 others (surrogate splits).
 """
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
@@ -13,25 +15,55 @@ from .numeric import test_range
 from .sparse import has_id_in
 
 
+class Marks(NamedTuple):
+    """Scratch for marking the positions that pass a split: a flag per position (all False between splits) and
+    the positions [span[0], span[1]) the data side holds. A shard of a tree grown on two threads holds half of
+    them and marks only the ColumnIndex entries in its span, not the whole column."""
+    flag: np.ndarray
+    span: np.ndarray
+
+
 @njit(cache=True, nogil=True)
-def partition(slots, lo, hi, tmp, f, index, mark, rows, numeric, is_start, valid, ga, gb):
+def _span_entries(index, a, span):
+    """The entries of atom a's column in the ColumnIndex (positions ascending) that lie in span: (q0, q1)."""
+    q0, q1 = index.ptr[a], index.ptr[a + 1]
+    if q1 > q0 and index.pos[q0] < span[0]:
+        q0 = np.searchsorted(index.pos[q0:q1], span[0]) + q0
+    if q1 > q0 and index.pos[q1 - 1] >= span[1]:
+        q1 = np.searchsorted(index.pos[q0:q1], span[1]) + q0
+    return q0, q1
+
+
+@njit(cache=True, nogil=True)
+def _set_marks(index, a_lo, a_hi, marks, on):
+    """Flag (on) or clear the positions in marks' span that hold an atom in [a_lo, a_hi]."""
+    for a in range(a_lo, a_hi + 1):
+        q0, q1 = _span_entries(index, a, marks.span)
+        for q in range(q0, q1):
+            marks.flag[index.pos[q]] = on
+
+
+@njit(cache=True, nogil=True)
+def partition(slots, lo, hi, tmp, f, index, marks, rows, numeric, is_start, valid, ga, gb):
     """Stable in-place partition of a node's slots (positions and their r_t) on test f (a feature's presence or
     a numeric threshold: an atom in [lo, hi], see numeric.py): the positions failing it first, then those passing
     (usually the fewer, they go through ``tmp``, Slots of spare room). Positions passing are marked from the
-    ColumnIndex (the atoms of a range are consecutive there), or looked up in their rows when that is long for
-    the node. The residual sums G of the present and absent positions go to ga, gb (d values each).
+    ColumnIndex (Marks: those in the data side's span), or looked up in their rows when that is long for the
+    node. The residual sums G of the present and absent positions go to ga, gb (d values each).
     Returns (n_present, n_absent, N of the present, N of the absent)."""
     pbuf = slots.pos
     rbuf = slots.val
     tmp_p = tmp.pos
     tmp_r = tmp.val
     a_lo, a_hi = test_range(numeric, f)
-    c0 = index.ptr[a_lo]
-    c1 = index.ptr[a_hi + 1]
-    use_mark = (c1 - c0) <= 8 * (hi - lo)
+    n_entries = 0
+    for a in range(a_lo, a_hi + 1):
+        q0, q1 = _span_entries(index, a, marks.span)
+        n_entries += q1 - q0
+    use_mark = n_entries <= 8 * (hi - lo)
+    mark = marks.flag
     if use_mark:
-        for q in range(c0, c1):
-            mark[index.pos[q]] = True
+        _set_marks(index, a_lo, a_hi, marks, True)
     d = rbuf.shape[1]
     na = 0
     nb = 0
@@ -83,8 +115,7 @@ def partition(slots, lo, hi, tmp, f, index, mark, rows, numeric, is_start, valid
     pbuf[lo + nb:hi] = tmp_p[:na]
     rbuf[lo + nb:hi] = tmp_r[:na]
     if use_mark:
-        for q in range(c0, c1):
-            mark[index.pos[q]] = False
+        _set_marks(index, a_lo, a_hi, marks, False)
     w_mid = float(valid.m)
     wa = n_start_a * valid.w_start + (na - n_start_a) * w_mid
     wb = n_start_b * valid.w_start + (nb - n_start_b) * w_mid
