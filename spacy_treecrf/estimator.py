@@ -1,5 +1,6 @@
 """`TreeCRF`: the engine as a small estimator over any sequence data, in sklearn-crfsuite's input format."""
 import dataclasses
+import functools
 import inspect
 import time
 import warnings
@@ -353,11 +354,14 @@ class FeatureIndex:
         return missing.fill_rows(indptr, indices, missing_rows, table, len(self.names))
 
 
+@functools.lru_cache(maxsize=8)
 def window_columns(n_features: int, window: int) -> Tuple[np.ndarray, np.ndarray]:
     """(colmap: token feature x window slot -> column, padcol: slot -> column or -1), sparse.window_rows' maps
     for ``n_features`` token features and a ``window`` either side. The columns go slot by slot (offsets -window
     .. +window), each slot's block a padding column (unused at offset 0) then the token features in their order:
-    a windowed row comes out sorted, as the engine reads rows, and a column's (slot, feature) is arithmetic."""
+    a windowed row comes out sorted, as the engine reads rows, and a column's (slot, feature) is arithmetic.
+    Kept for the last few sizes, so the arrays are shared: read them, never write them. Every predict reads
+    them, and they take features x slots int32s (2 MB for 100,000 features and a window of 2)."""
     W = 2 * window + 1
     block = np.arange(W, dtype=np.int64) * (n_features + 1)
     colmap = (block[None, :] + 1 + np.arange(n_features, dtype=np.int64)[:, None]).astype(np.int32)
