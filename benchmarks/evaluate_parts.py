@@ -29,6 +29,7 @@ from pathlib import Path
 CHILD = r"""
 import gc, json, sys, time
 import spacy
+import spacy.cli  # as `spacy evaluate` runs: the objects of its modules are part of what a full collection walks
 from spacy.training import Corpus
 model, data, name, disable = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
 nlp = spacy.load(model, disable=[name] if disable else [])
