@@ -88,7 +88,6 @@ the id of its value's bin at each offset, after all binary columns (offset, then
 ascending). A token without a value (no vector, a None extension, a missing token, beyond the doc's edge) holds
 none, and every threshold split learns which side such tokens take.
 """
-import functools
 import inspect
 import re
 from collections import Counter
@@ -185,11 +184,27 @@ def regex_tests(text: str) -> Tuple[str, ...]:
     return _class_tests(char_classes(text))
 
 
-@functools.lru_cache(maxsize=2 ** 16)
+# regex_tests' caches: a class string's patterns as bits (bit i: _COMPILED[i] matches), and the names of each set of
+# bits met so far. Words share a few thousand class strings ("Aaaaa", "DD.DD"), so the patterns run once per class
+# string. Ints, not a tuple per class string (as an lru_cache of the names kept): a cached tuple is a container
+# kept alive, and the few hundred class strings of a test set's unseen words were enough of them to set off
+# Python's collector, and with it a full collection, inside spacy evaluate's timed pass.
+_CLASS_BITS: Dict[str, int] = {}
+_BITS_TESTS: Dict[int, Tuple[str, ...]] = {}
+_CLASS_CACHE_SIZE = 2 ** 16  # class strings kept (the rest are tested each time)
+
+
 def _class_tests(classes: str) -> Tuple[str, ...]:
-    """regex_tests of a class string: words share a few thousand class strings ("Aaaaa", "DD.DD"), so the
-    sixteen patterns run once per class string."""
-    return tuple(name for name, rx in _COMPILED if rx.fullmatch(classes))
+    """regex_tests of a class string."""
+    bits = _CLASS_BITS.get(classes)
+    if bits is None:
+        bits = sum(1 << i for i, (_, rx) in enumerate(_COMPILED) if rx.fullmatch(classes))
+        if len(_CLASS_BITS) < _CLASS_CACHE_SIZE:
+            _CLASS_BITS[classes] = bits
+    tests = _BITS_TESTS.get(bits)
+    if tests is None:
+        tests = _BITS_TESTS[bits] = tuple(name for i, (name, _) in enumerate(_COMPILED) if bits >> i & 1)
+    return tests
 
 
 def offset_name(offset: int) -> str:

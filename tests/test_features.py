@@ -74,6 +74,30 @@ def test_sixteen_patterns_and_paper_examples():
     assert regex_tests("hello") == ()
 
 
+def test_pattern_tests_match_every_pattern_run_anew_and_their_cache_keeps_no_container(monkeypatch):
+    """regex_tests caches a class string's patterns as an int (features._CLASS_BITS): the names of each set of
+    patterns are one shared tuple, so the class strings of unseen words add no container for Python's collector
+    to count (a tuple each set off a full collection inside spacy evaluate's timed pass). The cache stops
+    growing at its bound, and what it returns is what running the sixteen patterns gives."""
+    import gc
+    import re
+    from spacy_treecrf import features
+    words = [prefix + "a" * n + suffix for n in range(1, 120) for prefix, suffix in (("Q", ""), ("x", "9"), ("", ".D"))]
+    for word in words:
+        assert regex_tests(word) == tuple(name for name, pattern in REGEXES
+                                          if re.fullmatch(pattern, char_classes(word), re.DOTALL))
+    fresh = ["Ab" + "c" * n for n in range(200, 500)]
+    regex_tests(fresh[0])
+    gc.collect()
+    before = len(gc.get_objects())
+    assert [regex_tests(word) for word in fresh[1:]] == [regex_tests(fresh[0])] * (len(fresh) - 1)
+    assert len(gc.get_objects()) <= before + 1  # (the list just made)
+    monkeypatch.setattr(features, "_CLASS_BITS", {})
+    monkeypatch.setattr(features, "_CLASS_CACHE_SIZE", 10)
+    assert [regex_tests(word) for word in words] == [regex_tests(word) for word in words[::-1]][::-1]
+    assert len(features._CLASS_BITS) == 10
+
+
 def test_char_classes_of_ascii_text_are_those_of_the_per_character_rule():
     """ASCII text takes str.translate; a non-ASCII first character sends the same text through the rule per
     character (A upper, a lower, D digit, L other letter, the rest kept)."""
