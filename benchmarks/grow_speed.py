@@ -17,8 +17,6 @@ editing a kernel: a cached caller keeps its callees' old code.
 """
 import argparse
 import os
-import statistics
-import time
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +26,8 @@ from spacy_treecrf.engine.grow import grow_tree, grow_tree_threads
 from spacy_treecrf.engine.sparse import csc_index
 from spacy_treecrf.engine.numeric import no_numeric
 from spacy_treecrf.engine.trees import GrowSettings, Rows, Target, Tree, no_missing
+
+from measure import median_turns
 
 
 def problem(seed=0):
@@ -79,17 +79,6 @@ def same_tree(a, b) -> bool:
         if not np.array_equal(pa, pb):
             return False
     return bool(np.allclose(a.tree.value, b.tree.value, rtol=1e-9, atol=1e-12))
-
-
-def median_turns(calls: dict, repeats: int) -> dict:
-    """Median seconds of each call, timed in alternating turns."""
-    times = {name: [] for name in calls}
-    for _ in range(repeats):
-        for name, call in calls.items():
-            t0 = time.perf_counter()
-            call()
-            times[name].append(time.perf_counter() - t0)
-    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def main():
