@@ -920,21 +920,23 @@ def grow_driver(growth, shard, landing, other, mail, n_positions):
     waited = 0
     while step.kind != DONE:
         number += 1
-        solo = box[SOLO] != 0
-        if not solo:
-            _post(mail, step, number)
-        t0 = cycles()
-        shard = shard_step(shard, step, landing)
-        t1 = cycles()
-        worked += t1 - t0
-        if solo or compare_exchange(box, CLAIMED, number - 1, number):
+        if box[SOLO] != 0:  # (no clock: nothing is waited for any more)
+            shard = shard_step(shard, step, landing)
             mail.second[0] = shard_step(mail.second[0], step, other)
         else:
-            if not _wait(box, FINISHED, number):
-                return shard
-            waited += cycles() - t1
-            if waited > STALL_SHARE * worked + STALL_CYCLES:
-                store_release(box, SOLO, 1)
+            _post(mail, step, number)
+            t0 = cycles()
+            shard = shard_step(shard, step, landing)
+            t1 = cycles()
+            worked += t1 - t0
+            if compare_exchange(box, CLAIMED, number - 1, number):
+                mail.second[0] = shard_step(mail.second[0], step, other)
+            else:
+                if not _wait(box, FINISHED, number):
+                    return shard
+                waited += cycles() - t1
+                if waited > STALL_SHARE * worked + STALL_CYCLES:
+                    store_release(box, SOLO, 1)
         add_landing(landing, pack_landing(other, growth.ok.keep))
         step = advance(growth, step, landing)
     _post(mail, step, number + 1)
