@@ -5,10 +5,10 @@ predict_bitmask.py serves small ones. It reads numeric columns' bins from the at
 test is a range of a column's bins, numeric.py): a block's bins are gathered once into a byte per row and column,
 so a threshold node costs what a frequent binary feature's does, one test per item.
 
-Speed note (as in histogram.py): no helper that takes arrays is called per node, row or item; numba counts
-references to every array a call binds, with atomic operations, and on NETtalk's 100 shared trees those calls
-were a quarter of the kernel's samples. Per-node work is written in _partition_block's loop, and leaf vectors
-are added in batches (_add_vectors).
+Speed note (as in histogram.py): no helper that takes arrays is called per node, row or item, with_room
+included (called only when a buffer must grow); numba counts references to every array a call binds, with
+atomic operations, and on NETtalk's 100 shared trees those calls were a quarter of the kernel's samples.
+Per-node work is written in _partition_block's loop, and leaf vectors are added in batches (_add_vectors).
 """
 from typing import NamedTuple
 
@@ -302,7 +302,8 @@ def _grouped_rows(sums, pool, pool_mask, r0, r1, is_start, allowed, mask_class, 
         c[row] = top
         first = start[row]
         start[row + 1] = first + n
-        values = with_room(values, first + n)
+        if first + n > values.shape[0]:  # (with_room only when it grows: see the header's speed note)
+            values = with_room(values, first + n)
         shift = np.float32(top)  # (exp in float32, as the sums are: 1.7 times faster than in float64)
         for r in range(n):
             u = rep[r]
@@ -443,8 +444,9 @@ def _replay_splits(sums, pool, pool_mask, log, n_events, index, vectors, cells):
     top = 0
     for t in range(m):
         o = top
-        pool = with_room(pool, o + 1)
-        pool_mask = with_room(pool_mask, o + 1)
+        if o + 1 > pool.shape[0]:  # (with_room only when it grows: see the header's speed note)
+            pool = with_room(pool, o + 1)
+            pool_mask = with_room(pool_mask, o + 1)
         for k in range(K):
             pool[o, k] = 0.0
         for w in range(n_words):
@@ -453,10 +455,12 @@ def _replay_splits(sums, pool, pool_mask, log, n_events, index, vectors, cells):
         for q in range(first_event[t], first_event[t + 1]):
             e = order[q]
             i0, i1 = log.ptr[e], log.ptr[e + 1]
-            pool = with_room(pool, o + n * (i1 - i0 + 1))
-            pool_mask = with_room(pool_mask, o + n * (i1 - i0 + 1))
-            add_at = with_room(add_at, n * (i1 - i0))
-            add_leaf = with_room(add_leaf, n * (i1 - i0))
+            if o + n * (i1 - i0 + 1) > pool.shape[0]:
+                pool = with_room(pool, o + n * (i1 - i0 + 1))
+                pool_mask = with_room(pool_mask, o + n * (i1 - i0 + 1))
+            if n * (i1 - i0) > add_at.shape[0]:
+                add_at = with_room(add_at, n * (i1 - i0))
+                add_leaf = with_room(add_leaf, n * (i1 - i0))
             n_adds = 0
             n_old = n
             for g in range(n_old):
