@@ -675,15 +675,16 @@ class TreeCRF:
     def _check_window_input(self, indptr, indices, seq_starts, missing_rows):
         """E205 at the first position holding what a window does not read: a number (a numeric column's bin) or
         a variable missing under an engine strategy."""
-        is_bin = np.zeros(len(self.features.names), dtype=bool)
-        for base, uppers in zip(self.features.numeric_base, self.features.uppers):
-            is_bin[base:base + len(uppers) + 1] = True
         found = []
-        if is_bin.any() and is_bin[indices].any():
-            p = int(np.argmax(is_bin[indices]))
-            row = int(np.searchsorted(indptr, p, side="right")) - 1
-            key = self.features.variables[self.features.feature_var[int(indices[p])]]
-            found.append((row, key, "a number", "give it as strings (a bin's name)"))
+        if self.features.numeric_keys:  # (no mask and no pass over the input without numeric columns)
+            is_bin = np.zeros(len(self.features.names), dtype=bool)
+            for base, uppers in zip(self.features.numeric_base, self.features.uppers):
+                is_bin[base:base + len(uppers) + 1] = True
+            if is_bin[indices].any():
+                p = int(np.argmax(is_bin[indices]))
+                row = int(np.searchsorted(indptr, p, side="right")) - 1
+                key = self.features.variables[self.features.feature_var[int(indices[p])]]
+                found.append((row, key, "a number", "give it as strings (a bin's name)"))
         if missing_rows is not None and missing_rows.any:
             row = int(missing_rows.rows()[0])
             key = self.features.variables[int(missing_rows.indices[missing_rows.indptr[row]])]
