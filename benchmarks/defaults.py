@@ -39,8 +39,9 @@ Rows (data under TREECRF_DATA_DIR; nothing is tuned on a test set):
   sklearn-crfsuite: c1/c2 from paper_tasks' grid on the dev split (NETtalk, protein: paper_tasks' dev fold of the
   training data; hyphenation: its dev words), refitted on all training data. Tagging: positions/s from the symbol
   sequences, each learner's featurization (CRFsuite's window and class feature dicts, TreeCRF's per-position
-  dicts, windowed by the estimator) + predict (median of 3 passes); training: fit seconds; both in fresh processes
-  with their own RSS.
+  dicts, windowed by the estimator) + predict, both fitted models timed in alternating turns in one fresh process
+  (paired_tagging: medians of 9 turns); training: fit seconds, each learner in a fresh process with its own RSS.
+  TreeCRF's model is kept in WORK/models/ROW.treecrf.
 
 Each row is written to WORK/rows/ROW.json when it finishes (with the commit it ran at), so rows can run in
 separate invocations; every invocation rewrites OUT.md and OUT.json from all rows present, with the checks of
@@ -78,7 +79,8 @@ README_START, README_END = "<!-- defaults-results:start -->", "<!-- defaults-res
 LEGEND = ("Test scores (no choice was made on a test set); training seconds without dev evaluations; tokens/s: "
           "TreeCRF's tagging (spaCy rows: `nlp.pipe`), CRFsuite's featurization + tagging (estimator rows: both "
           "from the symbol sequences: CRFsuite's window feature dicts, TreeCRF's dicts of each position's own "
-          "features read through `TreeCRF(window=...)`, + predict). Checks: score >= "
+          "features read through `TreeCRF(window=...)`, + predict, the two timed in alternating turns). Checks: "
+          "score >= "
           "CRFsuite's, tokens/s >= 2x CRFsuite's, training <= CRFsuite's (<= 10 s where CRFsuite takes less), "
           "peak RSS <= 1.5 GB. spaCy stock: spaCy's own component for the target (`spacy init config --pipeline "
           "ner | tagger | morphologizer`, spaCy's defaults; `--stock`), its test score.")
@@ -329,10 +331,11 @@ def estimator_data(row: str, data: Path):
     return tuple(as_xy(seqs, featurizer) for seqs in parts)
 
 
-def fit_treecrf(train, test, settings=None, tagging=None):
+def fit_treecrf(train, test, settings=None, tagging=None, model_path=None):
     """In a fresh process: TreeCRF(**settings) (the defaults without settings) fitted on train, scored on test;
     (fit seconds, accuracy, positions/s, peak RSS MB, rounds kept, trees). ``tagging``: (featurize, symbol
-    sequences) to time the tagging from (paper_tasks.tagging_speed), else test's dicts."""
+    sequences) to time the tagging from (paper_tasks.tagging_speed), else test's dicts; ``model_path``: the
+    model is written there (TreeCRF.to_bytes)."""
     import paper_tasks
     from measure import peak_rss_mb
     from spacy_treecrf import TreeCRF
@@ -342,7 +345,23 @@ def fit_treecrf(train, test, settings=None, tagging=None):
     seconds = time.perf_counter() - t0
     accuracy = paper_tasks.accuracy(model.predict(test[0]), test[1])
     speed = paper_tasks.tagging_speed(model.predict, test[0], tagging)
+    if model_path is not None:
+        Path(model_path).write_bytes(model.to_bytes())
     return seconds, accuracy, speed, peak_rss_mb(), model.best_round_, model.ensemble.n_trees
+
+
+def paired_tagging(tree_path, crf, tree_input, crf_input, symbols, passes: int = 9) -> dict:
+    """In a fresh process: positions/s of each learner's featurization + tagging from the symbol sequences,
+    TreeCRF's (the model at ``tree_path``: tree_input, then predict) and CRFsuite's (``crf``: crf_input, then
+    predict), timed in alternating turns (measure.median_turns). The speed check reads their ratio: two processes
+    timed minutes apart put this machine's state into it (CRFsuite's NETtalk tagging measured 52,871 to 93,810
+    positions/s in four such runs, TreeCRF's within 10%)."""
+    from measure import median_turns
+    from spacy_treecrf import TreeCRF
+    model = TreeCRF().from_bytes(Path(tree_path).read_bytes())
+    seconds = median_turns({"TreeCRF": lambda: model.predict(tree_input(symbols)),
+                            "CRFsuite": lambda: crf.predict(crf_input(symbols))}, passes)
+    return {name: sum(map(len, symbols)) / value for name, value in seconds.items()}
 
 
 def estimator_row(row: str, data: Path, args) -> dict:
@@ -355,19 +374,23 @@ def estimator_row(row: str, data: Path, args) -> dict:
     positions = {name: sum(map(len, part[1])) for name, part in (("train", train), ("test", test))}
     print(f"  {row}: {len(train[0])} training sequences ({positions['train']} positions), {len(test[0])} test "
           f"({positions['test']})", flush=True)
-    seconds, accuracy, speed, rss, rounds, trees = paper_tasks.in_fresh_process(
-        fit_treecrf, as_xy(parts[0], own), as_xy(parts[3], own), settings, (own, tagging[1]))
-    print(f"  TreeCRF defaults: {accuracy * 100:.2f}, {rounds} rounds, {seconds:.1f} s, {speed:,.0f} positions/s",
-          flush=True)
+    model_path = args.work / "models" / f"{row}.treecrf"
+    model_path.parent.mkdir(parents=True, exist_ok=True)
+    seconds, accuracy, _, rss, rounds, trees = paper_tasks.in_fresh_process(
+        fit_treecrf, as_xy(parts[0], own), as_xy(parts[3], own), settings, (own, tagging[1]), model_path)
+    print(f"  TreeCRF defaults: {accuracy * 100:.2f}, {rounds} rounds, {seconds:.1f} s", flush=True)
     crf = paper_tasks.run_crfsuite([(*fit, *dev)], train, test,
-                                   argparse.Namespace(crf_max_iterations=None, repeats=1), tagging)
+                                   argparse.Namespace(crf_max_iterations=None, repeats=1), tagging, keep_model=True)
     print(f"  CRFsuite c1={crf['c1']:g} c2={crf['c2']:g}: {crf['test']['viterbi'] * 100:.2f}, "
           f"{crf['seconds']:.1f} s", flush=True)
+    speed = paper_tasks.in_fresh_process(paired_tagging, model_path, crf.pop("model"), own, featurizer, tagging[1])
+    print(f"  tagging in alternating turns: TreeCRF {speed['TreeCRF']:,.0f}, CRFsuite {speed['CRFsuite']:,.0f} "
+          "positions/s", flush=True)
     return dict(metric="accuracy", positions=positions, systems=[
-        dict(system="TreeCRF", score=accuracy, train_seconds=seconds, tokens_per_second=speed, peak_rss_mb=rss,
-             rounds=rounds, detail=dict(trees=trees, settings=settings)),
+        dict(system="TreeCRF", score=accuracy, train_seconds=seconds, tokens_per_second=speed["TreeCRF"],
+             peak_rss_mb=rss, rounds=rounds, detail=dict(trees=trees, settings=settings)),
         dict(system="CRFsuite", score=crf["test"]["viterbi"], train_seconds=crf["seconds"],
-             tokens_per_second=crf["positions_per_second"], peak_rss_mb=crf["peak_rss_mb"],
+             tokens_per_second=speed["CRFsuite"], peak_rss_mb=crf["peak_rss_mb"],
              rounds=crf["iterations"], detail=dict(c1=crf["c1"], c2=crf["c2"], dev=crf["dev"],
                                                    test_marginal=crf["test"]["marginal"]))])
 

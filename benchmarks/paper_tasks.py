@@ -351,10 +351,11 @@ def crfsuite_scores(model, X, y):
     return {"marginal": accuracy(marginal, y), "viterbi": accuracy(viterbi, y)}
 
 
-def run_crfsuite(folds, train, test, args, tagging=None):
+def run_crfsuite(folds, train, test, args, tagging=None, keep_model: bool = False):
     """c1 / c2 from a small grid on the same folds (position-weighted mean dev accuracy, marginal decoding as
     for TreeCRF), then refit on the full training set (median time of ``--repeats`` fits). ``tagging``:
-    (featurize, symbol sequences) to time the tagging from (tagging_speed), else test's feature dicts."""
+    (featurize, symbol sequences) to time the tagging from (tagging_speed), else test's feature dicts;
+    ``keep_model``: the refitted model is returned too (``model``)."""
     import sklearn_crfsuite
     runs = []
     for c1, c2 in CRFSUITE_GRID:
@@ -372,17 +373,18 @@ def run_crfsuite(folds, train, test, args, tagging=None):
         print(f"  [crfsuite] c1={c1:g} c2={c2:g}: dev marginal {dev['marginal'] * 100:.2f}% "
               f"viterbi {dev['viterbi'] * 100:.2f}% ({seconds:.1f} s)", flush=True)
     best = max(runs, key=lambda r: r["dev"]["marginal"])
-    times, iters, scores, speed, rss = in_fresh_process(_fit_crfsuite, best["c1"], best["c2"], train, test,
-                                                        args.crf_max_iterations, args.repeats, tagging)
+    times, iters, scores, speed, rss, model = in_fresh_process(_fit_crfsuite, best["c1"], best["c2"], train, test,
+                                                               args.crf_max_iterations, args.repeats, tagging,
+                                                               keep_model)
     return dict(c1=best["c1"], c2=best["c2"], dev=best["dev"], grid=runs, seconds=statistics.median(times),
                 seconds_all=times, iterations=len(iters),
                 cumulative_seconds=[float(v) for v in np.cumsum([it.get("time", 0.0) for it in iters])],
-                test=scores, positions_per_second=speed, peak_rss_mb=rss)
+                test=scores, positions_per_second=speed, peak_rss_mb=rss, **({"model": model} if keep_model else {}))
 
 
-def _fit_crfsuite(c1, c2, train, test, max_iterations, repeats, tagging=None):
+def _fit_crfsuite(c1, c2, train, test, max_iterations, repeats, tagging=None, keep_model=False):
     """run_crfsuite's refits, in a fresh process: (fit seconds, L-BFGS iterations, test scores, tagging
-    positions/s, peak RSS MB)."""
+    positions/s, peak RSS MB, the model with ``keep_model`` else None)."""
     import sklearn_crfsuite
     times, model = timed_fits(lambda: sklearn_crfsuite.CRF(algorithm="lbfgs", c1=c1, c2=c2,
                                                            max_iterations=max_iterations), train, repeats)
@@ -390,7 +392,7 @@ def _fit_crfsuite(c1, c2, train, test, max_iterations, repeats, tagging=None):
     iters = [dict(it) for it in log.iterations] if log is not None else []
     rss = peak_rss_mb()
     speed = tagging_speed(model.predict, test[0], tagging)
-    return times, iters, crfsuite_scores(model, *test), speed, rss
+    return times, iters, crfsuite_scores(model, *test), speed, rss, model if keep_model else None
 
 
 # ---- one task -------------------------------------------------------------------------------------------------
