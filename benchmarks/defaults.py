@@ -345,9 +345,10 @@ def fit_treecrf(train, test, settings=None, tagging=None, model_path=None):
     seconds = time.perf_counter() - t0
     accuracy = paper_tasks.accuracy(model.predict(test[0]), test[1])
     speed = paper_tasks.tagging_speed(model.predict, test[0], tagging)
+    rss = peak_rss_mb()  # (before the model's bytes are made: the check is of fitting and tagging)
     if model_path is not None:
         Path(model_path).write_bytes(model.to_bytes())
-    return seconds, accuracy, speed, peak_rss_mb(), model.best_round_, model.ensemble.n_trees
+    return seconds, accuracy, speed, rss, model.best_round_, model.ensemble.n_trees
 
 
 def paired_tagging(tree_path, crf, tree_input, crf_input, symbols, passes: int = 9) -> dict:
