@@ -334,7 +334,8 @@ def estimator_data(row: str, data: Path):
 def fit_treecrf(train, test, settings=None, tagging=None, model_path=None):
     """In a fresh process: TreeCRF(**settings) (the defaults without settings) fitted on train, scored on test;
     (fit seconds, accuracy, positions/s, peak RSS MB, rounds kept, trees). ``tagging``: (featurize, symbol
-    sequences) to time the tagging from (paper_tasks.tagging_speed), else test's dicts; ``model_path``: the
+    sequences) to time the tagging from (paper_tasks.tagging_speed), None: test's dicts, False: not timed
+    (positions/s None; estimator_row times both learners in one process, paired_tagging); ``model_path``: the
     model is written there (TreeCRF.to_bytes)."""
     import paper_tasks
     from measure import peak_rss_mb
@@ -344,7 +345,7 @@ def fit_treecrf(train, test, settings=None, tagging=None, model_path=None):
     model.fit(*train)
     seconds = time.perf_counter() - t0
     accuracy = paper_tasks.accuracy(model.predict(test[0]), test[1])
-    speed = paper_tasks.tagging_speed(model.predict, test[0], tagging)
+    speed = None if tagging is False else paper_tasks.tagging_speed(model.predict, test[0], tagging)
     rss = peak_rss_mb()  # (before the model's bytes are made: the check is of fitting and tagging)
     if model_path is not None:
         Path(model_path).write_bytes(model.to_bytes())
@@ -369,7 +370,7 @@ def estimator_row(row: str, data: Path, args) -> dict:
     import paper_tasks
     *parts, featurizer = estimator_sequences(row, data)
     train, fit, dev, test = (as_xy(seqs, featurizer) for seqs in parts)
-    tagging = (featurizer, [x for x, _ in parts[3]])  # both learners tagged from the symbols: featurize + predict
+    symbols = [x for x, _ in parts[3]]  # both learners are timed from the symbols: featurize + predict
     own = functools.partial(token_features, classes=featurizer.keywords["classes"])
     settings = dict(window=featurizer.keywords["half"])  # TreeCRF windows each position's own features itself
     positions = {name: sum(map(len, part[1])) for name, part in (("train", train), ("test", test))}
@@ -378,13 +379,13 @@ def estimator_row(row: str, data: Path, args) -> dict:
     model_path = args.work / "models" / f"{row}.treecrf"
     model_path.parent.mkdir(parents=True, exist_ok=True)
     seconds, accuracy, _, rss, rounds, trees = paper_tasks.in_fresh_process(
-        fit_treecrf, as_xy(parts[0], own), as_xy(parts[3], own), settings, (own, tagging[1]), model_path)
+        fit_treecrf, as_xy(parts[0], own), as_xy(parts[3], own), settings, False, model_path)
     print(f"  TreeCRF defaults: {accuracy * 100:.2f}, {rounds} rounds, {seconds:.1f} s", flush=True)
     crf = paper_tasks.run_crfsuite([(*fit, *dev)], train, test,
-                                   argparse.Namespace(crf_max_iterations=None, repeats=1), tagging, keep_model=True)
+                                   argparse.Namespace(crf_max_iterations=None, repeats=1), False, keep_model=True)
     print(f"  CRFsuite c1={crf['c1']:g} c2={crf['c2']:g}: {crf['test']['viterbi'] * 100:.2f}, "
           f"{crf['seconds']:.1f} s", flush=True)
-    speed = paper_tasks.in_fresh_process(paired_tagging, model_path, crf.pop("model"), own, featurizer, tagging[1])
+    speed = paper_tasks.in_fresh_process(paired_tagging, model_path, crf.pop("model"), own, featurizer, symbols)
     print(f"  tagging in alternating turns: TreeCRF {speed['TreeCRF']:,.0f}, CRFsuite {speed['CRFsuite']:,.0f} "
           "positions/s", flush=True)
     return dict(metric="accuracy", positions=positions, systems=[

@@ -354,7 +354,8 @@ def crfsuite_scores(model, X, y):
 def run_crfsuite(folds, train, test, args, tagging=None, keep_model: bool = False):
     """c1 / c2 from a small grid on the same folds (position-weighted mean dev accuracy, marginal decoding as
     for TreeCRF), then refit on the full training set (median time of ``--repeats`` fits). ``tagging``:
-    (featurize, symbol sequences) to time the tagging from (tagging_speed), else test's feature dicts;
+    (featurize, symbol sequences) to time the tagging from (tagging_speed), None: test's feature dicts, False:
+    not timed (positions_per_second None);
     ``keep_model``: the refitted model is returned too (``model``)."""
     import sklearn_crfsuite
     runs = []
@@ -391,7 +392,7 @@ def _fit_crfsuite(c1, c2, train, test, max_iterations, repeats, tagging=None, ke
     log = model.training_log_
     iters = [dict(it) for it in log.iterations] if log is not None else []
     rss = peak_rss_mb()
-    speed = tagging_speed(model.predict, test[0], tagging)
+    speed = None if tagging is False else tagging_speed(model.predict, test[0], tagging)
     return times, iters, crfsuite_scores(model, *test), speed, rss, model if keep_model else None
 
 
