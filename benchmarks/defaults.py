@@ -78,9 +78,10 @@ TRAIN_GENRES = ("answers", "email", "reviews")
 TEST_GENRES = ("newsgroup", "weblog")
 MAX_RSS_MB = 1536.0
 # The estimator rows' tagging is timed in a fresh process per hash seed (PYTHONHASHSEED), and each learner's speed
-# is its median over them: CRFsuite's featurization builds a dict of string keys per position, and its NETtalk
-# speed in one process moved with the seed alone, by up to 1.7x (57,000 positions/s with seed 1, 94,000 with seed 3,
-# each twice), while TreeCRF's stayed within the machine's noise.
+# is its median over them: CRFsuite's NETtalk speed (its featurization builds a dict of string keys per position)
+# is a property of the process, by up to 1.7x. In a probe, seed 1 gave 57,000 positions/s and seed 3 94,000, each
+# twice; in the table's run at 6cd75ef the five seeds gave 64,000 to 96,000, seed 3 the slowest. So the seed is one
+# source of it, not the only one. TreeCRF's speed moved by 18% across the same processes.
 TAGGING_SEEDS = (1, 2, 3, 4, 5)
 README_START, README_END = "<!-- defaults-results:start -->", "<!-- defaults-results:end -->"
 LEGEND = ("Test scores (no choice was made on a test set); training seconds without dev evaluations; tokens/s: "
