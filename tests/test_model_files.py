@@ -267,6 +267,10 @@ def test_loader_never_unpickles_or_interprets_extensions(model_msg, monkeypatch)
     def no_pickle(*args, **kwargs):
         raise AssertionError("the model loader must never unpickle")
 
+    # numba reads its cache's index with pickle the first time a process calls a kernel (the loader's warm-up
+    # prediction calls several): load once before the guard, so that it checks the loader, not numba's cache
+    # (run alone, this test failed there)
+    fresh_component().from_bytes(_reencode(model_msg))
     monkeypatch.setattr(pickle, "loads", no_pickle)
     monkeypatch.setattr(pickle, "load", no_pickle)
     evil = pickle.dumps(_Evil())
