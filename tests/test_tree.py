@@ -13,7 +13,7 @@ from spacy_treecrf.engine.predict_bitmask import bitmask_index, bitmask_potentia
 from spacy_treecrf.engine import predict_partition
 from spacy_treecrf.engine.predict_partition import Cells, label_state_words, partition_index
 from spacy_treecrf.engine.sparse import csc_index
-from spacy_treecrf.engine.trees import FEATURE, LEAF, STATE, Forest, Rows, Target, sparse_vectors
+from spacy_treecrf.engine.trees import FEATURE, LEAF, STATE, Forest, Rows, Target, sparse_vectors, tree_depth
 
 
 # ---------------------------------------------------------------- helpers
@@ -74,6 +74,19 @@ def depth(tr):
             return 0
         return 1 + max(rec(tr["yes"][node]), rec(tr["no"][node]))
     return rec(0)
+
+
+def test_tree_depth_is_the_longest_root_to_leaf_path():
+    """trees.tree_depth (a level at a time) against the recursion above, on grown trees of several shapes (the
+    prediction kernels size their stacks by it) and on a lone leaf."""
+    rng = np.random.default_rng(11)
+    T, S = 300, 3
+    for max_leaves in (2, 3, 8, 40):
+        X = rng.random((T, 12)) < 0.3
+        D = rng.normal(size=(T, S))
+        tr = fit(X, D, start_mask(np.array([0, 100, 200, T]), T), np.ones(S, dtype=bool), max_leaves=max_leaves)
+        assert tree_depth(tr["yes"], tr["no"]) == depth(tr) > 0
+    assert tree_depth(np.array([-1], np.int32), np.array([-1], np.int32)) == 0
 
 
 def split_gain(tr, node, lam):

@@ -103,11 +103,16 @@ def concat_vectors(parts) -> LeafVectors:
 
 
 def tree_depth(yes, no) -> int:
-    depth = np.zeros(len(yes), dtype=np.int32)
-    for node in range(len(yes)):  # children always follow their parent
-        if yes[node] >= 0:
-            depth[yes[node]] = depth[no[node]] = depth[node] + 1
-    return int(depth.max()) if len(depth) else 0
+    """The depth of a tree (its root, node 0: 0) from its children arrays, one level of nodes at a time: a loop
+    over the nodes in Python took 2.3 ms for a 3000-leaf tree, twice a boosting round."""
+    level = np.zeros(1 if len(yes) else 0, dtype=np.int64)
+    depth = 0
+    while True:
+        inner = level[yes[level] >= 0]
+        if not len(inner):
+            return depth
+        level = np.concatenate([yes[inner], no[inner]]).astype(np.int64)
+        depth += 1
 
 
 class Rows(NamedTuple):
