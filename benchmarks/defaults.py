@@ -84,7 +84,8 @@ MAX_RSS_MB = 1536.0
 # source of it, not the only one. TreeCRF's speed moved by 18% across the same processes.
 TAGGING_SEEDS = (1, 2, 3, 4, 5)
 README_START, README_END = "<!-- defaults-results:start -->", "<!-- defaults-results:end -->"
-LEGEND = ("Test scores (no choice was made on a test set); training seconds without dev evaluations; tokens/s: "
+LEGEND = ("Test scores (no choice was made on a test set); training seconds without dev evaluations (estimator "
+          "rows: TreeCRF's `fit` with the validation it holds out to stop, CRFsuite's refit); tokens/s: "
           "TreeCRF's tagging (spaCy rows: `nlp.pipe`), CRFsuite's featurization + tagging (estimator rows: both "
           "from the symbol sequences: CRFsuite's window feature dicts, TreeCRF's dicts of each position's own "
           "features read through `TreeCRF(window=...)`, + predict, the two timed in alternating turns, each "
