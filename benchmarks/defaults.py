@@ -89,7 +89,8 @@ LEGEND = ("Test scores (no choice was made on a test set); training seconds with
           "TreeCRF's tagging (spaCy rows: `nlp.pipe`), CRFsuite's featurization + tagging (estimator rows: both "
           "from the symbol sequences: CRFsuite's window feature dicts, TreeCRF's dicts of each position's own "
           "features read through `TreeCRF(window=...)`, + predict, the two timed in alternating turns, each "
-          "learner's median over fresh processes with 5 hash seeds). Checks: score >= CRFsuite's, tokens/s >= 2x CRFsuite's, training <= CRFsuite's (<= 10 s where CRFsuite takes less), "
+          f"learner's median over fresh processes with {len(TAGGING_SEEDS)} hash seeds). Checks: score >= "
+          "CRFsuite's, tokens/s >= 2x CRFsuite's, training <= CRFsuite's (<= 10 s where CRFsuite takes less), "
           "peak RSS <= 1.5 GB. spaCy stock: spaCy's own component for the target (`spacy init config --pipeline "
           "ner | tagger | morphologizer`, spaCy's defaults; `--stock`), its test score.")
 
