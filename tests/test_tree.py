@@ -7,13 +7,15 @@ import pytest
 from brute import dense, ungrouped
 from conftest import as_tree, dense_csr as csr, gain, grow, start_mask
 from spacy_treecrf.engine import booster
-from spacy_treecrf.engine.grow import influential_positions
+from spacy_treecrf.engine.grow import _best_leaf, _queue_leaf, influential_positions, new_growth
 from spacy_treecrf.engine.leaves import CELL_MEAN, NEWTON, POSITION_MEAN, leaf_values
 from spacy_treecrf.engine.predict_bitmask import bitmask_index, bitmask_potentials
 from spacy_treecrf.engine import predict_partition
 from spacy_treecrf.engine.predict_partition import Cells, label_state_words, partition_index
 from spacy_treecrf.engine.sparse import csc_index
-from spacy_treecrf.engine.trees import FEATURE, LEAF, STATE, Forest, Rows, Target, sparse_vectors, tree_depth
+from spacy_treecrf.engine.numeric import no_numeric
+from spacy_treecrf.engine.trees import (FEATURE, LEAF, STATE, TIE, Forest, GrowSettings, Rows, Target, no_missing,
+                                        sparse_vectors, tie_slack, tree_depth)
 
 
 # ---------------------------------------------------------------- helpers
@@ -414,6 +416,55 @@ def test_best_first_expands_the_leaf_with_the_largest_gain(seed):
         assert split_gain(tr, expanded, 0.0) == pytest.approx(max(leaf_gains.values()), rel=1e-9)
         assert leaf_gains[expanded] == pytest.approx(max(leaf_gains.values()), rel=1e-9)
         prev = tr
+
+
+def _scan_best_leaf(kind, yes, gain, count, n_nodes, min_gain):
+    """The leaf-choice rule by a scan of every node: the largest gain, the lowest node id among near-ties."""
+    live = [v for v in range(n_nodes) if kind[v] == LEAF and yes[v] < 0 and gain[v] > min_gain and gain[v] > 0]
+    if not live:
+        return -1
+    top = max(gain[v] for v in live)
+    top_n = count[min(v for v in live if gain[v] == top)]
+    return min(v for v in live if gain[v] >= top * (1 - TIE) - tie_slack(top_n + count[v]))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_leaf_queue_picks_the_leaf_a_scan_of_every_node_picks(seed):
+    """grow._best_leaf's heap against the scan: gains drawn from a few values (exact ties) nudged by less than
+    the tie slack (near-ties), leaves split since they were queued, candidates recorded anew and a queue that
+    fills up and is rebuilt (room for 61 entries; at most 31 nodes, as a tree of 31 leaves has that many
+    leaves)."""
+    rng = np.random.default_rng(900 + seed)
+    max_nodes = 31
+    settings = GrowSettings(31, 1.0, 1.0, 0.0, False, 0)
+    growth = new_growth(settings, 3, 1, np.ones(4, dtype=np.bool_), no_numeric(), no_missing(),
+                        np.ones(3, dtype=np.bool_))
+    tree, cand = growth.nodes.tree, growth.nodes.cand
+    tree.count[:max_nodes] = rng.integers(1, 50, max_nodes)
+    tree.count[0] = 200.0
+    n_nodes, picks, rebuilds = 1, 0, 0
+    for _ in range(400):
+        if rng.random() < 0.2 and n_nodes < max_nodes:
+            node = n_nodes
+            n_nodes += 1
+        else:
+            node = int(rng.integers(n_nodes))
+            if tree.kind[node] != LEAF:
+                continue
+        base = float(rng.choice([1.0, 2.0, 2.0 + 1e-13, 3.0]))
+        cand.gain[node] = base * (1 + float(rng.choice([0.0, 1e-12, -1e-12])))
+        size = growth.queue.size[0]
+        _queue_leaf(growth, node)
+        rebuilds += growth.queue.size[0] <= size
+        if rng.random() < 0.15:
+            best = _best_leaf(growth.nodes, growth.queue)
+            assert best == _scan_best_leaf(tree.kind, tree.yes, cand.gain, tree.count, n_nodes, 0.0)
+            if best >= 0:
+                tree.kind[best] = FEATURE  # expanded: no longer a leaf
+                picks += 1
+    assert picks > 10 and rebuilds > 0
+    best = _best_leaf(growth.nodes, growth.queue)
+    assert best == _scan_best_leaf(tree.kind, tree.yes, cand.gain, tree.count, n_nodes, 0.0)
 
 
 def test_states_last_splits_on_a_state_only_where_no_feature_split_gains():
