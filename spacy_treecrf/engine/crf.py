@@ -38,7 +38,11 @@ class Potentials(NamedTuple):
     c: np.ndarray
 
 
-@njit(**NOGIL)
+# The per-position helpers below are inlined where they are called (numba's IR inlining, inline="always"): a
+# call binds P's arrays and numba counts references to each with atomic operations, per position and step. On
+# the hyphenation training set (297,818 positions) forward_backward took 100-115 ns a position on one thread
+# with the calls, 61 inlined (the same results).
+@njit(**NOGIL, inline="always")
 def cell(P, t, s, k):
     """E[t, s, k] as float64."""
     g = P.group[t, s]
@@ -65,12 +69,12 @@ def join(parts: List[Potentials]) -> Potentials:
     return Potentials(values, start, np.concatenate([p.group for p in parts]), np.concatenate([p.c for p in parts]))
 
 
-@njit(**NOGIL)
+@njit(**NOGIL, inline="always")
 def _allowed(y, t, k, clamp):
     return (not clamp) or y[t] < 0 or y[t] == k
 
 
-@njit(**NOGIL)
+@njit(**NOGIL, inline="always")
 def _pool_sums(P, t, prev, pool):
     """pool[r] = sum of prev[j] over the labels j whose state j + 1 is in group r at t; returns the groups."""
     n = P.start[t + 1] - P.start[t]
@@ -82,7 +86,7 @@ def _pool_sums(P, t, prev, pool):
     return n
 
 
-@njit(**NOGIL)
+@njit(**NOGIL, inline="always")
 def forward_step(P, t, prev, pool, out):
     """out[k] = sum_j prev[j] E[t, j + 1, k], through the groups: O(S + G K)."""
     n = _pool_sums(P, t, prev, pool)
@@ -95,7 +99,7 @@ def forward_step(P, t, prev, pool, out):
                 out[k] += w * np.float64(P.values[base + r, k])
 
 
-@njit(**NOGIL)
+@njit(**NOGIL, inline="always")
 def backward_step(P, t, nxt, pool, out):
     """out[j] = sum_k E[t, j + 1, k] nxt[k] for every label j, through the groups: O(G K + S)."""
     base = P.start[t]

@@ -169,12 +169,13 @@ def add_label_leaf_sums(targets, allowed, tree, segments, leaves, covering, mode
             _add_divisor(h, m, w, mode)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _add_state_cells(targets, t, states, allowed, w, g, m, fr, cl):
     """Add w times crf.residual_slice's out[t, s, :] (t not a sequence's first position) for the previous states
     s in ``states`` into g, and w for each of their cells that ``allowed`` holds into m (fr, cl: scratch of K):
     the gold (or clamped) transition indicator minus xi_t(s - 1, k) = alpha[t-1, s-1] E[t, s, k] beta[t, k] /
-    scale[t]. Forbidden cells hold 0 in E, so every label of a valid state's row is added."""
+    scale[t]. Forbidden cells hold 0 in E, so every label of a valid state's row is added. Inlined: called per
+    position, a call would count references to every array of ``targets`` (see crf.py's note on its helpers)."""
     S, G = allowed.shape
     P = targets.P
     partial = targets.partial[t]

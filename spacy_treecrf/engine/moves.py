@@ -61,9 +61,10 @@ def _covers(states, is_start_row):
     return True
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _multiply(rows, r, k, factor, f):
-    """Group row r times move factor row f: one label's column (k >= 0) or every label's."""
+    """Group row r times move factor row f: one label's column (k >= 0) or every label's. Inlined: called per
+    move and row, a call would count references to both arrays (see crf.py's note on its helpers)."""
     if k >= 0:
         rows[r, k] *= factor[f, 0]
     else:
