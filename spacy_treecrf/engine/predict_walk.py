@@ -35,7 +35,7 @@ def _walk_scratch(max_depth, n_states, n_nodes):
                        np.empty(max_depth + 1), np.empty(n_nodes, dtype=np.int64), np.empty(n_nodes), binary)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def walk_leaves(t, present, tree, rows, missing, root, scratch):
     """The leaves position t reaches from the root, for every previous state at once: one walk that carries the
     set of states still reaching a node. Returns n: scratch.leaf[:n] (nodes from the root; a leaf's states are
@@ -80,8 +80,14 @@ def walk_leaves(t, present, tree, rows, missing, root, scratch):
                         continue
                     d = 1 if share > 0.5 else 0
                 stack[top] = a if d == 1 else b
-            else:
-                stack[top] = a if present[f] else b
+            else:  # this test and the known ones after it, the node in a register (no stack traffic)
+                node = a if present[f] else b
+                while kind[node] == FEATURE:
+                    f = tree.feature[node]
+                    if routing and is_missing(missing, t, f):
+                        break
+                    node = root + (tree.yes[node] if present[f] else tree.no[node])
+                stack[top] = node
         else:
             new_top = _split_states(stack, masks, top, a, b, tree.states)
             if new_top > top:
@@ -90,7 +96,7 @@ def walk_leaves(t, present, tree, rows, missing, root, scratch):
     return n
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _split_states(stack, masks, top, a, b, states):
     """A walk's state split at stack entry top into children a (yes) and b (no): the no-branch replaces the
     entry, the yes-branch goes on top of it; a branch no state reaches is dropped. Returns the new top."""
@@ -175,7 +181,7 @@ def _forest_scratch(forest, n_states):
     return scratch, ForestWalk(np.empty(n_all, dtype=np.int64), np.empty(n_all, dtype=np.int64), np.empty(n_all))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _walk_forest(t, present, rows, forest, missing, scratch, out):
     """Every tree of the Forest walked at position t (its row marked in ``present``); returns n: out[:n]."""
     nodes = forest.nodes

@@ -67,7 +67,7 @@ def has_id_in(indptr, indices, t, lo, hi):
     return p0 < indptr[t + 1] and indices[p0] <= hi
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def mark_row(present, mark, indptr, indices, t):
     """present[f] = mark for the features of row t (1 before a walk, 0 after it): a feature test is then one
     load from a byte array small enough to stay in cache."""
