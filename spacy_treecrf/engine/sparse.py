@@ -53,7 +53,7 @@ def has_feature(indptr, indices, t, f):
     return has_id_in(indptr, indices, t, f, f)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def has_id_in(indptr, indices, t, lo, hi):
     """Whether row t (its ids ascending) holds an id in [lo, hi]: binary search for the first id >= lo."""
     p0 = indptr[t]
