@@ -249,7 +249,7 @@ def partition_potentials(rows, forest, index, cells, allowed, block_rows, scaled
     return phi, Potentials(values[:start[T]], start, group, c)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _state_groups(pool_mask, off, count, gid):
     """gid[s]: the group (0 .. count - 1) whose state mask in pool_mask[off:] holds state s, -1 for none."""
     gid[:] = -1
