@@ -5,10 +5,13 @@ predict_bitmask.py serves small ones. It reads numeric columns' bins from the at
 test is a range of a column's bins, numeric.py): a block's bins are gathered once into a byte per row and column,
 so a threshold node costs what a frequent binary feature's does, one test per item.
 
-Speed note (as in histogram.py): no helper that takes arrays is called per node, row or item, with_room
-included (called only when a buffer must grow); numba counts references to every array a call binds, with
-atomic operations, and on NETtalk's 100 shared trees those calls were a quarter of the kernel's samples.
-Per-node work is written in _partition_block's loop, and leaf vectors are added in batches (_add_vectors).
+Speed note (as in histogram.py): no helper that takes arrays is called per node, row or item, and no array
+is replaced inside such a loop; numba counts references to every array a call binds, and to an array a loop may
+replace wherever its paths meet, with atomic operations. On NETtalk's 100 shared trees the calls were a quarter
+of the kernel's samples, and buffers that with_room might replace inside the loops another 7%. Per-node work
+is written in _partition_block's loop, leaf vectors are added in batches (_add_vectors), and buffers get their
+room before a loop: from a bound (items, item lists, the split log), or a kernel stops at the row that would
+need more and its caller grows the buffer and calls again (_replay_splits).
 """
 from typing import NamedTuple
 
@@ -19,7 +22,7 @@ from .crf import Potentials, scaled_potentials
 from .intrinsics import count_trailing_zeros, with_room
 from .numeric import NumericIndex, is_numeric_test, no_numeric, test_range
 from .sparse import transpose
-from .trees import FEATURE, LEAF, Rows
+from .trees import FEATURE, LEAF, STATE, Rows
 
 DENSE_SHARE = 8  # a shared tree's leaf holding at least 1 / DENSE_SHARE of the labels is also kept dense
 GROUPS = 4  # the groups of previous states per row that shared trees' buffers start with room for (a few)
@@ -369,17 +372,23 @@ class SplitLog(NamedTuple):
 
 
 @njit(cache=True, nogil=True)
-def _settle_shared(base, item, mask, index, vectors, log, n_events, at, leaves):
+def _settle_shared(base, item, mask, n_items, index, vectors, log, n_events, at, leaves):
     """Credit a shared tree once it is done: a row whose item stayed WHOLE (no state split reached it) adds its
     leaf's vector (sparse: trees.LeafVectors) to base, all in one _add_vectors call (``at`` and ``leaves``: room
     for a leaf per row); a row a state split reached logs its items whose leaves have a vector (an empty vector
-    is no move: its states count as dropped) as an event of the SplitLog. Returns the log (reallocated when it
-    grows) and its number of events."""
+    is no move: its states count as dropped) as an event of the SplitLog. Returns the log and its number of
+    events. The log gets room for a tree's events (one per row) and items (n_items) before the row loop, not
+    inside it (see the header's speed note)."""
     chain_leaf = index.chain_leaf
     vptr = vectors.ptr
     n_words = mask.shape[1]
+    n_rows = base.shape[0]
+    n_logged = log.ptr[n_events]
+    if n_events + n_rows + 2 > log.row.shape[0] or n_logged + n_items > log.leaf.shape[0]:
+        log = SplitLog(with_room(log.row, n_events + n_rows + 2), with_room(log.ptr, n_events + n_rows + 2),
+                       with_room(log.leaf, n_logged + n_items), with_room(log.mask, n_logged + n_items))
     n_whole = 0
-    for t in range(base.shape[0]):
+    for t in range(n_rows):
         if item[t, WHOLE]:
             if item[t, AT] >= 0:
                 at[n_whole] = t
@@ -393,17 +402,12 @@ def _settle_shared(base, item, mask, index, vectors, log, n_events, at, leaves):
             if item[j, AT] >= 0:
                 leaf = chain_leaf[item[j, AT]]
                 if vptr[leaf + 1] > vptr[leaf]:
-                    if n == log.leaf.shape[0]:
-                        log = SplitLog(log.row, log.ptr, with_room(log.leaf, n + 1), with_room(log.mask, n + 1))
                     log.leaf[n] = leaf
                     for w in range(n_words):
                         log.mask[n, w] = mask[j, w]
                     n += 1
             j = item[j, NXT]
         if n > first:
-            if n_events + 1 == log.row.shape[0]:
-                log = SplitLog(with_room(log.row, n_events + 2), with_room(log.ptr, n_events + 2), log.leaf,
-                               log.mask)
             log.row[n_events] = t
             n_events += 1
             log.ptr[n_events] = n
@@ -412,16 +416,19 @@ def _settle_shared(base, item, mask, index, vectors, log, n_events, at, leaves):
 
 
 @njit(cache=True, nogil=True)
-def _replay_splits(sums, pool, pool_mask, log, n_events, index, vectors, cells):
-    """The block's GroupSums from its SplitLog: each row starts with one group of every state a shared tree's
-    items carry (sums 0) and replays its splits in tree order. A split refines each group by the items its
-    states ended in, on state masks (a few words per group and item, not a loop over states): the group's slot
-    keeps its first item's states, new slots copy the old sums for the others' states and for states in no item
-    (dropped at a state split: they get nothing), and each item's states add its leaf's vector. A row's groups
-    are the pool's last slots while it replays, so they grow in place. Returns the pool and its masks
-    (reallocated when they grow)."""
+def _replay_splits(sums, pool, pool_mask, log, n_events, index, vectors, cells, t0):
+    """The block's GroupSums from its SplitLog, rows t0 on: each row starts with one group of every state a
+    shared tree's items carry (sums 0) and replays its splits in tree order. A split refines each group by the
+    items its states ended in, on state masks (a few words per group and item, not a loop over states): the
+    group's slot keeps its first item's states, new slots copy the old sums for the others' states and for
+    states in no item (dropped at a state split: they get nothing), and each item's states add its leaf's
+    vector. A row's groups are the pool's last slots while it replays, so they grow in place: at most S of
+    them (their state sets are disjoint and not empty). Returns the first row not done: a row starts only with
+    room for S slots in the pool, and the caller grows it and calls again (the pool is not replaced here, as
+    replacing it inside the row loop would cost reference counts on every row: see the header's speed note)."""
     base, count, off = sums
     n_words = pool_mask.shape[1]
+    S = cells.mask_class.shape[0]
     any_start = _any_label(cells.start_states)
     any_other = _any_label(cells.other_states)
     m = base.shape[0]
@@ -440,15 +447,14 @@ def _replay_splits(sums, pool, pool_mask, log, n_events, index, vectors, cells):
     log_mask, log_leaf = log.mask, log.leaf
     K = pool.shape[1]
     # an event's vector adds (slot, leaf), made in one _add_vectors call once the event's groups are refined:
-    # a slot is only copied from before its own add, so deferring the adds changes no sum
-    add_at = np.empty(16, dtype=np.int64)
-    add_leaf = np.empty(16, dtype=np.int64)
-    top = 0
-    for t in range(m):
+    # a slot is only copied from before its own add, so deferring the adds changes no sum; one add per slot
+    add_at = np.empty(S, dtype=np.int64)
+    add_leaf = np.empty(S, dtype=np.int64)
+    top = off[t0 - 1] + count[t0 - 1] if t0 > 0 else 0
+    for t in range(t0, m):
         o = top
-        if o + 1 > pool.shape[0]:  # (with_room only when it grows: see the header's speed note)
-            pool = with_room(pool, o + 1)
-            pool_mask = with_room(pool_mask, o + 1)
+        if o + S > pool.shape[0]:
+            return t
         for k in range(K):
             pool[o, k] = 0.0
         for w in range(n_words):
@@ -457,12 +463,6 @@ def _replay_splits(sums, pool, pool_mask, log, n_events, index, vectors, cells):
         for q in range(first_event[t], first_event[t + 1]):
             e = order[q]
             i0, i1 = log.ptr[e], log.ptr[e + 1]
-            if o + n * (i1 - i0 + 1) > pool.shape[0]:
-                pool = with_room(pool, o + n * (i1 - i0 + 1))
-                pool_mask = with_room(pool_mask, o + n * (i1 - i0 + 1))
-            if n * (i1 - i0) > add_at.shape[0]:
-                add_at = with_room(add_at, n * (i1 - i0))
-                add_leaf = with_room(add_leaf, n * (i1 - i0))
             n_adds = 0
             n_old = n
             for g in range(n_old):
@@ -510,7 +510,7 @@ def _replay_splits(sums, pool, pool_mask, log, n_events, index, vectors, cells):
         off[t] = o
         count[t] = n
         top = o + n
-    return pool, pool_mask
+    return m
 
 
 @njit(cache=True, nogil=True)
@@ -574,8 +574,14 @@ def _partition_block(acc, sums, pool, pool_mask, rows, forest, index, cells, max
                 bitmaps[bitmap_of[f], t >> 6] |= np.uint64(1) << np.uint64(t & 63)
     # items, one record each (an item's fields share a cache line): its chain (AT, -1: no state left), row (POS),
     # the row's next item (NXT; a row's first item is the row itself) and whether it holds all the row's states
-    # for this label (WHOLE: credited on acc[k, S]); its states as words in ``mask``
-    cap = 2 * T + 16
+    # for this label (WHOLE: credited on acc[k, S]); its states as words in ``mask``. A tree leaves a row at most S
+    # items (a state split parts a live item's states in two non-empty sets), so T x S records (T without state
+    # nodes) never grow: a buffer that may be replaced inside the node loop costs reference counts on every node
+    # (see the header's speed note). Untouched pages cost nothing.
+    has_state_nodes = False
+    for node in range(kind.shape[0]):
+        has_state_nodes = has_state_nodes or kind[node] == STATE
+    cap = T * (S if has_state_nodes else 1) + 16
     item = np.empty((cap, 4), dtype=np.int32)
     mask = np.empty((cap, n_words), dtype=np.uint64)
     for t in range(T):
@@ -584,7 +590,9 @@ def _partition_block(acc, sums, pool, pool_mask, rows, forest, index, cells, max
         item[t, WHOLE] = 1
     touched = np.empty(T, dtype=np.int32)  # the rows whose item a state split changed (NXT, WHOLE): reset them
     n_touched = 0
-    buf = np.empty(4 * T + 16, dtype=np.int32)  # the item lists of the nodes on the stack, nested
+    # the item lists of the nodes on the stack, nested: a list holds at most one item per row (a row has one item
+    # per chain), and a yes-child's list lies after its parent's, so max_depth + 1 lists of T fit
+    buf = np.empty(T * (max_depth + 1) + 16, dtype=np.int32)
     st_node = np.empty(max_depth + 2, dtype=np.int64)
     st_lo = np.empty(max_depth + 2, dtype=np.int64)
     st_hi = np.empty(max_depth + 2, dtype=np.int64)
@@ -636,8 +644,6 @@ def _partition_block(acc, sums, pool, pool_mask, rows, forest, index, cells, max
             b = root + no[node]
             d0 = chain_value[a] - chain_value[c] if k >= 0 else 0.0  # a per-label tree's move
             end = hi  # the free part of buf starts after this node's list
-            if end + hi - lo > buf.shape[0]:
-                buf = with_room(buf, end + hi - lo)
             y = end
             kept = lo
             if kd == FEATURE:
@@ -710,9 +716,6 @@ def _partition_block(acc, sums, pool, pool_mask, rows, forest, index, cells, max
                         any_a = any_a or ma != 0
                         any_b = any_b or mb != 0
                     if any_a and any_b:  # a new item takes the yes-states
-                        if n_items == item.shape[0]:
-                            item = with_room(item, n_items + 1)
-                            mask = with_room(mask, n_items + 1)
                         j = n_items
                         n_items += 1
                         item[j, POS] = t
@@ -749,12 +752,16 @@ def _partition_block(acc, sums, pool, pool_mask, rows, forest, index, cells, max
             top += 1
             st_node[top], st_lo[top], st_hi[top], st_live[top] = a, end, y, y - end
         if k < 0:
-            log, n_events = _settle_shared(sums.base, item, mask, index, forest.vectors, log, n_events, whole_at,
-                                           whole_leaf)
+            log, n_events = _settle_shared(sums.base, item, mask, n_items, index, forest.vectors, log, n_events,
+                                           whole_at, whole_leaf)
     for k in range(acc.shape[0]):
         for t in range(T):
             acc[k, S, t] += base[k]
-    if sums.off.shape[0]:
-        pool, pool_mask = _replay_splits(sums, pool, pool_mask, log, n_events, index, forest.vectors, cells)
+    done = 0
+    while done < sums.off.shape[0]:  # room for the next row's groups (at most S), then as many rows as fit
+        top = sums.off[done - 1] + sums.count[done - 1] if done > 0 else 0
+        pool = with_room(pool, top + S)
+        pool_mask = with_room(pool_mask, top + S)
+        done = _replay_splits(sums, pool, pool_mask, log, n_events, index, forest.vectors, cells, done)
     return pool, pool_mask
 
