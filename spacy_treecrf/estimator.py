@@ -628,20 +628,22 @@ class TreeCRF:
             dev_gold = np.array([self._label_index(label) for ys in y_dev for label in ys], dtype=np.int64)
             known = dev_gold != -1  # unseen labels (-2) count as errors
 
-            def dev_accuracy() -> float:
-                pred = dev.predict(self.decode, self.params.threads)
+            def dev_accuracy(threads: int) -> float:
+                pred = dev.predict(self.decode, threads)
                 return float((pred[known] == dev_gold[known]).mean()) if known.any() else 0.0
             if kept_trees:  # a continued fit keeps only rounds that beat the model as it was
-                best_acc = dev_accuracy()
+                best_acc = dev_accuracy(self.params.threads)
         self.history_ = []
         start = time.perf_counter()
         if warm and self.n_rounds <= kept_rounds:
             warnings.warn(Warnings.W006.format(rounds=kept_rounds, n_rounds=self.n_rounds))
+        scores = []  # the round's validation accuracy, scored on one thread beside the round's last step
         for r in range(1, self.n_rounds - kept_rounds + 1):
-            objective = trainer.fit_round(self.ensemble, on_tree=dev.add_tree if dev else None)
+            objective = trainer.fit_round(self.ensemble, on_tree=dev.add_tree if dev else None,
+                                          beside=(lambda: scores.append(dev_accuracy(1))) if dev else None)
             entry = {"round": kept_rounds + r, "train_loss_before": -objective, "seconds": time.perf_counter() - start}
             if dev is not None:
-                entry["dev_accuracy"] = acc = dev_accuracy()
+                entry["dev_accuracy"] = acc = scores.pop()
                 if acc > best_acc:
                     best_acc, best_round = acc, r
             self.history_.append(entry)

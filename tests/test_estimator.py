@@ -317,6 +317,34 @@ def test_subsampling_and_trimming_keep_cached_potentials_exact(leaf_values):
     assert np.allclose(cached[E > 0], fresh[E > 0], atol=1e-4)
 
 
+@pytest.mark.parametrize("threads,loss", [(1, "crf"), (2, "crf"), (2, "rank")])
+def test_fit_round_runs_beside_once_its_trees_are_added_and_raises_its_error(threads, loss):
+    """What runs beside a round's last step (the estimator's validation scores) sees the round's trees, leaves the
+    round's result as without it, and its error is the round's."""
+    from spacy_treecrf.engine import booster as B
+
+    X, y = toy_data(80)
+    model = paper_crf(n_rounds=0).fit(X, y)
+    indptr, indices, starts, _ = model.features.rows(X, grow=False)
+
+    def trainer():
+        return B.Trainer(indptr, indices, len(model.features.names), model._label_ids(y), starts, model.allowed,
+                         paper_params(max_leaves=6, n_threads=threads, loss=loss))
+    plain, seen = (trainer(), B.Ensemble(4, 3)), (trainer(), B.Ensemble(4, 3))
+    trees_seen = []
+    for _ in range(3):
+        plain[0].fit_round(plain[1])
+        seen[0].fit_round(seen[1], beside=lambda: trees_seen.append(seen[1].n_trees))
+    assert trees_seen == [3, 6, 9]
+    assert np.array_equal(dense(plain[0].P), dense(seen[0].P))
+    assert np.array_equal(plain[1].forest().nodes.value, seen[1].forest().nodes.value)
+
+    def fails():
+        raise RuntimeError("scoring failed")
+    with pytest.raises(RuntimeError, match="scoring failed"):
+        seen[0].fit_round(seen[1], beside=fails)
+
+
 @pytest.mark.parametrize("setting", [dict(max_leaves=1), dict(shrinkage=-1), dict(learning_rate=0),
                                      dict(subsample=0), dict(colsample=0), dict(colsample=1.5),
                                      dict(decode="beam"), dict(trim=1.5), dict(leaf_values="line_search"),

@@ -779,11 +779,14 @@ class Trainer:
             out *= passes.extra[0][a:b, None, None]
         return out
 
-    def fit_round(self, ensemble: Ensemble, on_tree=None, passes=None) -> float:
+    def fit_round(self, ensemble: Ensemble, on_tree=None, passes=None, beside=None) -> float:
         """One boosting round fitted to the loss's functional gradient: one tree per label, or with shared_trees
         one tree for all labels; returns the objective before the round (minus the loss: the log-likelihood for
         loss="crf"). ``passes``: this state's gradient_pass() if already run; ``on_tree(k, tree)`` sees every tree
-        added (k = -1: a shared tree).
+        added (k = -1: a shared tree). ``beside()``, called once the trees are added and seen, runs on a second
+        thread while the training potentials move (one thread; with threads > 1, the other is idle then), or
+        after that for the rank loss (whose line search moves them): the estimator scores its validation rows
+        there. Its exception is raised here.
 
         With missing values (or surrogates to learn) the trees are grown with the routing rule and move the
         cached potentials by evaluation over all positions; leaf values other than the grower's own (the paper's
@@ -807,12 +810,24 @@ class Trainer:
             fitted = [self._fit_shared(passes, positions, skipped, settings, routing)]
         else:
             fitted = self._fit_per_label(passes, positions, skipped, settings, routing)
-        step = self._step(fitted, passes)
+        step, moved = self._step(fitted, passes)
         for k, tree, _, _ in fitted:
             tree = scaled_tree(tree, step)
             ensemble.add(k, tree)
             if on_tree is not None:
                 on_tree(k, tree)
+        if beside is None or moved or self.params.threads < 2:
+            if not moved:
+                self._move(fitted, step)
+            if beside is not None:
+                beside()
+        else:
+            with ThreadPoolExecutor(1) as pool:
+                done = pool.submit(beside)
+                try:
+                    self._move(fitted, step)
+                finally:
+                    done.result()
         self._rescale()
         release_freed_memory()
         self.rounds += 1
@@ -1064,19 +1079,17 @@ class Trainer:
                     add(done.pop(order.pop(0)))
         self._over_residuals(passes, run)
 
-    def _step(self, fitted, passes) -> float:
-        """How far the round goes along its trees, with E moved there: learning_rate (times the line search's step
-        for the rank loss), capped so no log potential moves by more than MAX_MOVE (a bound the CRF loss, whose
-        leaves lie in [-1, 1], never reaches)."""
+    def _step(self, fitted, passes) -> Tuple[float, bool]:
+        """How far the round goes along its trees: learning_rate (times the line search's step for the rank loss),
+        capped so no log potential moves by more than MAX_MOVE (a bound the CRF loss, whose leaves lie in [-1, 1],
+        never reaches); and whether E has been moved there (the line search's trials move it)."""
         top = max(np.abs(tree.vector if is_shared(tree) else tree.value[tree.kind == LEAF]).max(initial=0.0)
                   for _, tree, _, _ in fitted)
         if top == 0.0:
-            return 0.0
+            return 0.0, True
         if self.params.loss == "rank":
-            return self._line_search(fitted, passes.extra[1], 1.0 / top)
-        step = min(self.params.learning_rate, MAX_MOVE / top)
-        self._move(fitted, step)
-        return step
+            return self._line_search(fitted, passes.extra[1], 1.0 / top), True
+        return min(self.params.learning_rate, MAX_MOVE / top), False
 
     def _line_search(self, fitted, log_loss0: float, hi: float) -> float:
         """The rank loss's step: the rho in [0, hi] minimising the exact loss after the round (Altun et al. Eq. 13),
