@@ -783,10 +783,10 @@ class Trainer:
         """One boosting round fitted to the loss's functional gradient: one tree per label, or with shared_trees
         one tree for all labels; returns the objective before the round (minus the loss: the log-likelihood for
         loss="crf"). ``passes``: this state's gradient_pass() if already run; ``on_tree(k, tree)`` sees every tree
-        added (k = -1: a shared tree). ``beside()``, called once the trees are added and seen, runs on a second
-        thread while the training potentials move (one thread; with threads > 1, the other is idle then), or
-        after that for the rank loss (whose line search moves them): the estimator scores its validation rows
-        there. Its exception is raised here.
+        added (k = -1: a shared tree). ``beside()`` runs once the trees are added and seen: with threads > 1 on
+        a second thread while the training potentials move (on one thread, so the other core is free then),
+        else after the move, as for the rank loss (whose line search moves them). The estimator scores its
+        validation rows there. Its exception is raised here.
 
         With missing values (or surrogates to learn) the trees are grown with the routing rule and move the
         cached potentials by evaluation over all positions; leaf values other than the grower's own (the paper's
