@@ -209,6 +209,20 @@ def gold_log_score(P, seq_starts, y):
     return out
 
 
+@njit(**NOGIL, inline="always")
+def next_factors(beta, scale, cbeta, cscale, t, clamp, label, k0, w, fr, cl):
+    """The factors of the residual's cells at position t (not a sequence's first) that depend on the label k =
+    k0 + g only, times w: fr[g] = w beta[t, k] / scale[t] from the free pass, and cl[g] = w cbeta[t, k] /
+    cscale[t] from the clamped pass where it counts (``clamp``: a partially labelled sequence; the known label
+    ``label``, -1 if unknown, allows k), else 0. A cell (t, s, k) is then the gold transition indicator (fully
+    labelled sequences) plus c_s E[t, s, k] cl[g] - a_s E[t, s, k] fr[g], a_s and c_s the free and clamped
+    alpha[t - 1, s - 1]: residual_slice, leaves.py's leaf sums and project.py's projected rows read them."""
+    for g in range(fr.shape[0]):
+        k = k0 + g
+        fr[g] = w * beta[t, k] / scale[t]
+        cl[g] = w * cbeta[t, k] / cscale[t] if clamp and (label < 0 or label == k) else 0.0
+
+
 @njit(**NOGIL)
 def start_target(partial: bool, label: int, k: int, clamped_marginal: float) -> float:
     """The target of label k at a sequence's first position, whose label is ``label`` (-1: unknown): 1 or 0, or
@@ -290,10 +304,7 @@ def residual_slice(P, seq_starts, y, partial, free, clamped, k0, out):
                     out[t, 0, g] = start_target(partial[q], y[t], k, calpha[t, k] * cbeta[t, k]) - (
                         alpha[t, k] * beta[t, k])
                 continue
-            for g in range(G):
-                k = k0 + g
-                fr[g] = beta[t, k] / scale[t]
-                cl[g] = cbeta[t, k] / cscale[t] if partial[q] and (y[t] < 0 or y[t] == k) else 0.0
+            next_factors(beta, scale, cbeta, cscale, t, partial[q], y[t], k0, 1.0, fr, cl)
             for j in range(K):  # branch-free over the block, so that it vectorizes
                 r = group[t, j + 1]
                 if r < 0:

@@ -6,7 +6,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .crf import label_residual
+from .crf import label_residual, next_factors
 from .trees import LEAF
 
 
@@ -172,18 +172,16 @@ def add_label_leaf_sums(targets, allowed, tree, segments, leaves, covering, mode
 @njit(cache=True, nogil=True, inline="always")
 def _add_state_cells(targets, t, states, allowed, w, g, m, fr, cl):
     """Add w times crf.residual_slice's out[t, s, :] (t not a sequence's first position) for the previous states
-    s in ``states`` into g, and w for each of their cells that ``allowed`` holds into m (fr, cl: scratch of K):
-    the gold (or clamped) transition indicator minus xi_t(s - 1, k) = alpha[t-1, s-1] E[t, s, k] beta[t, k] /
-    scale[t]. Forbidden cells hold 0 in E, so every label of a valid state's row is added. Inlined: called per
+    s in ``states`` into g, and w for each of their cells that ``allowed`` holds into m (fr, cl: scratch of K
+    for crf.next_factors, whose docstring gives a cell). Forbidden cells hold 0 in E, so every label of a valid
+    state's row is added. Inlined: called per
     position, a call would count references to every array of ``targets`` (see crf.py's note on its helpers)."""
     S, G = allowed.shape
     P = targets.P
     partial = targets.partial[t]
     y = targets.y[t]
     weight = targets.weight[t] * w
-    for j in range(G):
-        fr[j] = targets.beta[t, j] / targets.scale[t]
-        cl[j] = targets.cbeta[t, j] / targets.cscale[t] if partial and (y < 0 or y == j) else 0.0
+    next_factors(targets.beta, targets.scale, targets.cbeta, targets.cscale, t, partial, y, 0, 1.0, fr, cl)
     for s in range(1, S):
         if not states[s]:
             continue

@@ -15,7 +15,7 @@ the grower reads it).
 import numpy as np
 from numba import njit
 
-from .crf import start_target
+from .crf import next_factors, start_target
 
 
 def principal_directions(R: np.ndarray, d: int) -> np.ndarray:
@@ -75,9 +75,7 @@ def low_rank_rows(P, seq_starts, y, partial, free, clamped, W, weight, low_free,
                     for i in range(d):
                         low_free[r, i] += v * W[k, i]
                 continue
-            for k in range(K):
-                fr[k] = w * beta[t, k] / scale[t]
-                cl[k] = w * cbeta[t, k] / cscale[t] if partial[q] and (y[t] < 0 or y[t] == k) else 0.0
+            next_factors(beta, scale, cbeta, cscale, t, partial[q], y[t], 0, w, fr, cl)
             for r in range(start[t], start[t + 1]):
                 for k in range(K):
                     e = np.float64(values[r, k])
