@@ -581,8 +581,10 @@ def _partition_block(acc, sums, pool, pool_mask, rows, forest, index, cells, max
     # nodes) never grow: a buffer that may be replaced inside the node loop costs reference counts on every node
     # (see the header's speed note). Untouched pages cost nothing.
     has_state_nodes = False
-    for node in range(kind.shape[0]):
-        has_state_nodes = has_state_nodes or kind[node] == STATE
+    for node in range(kind.shape[0]):  # (shared trees meet one in their first tree)
+        if kind[node] == STATE:
+            has_state_nodes = True
+            break
     cap = T * (S if has_state_nodes else 1) + 16
     item = np.empty((cap, 4), dtype=np.int32)
     mask = np.empty((cap, n_words), dtype=np.uint64)
