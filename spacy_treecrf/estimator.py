@@ -637,10 +637,11 @@ class TreeCRF:
         start = time.perf_counter()
         if warm and self.n_rounds <= kept_rounds:
             warnings.warn(Warnings.W006.format(rounds=kept_rounds, n_rounds=self.n_rounds))
-        scores = []  # the round's validation accuracy, scored on one thread beside the round's last step
+        scores = []  # the round's validation accuracy, scored beside the round's last step (Trainer.fit_round)
         for r in range(1, self.n_rounds - kept_rounds + 1):
             objective = trainer.fit_round(self.ensemble, on_tree=dev.add_tree if dev else None,
-                                          beside=(lambda: scores.append(dev_accuracy(1))) if dev else None)
+                                          beside=(lambda threads: scores.append(dev_accuracy(threads)))
+                                          if dev else None)
             entry = {"round": kept_rounds + r, "train_loss_before": -objective, "seconds": time.perf_counter() - start}
             if dev is not None:
                 entry["dev_accuracy"] = acc = scores.pop()

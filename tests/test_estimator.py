@@ -334,12 +334,12 @@ def test_fit_round_runs_beside_once_its_trees_are_added_and_raises_its_error(thr
     trees_seen = []
     for _ in range(3):
         plain[0].fit_round(plain[1])
-        seen[0].fit_round(seen[1], beside=lambda: trees_seen.append(seen[1].n_trees))
+        seen[0].fit_round(seen[1], beside=lambda threads: trees_seen.append(seen[1].n_trees))
     assert trees_seen == [3, 6, 9]
     assert np.array_equal(dense(plain[0].P), dense(seen[0].P))
     assert np.array_equal(plain[1].forest().nodes.value, seen[1].forest().nodes.value)
 
-    def fails():
+    def fails(threads):
         raise RuntimeError("scoring failed")
     with pytest.raises(RuntimeError, match="scoring failed"):
         seen[0].fit_round(seen[1], beside=fails)

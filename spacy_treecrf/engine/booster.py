@@ -783,10 +783,10 @@ class Trainer:
         """One boosting round fitted to the loss's functional gradient: one tree per label, or with shared_trees
         one tree for all labels; returns the objective before the round (minus the loss: the log-likelihood for
         loss="crf"). ``passes``: this state's gradient_pass() if already run; ``on_tree(k, tree)`` sees every tree
-        added (k = -1: a shared tree). ``beside()`` runs once the trees are added and seen: with threads > 1 on
-        a second thread while the training potentials move (on one thread, so the other core is free then),
-        else after the move, as for the rank loss (whose line search moves them). The estimator scores its
-        validation rows there. Its exception is raised here.
+        added (k = -1: a shared tree). ``beside(threads)`` runs once the trees are added and seen: with threads
+        > 1 on a second thread while the training potentials move (on one thread, so the other core is free
+        then), given 1 thread; else after the move, as for the rank loss (whose line search moves them), given
+        them all. The estimator scores its validation rows there. Its exception is raised here.
 
         With missing values (or surrogates to learn) the trees are grown with the routing rule and move the
         cached potentials by evaluation over all positions; leaf values other than the grower's own (the paper's
@@ -820,10 +820,10 @@ class Trainer:
             if not moved:
                 self._move(fitted, step)
             if beside is not None:
-                beside()
+                beside(self.params.threads)
         else:
             with ThreadPoolExecutor(1) as pool:
-                done = pool.submit(beside)
+                done = pool.submit(beside, 1)
                 try:
                     self._move(fitted, step)
                 finally:

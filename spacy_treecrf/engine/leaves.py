@@ -174,8 +174,8 @@ def _add_state_cells(targets, t, states, allowed, w, g, m, fr, cl):
     """Add w times crf.residual_slice's out[t, s, :] (t not a sequence's first position) for the previous states
     s in ``states`` into g, and w for each of their cells that ``allowed`` holds into m (fr, cl: scratch of K
     for crf.next_factors, whose docstring gives a cell). Forbidden cells hold 0 in E, so every label of a valid
-    state's row is added. Inlined: called per
-    position, a call would count references to every array of ``targets`` (see crf.py's note on its helpers)."""
+    state's row is added. Inlined: called per position, a call would count references to every array of
+    ``targets`` (see crf.py's note on its helpers)."""
     S, G = allowed.shape
     P = targets.P
     partial = targets.partial[t]
