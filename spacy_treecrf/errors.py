@@ -282,5 +282,7 @@ class Errors(metaclass=_WithCodes):
     E198 = "training on a cluster: the shard on worker {worker} failed in round {round}: {error}"
     E199 = ("training on a cluster: worker {worker} was lost in round {round}, with its shard of the training set; "
             "the {done} rounds completed before are kept: restart the fit (a continued fit goes on from them)")
+    E206 = ("training on a cluster: the shards growing a tree lost touch: {what}: {error} (a worker was lost, or "
+            "the workers cannot reach each other's addresses)")
     E200 = ("treecrf: 'rounds_per_pass' must be an integer from 1 to {maximum} (boosting rounds fitted on each pass's "
             "gradient), got {value!r}")

@@ -642,7 +642,8 @@ class TreeCRF:
             objective = trainer.fit_round(self.ensemble, on_tree=dev.add_tree if dev else None,
                                           beside=(lambda threads: scores.append(dev_accuracy(threads)))
                                           if dev else None)
-            entry = {"round": kept_rounds + r, "train_loss_before": -objective, "seconds": time.perf_counter() - start}
+            entry = {"round": kept_rounds + r, "train_loss_before": -objective, "seconds": time.perf_counter() - start,
+                     **trainer.round_report()}
             if dev is not None:
                 entry["dev_accuracy"] = acc = scores.pop()
                 if acc > best_acc:

@@ -16,7 +16,6 @@ import pytest
 from spacy_treecrf.engine import cluster
 from spacy_treecrf.engine.booster import BoostParams, Ensemble, Trainer
 from spacy_treecrf.engine.cluster import ClusterError, ClusterTrainer, InProcessClient, sequence_shards
-from spacy_treecrf.engine.grow import advance_all
 from spacy_treecrf.engine.missing import MissingRows
 from spacy_treecrf.engine.numeric import numeric_index
 
@@ -215,8 +214,8 @@ def test_the_component_trains_through_a_local_cluster(local_cluster):
 @needs_dask
 @pytest.mark.parametrize("when", ["between_rounds", "mid_round"])
 def test_a_killed_worker_is_an_error_naming_it_within_a_minute(monkeypatch, when):
-    """SIGKILL, as the kernel's OOM killer would: between two rounds, or while a round's tree is growing (after
-    the fifth of its requests)."""
+    """SIGKILL, as the kernel's OOM killer would: between two rounds, or as the shards grow a round's tree among
+    themselves (the others then wait on it)."""
     indptr, indices, n_atoms, y, seq_starts, allowed, _ = sequences()
     K = allowed.shape[1]
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0",
@@ -230,17 +229,18 @@ def test_a_killed_worker_is_an_error_naming_it_within_a_minute(monkeypatch, when
         start = time.monotonic()
         if when == "between_rounds":
             os.kill(pid, signal.SIGKILL)
-        else:
-            steps = []
+        else:  # once the round's tree has begun on the shards, as the shards start growing it among themselves
+            calls = []
+            call = ClusterTrainer._call
 
-            def advance_then_kill(*args):
-                steps.append(1)
-                if len(steps) == 5:
+            def kill_at_grow(self, name, *args, **kwargs):
+                calls.append(name)
+                if name == "grow":
                     os.kill(pid, signal.SIGKILL)
-                return advance_all(*args)
-            monkeypatch.setattr(cluster, "advance_all", advance_then_kill)
+                return call(self, name, *args, **kwargs)
+            monkeypatch.setattr(ClusterTrainer, "_call", kill_at_grow)
         with pytest.raises(ClusterError, match=f"E199.*{victim}.*round 2.*1 rounds completed"):
             trainer.fit_round(ensemble)
         assert time.monotonic() - start < 60
         assert ensemble.n_trees == 1  # the completed round is kept
-        assert when == "between_rounds" or len(steps) == 5
+        assert when == "between_rounds" or calls[-1] == "grow"

@@ -1138,6 +1138,10 @@ class Trainer:
                               self.rows, self.missing_rows, scale, self.params.threads, self.numeric)
         self.P = round_moves.apply(self.P)
 
+    def round_report(self) -> dict:
+        """What a round did besides its trees, for the fit's history (a cluster's requests; nothing here)."""
+        return {}
+
     def close(self):
         """Let go of what the Trainer holds elsewhere (a cluster's shards; nothing here)."""
 

@@ -23,6 +23,8 @@ a forward-backward pass per trial step).
 """
 import dataclasses
 import resource
+import time
+from concurrent.futures import ThreadPoolExecutor
 import uuid
 from types import SimpleNamespace
 from typing import List, NamedTuple, Optional
@@ -32,8 +34,10 @@ from numba.typed import List as TypedList
 
 from . import crf
 from .booster import LEAF_VALUES, SHARED_DIRECTIONS, Passes, Trainer
-from .grow import (DONE, advance_all, first_step, grown_tree, new_growth, new_landing, new_shard, shard_segments,
-                   shard_steps)
+from .grow import (DONE, add_up, advance_all, first_step, grown_tree, new_growth, new_landing, new_shard,
+                   shard_segments, shard_steps)
+from .peers import PeerError, Peers
+from .wire import decode_packed, decode_steps, encode_packed, encode_steps
 from .leaves import LeafSums, add_leaf_sums, values_of
 from .project import directions_from_moments
 from .numeric import no_numeric
@@ -41,6 +45,7 @@ from .trees import KEPT_BYTES, Target, no_missing
 from ..errors import Errors
 
 POLL_SECONDS = 1.0  # how often a call waiting on a shard asks the scheduler whether its worker is alive
+LOSS_GRACE = 30.0  # how long a shard's broken peer connection waits for the scheduler to name the worker lost
 # Residuals a shard keeps at once for the per-label trees of a round growing in lockstep: labels beyond this
 # budget grow in a further group (one tree per label and round either way; only the round trips differ).
 RESIDUAL_BUDGET = 512 * 2 ** 20
@@ -76,6 +81,7 @@ class Shard:
         self.landing = None  # the Landing the trees' steps fill (residual width d: that of the trees grown)
         self.done = []  # per tree of the round grown: (label, its positions, its grow.Segments)
         self.positions = (self.trainer.all_positions, None)  # this round's positions and the skipped ones
+        self.peers = Peers(_worker_host())
 
     def _reply(self, result=None) -> Reply:
         return Reply(self.token, result)
@@ -134,14 +140,47 @@ class Shard:
         d = shard.slots.val.shape[1]
         if self.landing is None or self.landing.g.shape[1] != d:
             self.landing = new_landing(tr.n_features, 0, tr.allowed.shape[0], d, 0, True)
+            self.adding = new_landing(tr.n_features, 0, tr.allowed.shape[0], d, 0, True)
 
-    def steps(self, requests) -> Reply:
-        """Each (tree, Step) of ``requests`` on this shard's positions: the packed Landings, in order."""
-        steps = TypedList()
-        for _, step in requests:
-            steps.append(step)
-        which = np.array([j for j, _ in requests], dtype=np.int64)
-        return self._reply(list(shard_steps(self.growing, which, steps, self.landing, self.keeps)))
+    def address(self) -> Reply:
+        """Where this shard's peers reach it (peers.Peers)."""
+        return self._reply(self.peers.address)
+
+    def join(self, rank: int, addresses) -> Reply:
+        """Take rank ``rank`` among the shards at ``addresses`` (every shard is called at once)."""
+        self.peers.join(rank, addresses)
+        return self._reply()
+
+    def grow(self, settings, counts) -> Reply:
+        """Grow the trees begun (begin_labels, begin_shared) with the other shards, best-first as in one process:
+        every Step goes down the shards' tree (peers.py), each runs its data side on its positions, and the
+        Landings come back up, added; rank 0 decides each tree's next Step (settings: the trees' GrowSettings;
+        counts: their positions over all shards) and returns the grown trees, the others None."""
+        peers = self.peers
+        S = self.trainer.allowed.shape[0]
+        decide = peers.rank == 0
+        if decide:
+            growths, steps = TypedList(), TypedList()
+            for i, (k, _, _) in enumerate(self.trees):
+                allowed_k = self.trainer.allowed[:, k] if k >= 0 else self.trainer.allowed.any(axis=1)
+                growth = new_growth(settings, S, self.landing.g.shape[1], self.keeps[i], self.trainer.numeric,
+                                    no_missing(), np.ascontiguousarray(allowed_k))
+                growths.append(growth)
+                steps.append(first_step(growth, int(counts[i])))
+            landing = new_landing(self.trainer.n_features, 0, S, self.landing.g.shape[1], 0, True)
+        while True:
+            which, todo = decode_steps(*peers.pass_down(encode_steps(steps, S) if decide else None))
+            if not len(which):
+                return self._reply([grown_tree(growth) for growth in growths] if decide else None)
+            replies = TypedList()
+            replies.append(shard_steps(self.growing, which, todo, self.landing, self.keeps))
+            for message in peers.from_children():
+                replies.append(decode_packed(*message))
+            if decide:
+                advance_all(growths, steps, which, landing, replies)
+            else:
+                peers.to_parent(*encode_packed(add_up(self.adding, replies, which, self.keeps)
+                                               if len(replies) > 1 else replies[0]))
 
     def leaf_sums(self, trees, mode) -> Reply:
         """Each grown tree's leaf_values sums over this shard's cells (per-label trees: nodes x 1; shared: x K)."""
@@ -231,6 +270,7 @@ class ClusterTrainer(Trainer):
         self.all_positions = np.arange(T, dtype=np.int64)
         self.all_features = np.ones(self.n_features, dtype=np.bool_)
         self.rounds = 0
+        self.calls = 0  # requests to every shard so far (round_report)
         workers = live_workers(client)
         if not workers:
             raise ClusterError(Errors.E197.format(scheduler=client.scheduler.address))
@@ -259,6 +299,9 @@ class ClusterTrainer(Trainer):
             for part in data:  # the shard holds its rows now (a shard made again would be an error anyway)
                 part.release()
         self._futures = [f for f, _ in futures]
+        addresses = self._call("address")
+        self._call("join", per_shard=[(rank, addresses) for rank in range(len(self.actors))])
+        self.calls = 0
 
     # -- calls ------------------------------------------------------------------------------------------------
     def _wait(self, future, i: int):
@@ -267,15 +310,28 @@ class ClusterTrainer(Trainer):
             try:
                 return future.result(timeout=POLL_SECONDS)
             except Exception as e:  # a timeout (an OSError, as a lost connection is), or the call failed
-                if _is_timeout(e):
-                    pass
-                elif isinstance(e, OSError):  # the worker's connection (CommClosedError is one)
-                    raise ClusterError(Errors.E199.format(**self._where(i))) from e
-                else:
-                    raise ClusterError(Errors.E198.format(worker=self.workers[i], round=self.rounds + 1,
-                                                          error=f"{type(e).__name__}: {e}")) from e
+                if not _is_timeout(e):
+                    raise self._failure(i, e) from e
             if self.workers[i] not in live_workers(self.client):
                 raise ClusterError(Errors.E199.format(**self._where(i)))
+
+    def _failure(self, i: int, e: Exception) -> ClusterError:
+        """What shard i's failed call means: E199 naming a shard's worker that is gone (when a peer's
+        connection broke, the scheduler is given LOSS_GRACE seconds to notice the loss that caused it), else E199
+        for shard i's own connection, else E198 with the shard's error."""
+        deadline = time.monotonic() + (LOSS_GRACE if isinstance(e, PeerError) else 0.0)
+        while True:
+            live = live_workers(self.client)
+            lost = [j for j, worker in enumerate(self.workers) if worker not in live]
+            if lost:
+                return ClusterError(Errors.E199.format(**self._where(lost[0])))
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(POLL_SECONDS / 5)
+        if isinstance(e, OSError) and not isinstance(e, PeerError):  # the worker's connection (CommClosedError)
+            return ClusterError(Errors.E199.format(**self._where(i)))
+        return ClusterError(Errors.E198.format(worker=self.workers[i], round=self.rounds + 1,
+                                               error=f"{type(e).__name__}: {e}"))
 
     def _where(self, i: int) -> dict:
         """Shard i's worker, the round under way and the rounds done (what E199 says)."""
@@ -287,6 +343,7 @@ class ClusterTrainer(Trainer):
     def _call(self, name: str, *args, per_shard: Optional[list] = None) -> list:
         """Call a Shard method on every shard (the same args, or the tuple per_shard[i]) and return their
         results."""
+        self.calls += 1
         futures = [getattr(actor, name)(*(per_shard[i] if per_shard is not None else args))
                    for i, actor in enumerate(self.actors)]
         out = []
@@ -304,6 +361,11 @@ class ClusterTrainer(Trainer):
             self.actors = []
             if self._own_client:
                 self.client.close()
+
+    def round_report(self) -> dict:
+        """The driver's requests to the shards since the last report (each a call to every shard)."""
+        calls, self.calls = self.calls, 0
+        return {"cluster_calls": calls}
 
     def peak_rss_mb(self) -> List[float]:
         """Each shard's worker's peak resident memory (MB)."""
@@ -333,10 +395,7 @@ class ClusterTrainer(Trainer):
             labels = list(range(g0, min(K, g0 + group)))
             counts = np.sum(self._call("begin_labels", labels, settings.max_leaves,
                                        [_packed(masks[k]) for k in labels]), axis=0)
-            growths = [new_growth(settings, S, 1, masks[k] if masks[k] is not None else self.all_features,
-                                  self.numeric, no_missing(), np.ascontiguousarray(self.allowed[:, k]))
-                       for k in labels]
-            trees = self._grow(growths, counts, 1)
+            trees = self._grow(settings, counts)
             if self.params.leaf_values != "mean" or self.params.l1 > 0:  # else the grower's own values
                 trees = [tree._replace(value=values_of(sums, settings.lam, self.params.l1)[:, 0])
                          for tree, sums in zip(trees, self._leaf_sums(trees))]
@@ -350,30 +409,14 @@ class ClusterTrainer(Trainer):
         W = directions_from_moments(gram, total, n, SHARED_DIRECTIONS)
         ok = self._tree_features()
         counts = np.sum(self._call("begin_shared", W, settings.max_leaves, _packed(ok)), axis=0)
-        growth = new_growth(settings, self.allowed.shape[0], W.shape[1], ok if ok is not None else self.all_features,
-                            self.numeric, no_missing(), np.ascontiguousarray(self.allowed.any(axis=1)))
-        tree = self._grow([growth], counts, W.shape[1])[0]
+        tree = self._grow(settings, counts)[0]
         vector = values_of(self._leaf_sums([tree])[0], settings.lam, self.params.l1)
         self._call("end_trees", [len(tree.kind)])
         return -1, tree._replace(value=np.zeros(len(tree.kind)), vector=vector), None, None
 
-    def _grow(self, growths, counts, d: int) -> list:
-        """Grow the trees of ``growths`` (their shards' positions counted in ``counts``) together: every request
-        carries the next Step of each tree not yet grown; each tree's Landings from the shards are added up and
-        the tree decides its next Step."""
-        landing = new_landing(self.n_features, 0, self.allowed.shape[0], d, 0, True)
-        together, steps = TypedList(), TypedList()
-        for growth, n in zip(growths, counts):
-            together.append(growth)
-            steps.append(first_step(growth, int(n)))
-        while True:
-            active = np.array([j for j in range(len(steps)) if steps[j].kind != DONE], dtype=np.int64)
-            if not len(active):
-                return [grown_tree(growth) for growth in growths]
-            replies = TypedList()
-            for reply in self._call("steps", [(int(j), steps[j]) for j in active]):
-                replies.append(TypedList(reply))
-            advance_all(together, steps, active, landing, replies)
+    def _grow(self, settings, counts) -> list:
+        """The trees begun on the shards, grown by the shards among themselves (Shard.grow): one call."""
+        return self._call("grow", settings, counts)[0]
 
     def _leaf_sums(self, trees) -> List[LeafSums]:
         """The grown trees' leaf_values sums, added over the shards."""
@@ -402,25 +445,28 @@ class _Done:
 
 
 class _InProcessActor:
-    """A Shard's handle whose calls run at once in this process."""
+    """A Shard's handle whose calls run on a thread of its own, one after the other, as a Dask actor's do on
+    its worker (the shards of a growing tree wait on each other: they must run at once)."""
 
     def __init__(self, shard):
         self.shard = shard
+        self.thread = ThreadPoolExecutor(1)
 
     def __getattr__(self, name):
         method = getattr(self.shard, name)
-        return lambda *args: _Done(method(*args))
+        return lambda *args: self.thread.submit(method, *args)
 
 
 class InProcessClient:
-    """What ClusterTrainer asks of a distributed.Client, with n_workers shards held in this process and called
-    one after the other: the tests' check of the shards' arithmetic, and benchmarks/cluster.py's count of what
-    n_workers real workers would be sent (it runs no faster than one process)."""
+    """What ClusterTrainer asks of a distributed.Client, with n_workers shards held in this process, each called
+    on a thread of its own: the tests' check of the shards' arithmetic, and the benchmarks' count of what
+    n_workers real workers would be sent (no faster than one process: the threads share one interpreter)."""
 
     def __init__(self, n_workers: int):
         self.n_workers = n_workers
         identity = {"workers": {f"inprocess://worker-{i:04d}": {"nthreads": 1} for i in range(n_workers)}}
         self.scheduler = SimpleNamespace(address="inprocess://", identity=lambda n_workers: identity)
+        self.actors = []
 
     def sync(self, call, **kwargs):
         return call(**kwargs)
@@ -429,10 +475,15 @@ class InProcessClient:
         return [_Done(x) for x in data]
 
     def submit(self, cls, *args, **kwargs):
-        return _Done(_InProcessActor(cls(*(a.value for a in args))))
+        actor = _InProcessActor(cls(*(a.value for a in args)))
+        self.actors.append(actor)
+        return _Done(actor)
 
     def cancel(self, futures):
-        pass
+        for actor in self.actors:
+            actor.thread.shutdown(wait=False)
+            actor.shard.peers.close()
+        self.actors = []
 
     def close(self):
         pass
@@ -443,6 +494,17 @@ def live_workers(client) -> dict:
     client's cached identity, which the client's periodic refresh (asking for no worker's details) may overwrite
     with an empty "workers" between the fresh query and the return, so a live worker looked lost under load."""
     return client.sync(client.scheduler.identity, n_workers=-1)["workers"]
+
+
+def _worker_host() -> str:
+    """The host of the Dask worker this runs on (its peers connect there), or the loopback address outside one."""
+    try:
+        from distributed import get_worker
+        address = get_worker().address
+    except (ImportError, ValueError):  # no dask, or not on a worker (the in-process stand-in)
+        return "127.0.0.1"
+    host = address.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+    return host if host else "127.0.0.1"
 
 
 def _packed(mask):

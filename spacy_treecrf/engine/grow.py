@@ -854,6 +854,20 @@ def advance_all(growths, steps, active, landing, replies):
 
 
 @njit(cache=True, nogil=True)
+def add_up(landing, replies, which, keeps):
+    """Each tree's Packed Landings in ``replies`` (replies[w][i]: part w's of tree which[i]) added up into one
+    Packed per tree (keeps: per tree, pack_landing's keep): what a shard passes up the cluster's reduction tree
+    (cluster.py) for itself and the shards below it."""
+    out = List()
+    for i in range(which.shape[0]):
+        open_landing(landing)
+        for w in range(len(replies)):
+            add_landing(landing, replies[w][i])
+        out.append(pack_landing(landing, keeps[which[i]]))
+    return out
+
+
+@njit(cache=True, nogil=True)
 def grown_tree(growth):
     """The Tree grown so far, in arrays of its own size."""
     n = growth.counts[0]

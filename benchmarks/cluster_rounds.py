@@ -1,0 +1,114 @@
+"""Seconds and driver-worker requests of a boosting round on a Dask LocalCluster against one process, with the
+estimator's defaults (issue: a cluster faster than one machine).
+
+    TREECRF_DATA_DIR=../shared/data python benchmarks/cluster_rounds.py --repeat 4 --rounds 3 --workers 2 \
+        [--out benchmarks/results/cluster_rounds]
+    TREECRF_DATA_DIR=../shared/data python benchmarks/cluster_rounds.py --repeat 1 --rounds 3 --workers 2 \
+        --leaves 300 1000 3000 --no-one-process [--out benchmarks/results/cluster_requests]
+
+The data: CoNLL-2003's training sentences (repeated --repeat times), each position a dict of its word, POS and
+chunk columns, window=1. TreeCRF with its defaults but early_stopping=False and --rounds rounds: once in this
+process (its default threads), then with LocalCluster(n_workers=W, threads_per_worker=1) for each W of
+--workers. A round's seconds are the differences of the fit's history_ times (the median over rounds 2 .. n; the
+first round also pays for shipping the shards); a round's requests are history_'s cluster_calls (each a call to
+every worker); the depth of each round's tree is read off the fitted forest. The cluster's trees and test-set
+predictions are compared with one process's (structure equal, leaf values within 1e-9). With --leaves, each
+given max_leaves in turn.
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+from spacy_treecrf import TreeCRF
+from spacy_treecrf.readers import read_columns
+
+
+def load(repeat: int):
+    data = Path(os.environ["TREECRF_DATA_DIR"]) / "conll2003"
+    columns = ["word", "pos", "chunk", "ner"]
+    train, test = (list(read_columns(data / name, columns)) for name in ("train.txt", "test.txt"))
+
+    def dicts(s):
+        return [{"word": w, "pos": p, "chunk": c} for w, p, c, _ in s]
+    X = [dicts(s) for s in train] * repeat
+    y = [[row[3] for row in s] for s in train] * repeat
+    return X, y, [dicts(s) for s in test]
+
+
+def round_seconds(model) -> list:
+    times = [0.0] + [entry["seconds"] for entry in model.history_]
+    return [b - a for a, b in zip(times, times[1:])]
+
+
+def same_forest(a, b) -> dict:
+    fa, fb = a.ensemble.forest(), b.ensemble.forest()
+    same = len(fa.nodes.kind) == len(fb.nodes.kind) and all(
+        np.array_equal(getattr(fa.nodes, n), getattr(fb.nodes, n)) for n in ("kind", "feature", "yes", "no", "states"))
+    diff = (max(float(np.abs(fa.nodes.value - fb.nodes.value).max(initial=0.0)),
+                float(np.abs(fa.vectors.value - fb.vectors.value).max(initial=0.0)))
+            if same and len(fa.vectors.value) == len(fb.vectors.value) else None)
+    return {"same_structure": bool(same), "max_leaf_value_difference": diff}
+
+
+def run(args, max_leaves):
+    from distributed import LocalCluster
+
+    X, y, X_test = load(args.repeat)
+    settings = dict(n_rounds=args.rounds, early_stopping=False, window=1)
+    if max_leaves is not None:
+        settings["max_leaves"] = max_leaves
+    out = {"positions": sum(map(len, X)), "max_leaves": max_leaves or "auto", "rounds": args.rounds}
+    here = None
+    if not args.no_one_process:
+        here = TreeCRF(**settings).fit(X, y)
+        seconds = round_seconds(here)
+        out["one_process"] = {"round_seconds": seconds, "median_round_seconds": statistics.median(seconds[1:]),
+                              "threads": here.params.threads}
+        print(json.dumps(out["one_process"]), flush=True)
+        pred_here = here.predict(X_test)
+    for W in args.workers:
+        with LocalCluster(n_workers=W, threads_per_worker=1, dashboard_address=":0", silence_logs=40) as lc:
+            t0 = time.perf_counter()
+            there = TreeCRF(scheduler=lc.scheduler_address, **settings).fit(X, y)
+            fit_seconds = time.perf_counter() - t0
+        seconds = round_seconds(there)
+        forest = there.ensemble.forest()
+        entry = {"round_seconds": seconds, "median_round_seconds": statistics.median(seconds[1:]),
+                 "fit_seconds": fit_seconds, "requests_per_round": [e["cluster_calls"] for e in there.history_],
+                 "tree_depths": [int(d) for d in forest.depths],
+                 "tree_leaves": [int((forest.nodes.kind[a:b] == 0).sum())
+                                 for a, b in zip(forest.roots[:-1], forest.roots[1:])]}
+        if here is not None:
+            entry.update(same_forest(here, there))
+            pred = there.predict(X_test)
+            entry["test_sentences_tagged_the_same"] = f"{sum(a == b for a, b in zip(pred_here, pred))} / {len(pred)}"
+            entry["ratio_to_one_process"] = entry["median_round_seconds"] / out["one_process"]["median_round_seconds"]
+        out[f"cluster_{W}_workers"] = entry
+        print(W, json.dumps(entry), flush=True)
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--workers", type=int, nargs="+", default=[2])
+    parser.add_argument("--leaves", type=int, nargs="*", help="max_leaves settings to run (default: the default)")
+    parser.add_argument("--no-one-process", action="store_true", help="only the cluster fits")
+    parser.add_argument("--out", type=Path, help="write OUT.json")
+    args = parser.parse_args()
+    results = {"machine": f"{platform.machine()}, {os.cpu_count()} cores",
+               "runs": [run(args, leaves) for leaves in (args.leaves or [None])]}
+    print(json.dumps(results, indent=1))
+    if args.out:
+        args.out.with_suffix(".json").write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
