@@ -805,7 +805,8 @@ class TreeCRF:
     def to_bytes(self) -> bytes:
         self._check_fitted()
         return serialize.dumps("TreeCRF", {
-            "params": vars(self.params), "n_rounds": self.n_rounds, "decode": self.decode,
+            "params": {k: v for k, v in vars(self.params).items() if k != "scheduler"},  # where it trained: not kept
+            "n_rounds": self.n_rounds, "decode": self.decode,
             "patience": self.patience, "early_stopping": self.early_stopping,
             "validation_fraction": self.validation_fraction, "classes": self.classes_, "features": self.features.names,
             "allowed": self.allowed, "ensemble": self.ensemble.arrays(), "best_round": self.best_round_,
@@ -839,7 +840,8 @@ class TreeCRF:
                 raise ValueError(Errors.E153.format(name=name))
             if f not in bins:
                 seen.add(name)
-        settings = {k: v for k, v in serialize.field(msg, "params", dict).items() if k in BOOST_SETTINGS}
+        settings = {k: v for k, v in serialize.field(msg, "params", dict).items()
+                    if k in BOOST_SETTINGS and k != "scheduler"}  # (older files kept where they trained)
         try:  # the file's settings, checked as TreeCRF(...) checks them
             loaded = TreeCRF(n_rounds=serialize.field(msg, "n_rounds", int), decode=serialize.field(msg, "decode", str),
                              patience=msg.get("patience"), early_stopping=msg.get("early_stopping", "auto"),

@@ -82,6 +82,29 @@ def test_shards_grow_the_trees_of_one_process(shared, settings):
     np.testing.assert_allclose(objective_here, objective_there, rtol=1e-12)
 
 
+@pytest.mark.parametrize("shared", [False, True], ids=["per_label", "shared"])
+def test_a_tree_of_five_shards_grows_the_same_trees_with_as_many_requests_at_every_leaf_budget(shared):
+    """Five shards: rank 0 hears from ranks 1, 2 and 4, rank 2 adds rank 3's Landings to its own before passing
+    them up (peers.py). The driver's requests a round do not depend on max_leaves."""
+    data = sequences(seed=7)
+    requests = []
+    for max_leaves in (2, 20, 200):
+        params = BoostParams(max_leaves=max_leaves, n_threads=1, shared_trees=shared)
+        here, objective_here = fit(Trainer, data, params)
+        K = data[5].shape[1]
+        ensemble = Ensemble(K + 1, K, 0, shared=shared)
+        trainer = ClusterTrainer(InProcessClient(5), *data[:6], params, numeric=data[6])
+        calls = []
+        for _ in range(3):
+            trainer.fit_round(ensemble)
+            calls.append(trainer.round_report()["cluster_calls"])
+        trainer.close()
+        assert_same_forest(here, ensemble.forest())
+        assert (here.nodes.kind == 0).sum() > (3 * (1 if shared else K) * min(max_leaves, 40)) // 2
+        requests.append(calls)
+    assert requests[0] == requests[1] == requests[2], requests
+
+
 @pytest.mark.parametrize("what", ["numeric", "partial"])
 def test_shards_with_numeric_columns_and_partial_labels(what):
     params = BoostParams(max_leaves=25, n_threads=1, shared_trees=False)
@@ -182,6 +205,17 @@ def test_the_estimator_on_a_local_cluster_fits_the_same_model(local_cluster, sha
     assert_same_forest(here.ensemble.forest(), there.ensemble.forest())
     assert here.predict(X) == there.predict(X)
     assert there.get_params()["scheduler"] == local_cluster.scheduler_address
+    data = there.to_bytes()
+    assert b"scheduler" not in data and local_cluster.scheduler_address.encode() not in data
+    import subprocess
+    import sys
+    # a model trained on a cluster loads and predicts where dask cannot be imported
+    script = ("import sys, pickle; sys.modules['distributed'] = None; sys.modules['dask'] = None\n"
+              "from spacy_treecrf import TreeCRF\n"
+              "m = TreeCRF().from_bytes(sys.stdin.buffer.read())\n"
+              f"print(m.predict({X[:5]!r}) == {there.predict(X[:5])!r})")
+    done = subprocess.run([sys.executable, "-c", script], input=data, capture_output=True, timeout=300)
+    assert done.stdout.decode().strip() == "True", done.stderr.decode()[-2000:]
 
 
 @needs_dask

@@ -34,10 +34,10 @@ from numba.typed import List as TypedList
 
 from . import crf
 from .booster import LEAF_VALUES, SHARED_DIRECTIONS, Passes, Trainer
-from .grow import (DONE, add_up, advance_all, first_step, grown_tree, new_growth, new_landing, new_shard,
+from .grow import (DONE, add_up, advance_all, first_step, grown_trees, new_growth, new_landing, new_shard,
                    shard_segments, shard_steps)
 from .peers import PeerError, Peers
-from .wire import decode_packed, decode_steps, encode_packed, encode_steps
+from .wire import add_reply, decode_steps, encode_packed, encode_steps, replies_of, steps_message
 from .leaves import LeafSums, add_leaf_sums, values_of
 from .project import directions_from_moments
 from .numeric import no_numeric
@@ -171,11 +171,13 @@ class Shard:
         while True:
             which, todo = decode_steps(*peers.pass_down(encode_steps(steps, S) if decide else None))
             if not len(which):
-                return self._reply([grown_tree(growth) for growth in growths] if decide else None)
-            replies = TypedList()
-            replies.append(shard_steps(self.growing, which, todo, self.landing, self.keeps))
-            for message in peers.from_children():
-                replies.append(decode_packed(*message))
+                return self._reply(list(grown_trees(growths)) if decide else None)
+            if not decide and not peers.children:
+                peers.to_parent(*steps_message(self.growing, which, todo, self.landing, self.keeps))
+                continue
+            replies = replies_of(shard_steps(self.growing, which, todo, self.landing, self.keeps))
+            for floats, ints in peers.from_children():
+                add_reply(replies, floats, ints)
             if decide:
                 advance_all(growths, steps, which, landing, replies)
             else:

@@ -878,6 +878,15 @@ def grown_tree(growth):
 
 
 @njit(cache=True, nogil=True)
+def grown_trees(growths):
+    """grown_tree of each Growth of a typed List, as a typed List (a Growth is costly to box into Python)."""
+    out = List()
+    for growth in growths:
+        out.append(grown_tree(growth))
+    return out
+
+
+@njit(cache=True, nogil=True)
 def shard_segments(shard, n_nodes):
     """The Segments of a shard's positions in a grown tree's n_nodes nodes (empty where values were routed)."""
     if routes_missing(shard.missing):

@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit
 from numba.typed import List
 
-from .grow import DONE, Packed, Step
+from .grow import DONE, Packed, Step, shard_steps
 
 STEP_FIELDS = 9  # the ints of a Step before its states
 
@@ -106,6 +106,13 @@ def encode_packed(packed):
 
 
 @njit(cache=True, nogil=True)
+def steps_message(shards, which, steps, landing, keeps):
+    """grow.shard_steps' Packed Landings as one message (what a shard with no shards below it sends up), in one
+    call from Python."""
+    return encode_packed(shard_steps(shards, which, steps, landing, keeps))
+
+
+@njit(cache=True, nogil=True)
 def decode_packed(floats, ints):
     """The typed List of Packed Landings of encode_packed's arrays (copies: the arrays may be reused)."""
     n = ints[0]
@@ -134,3 +141,18 @@ def decode_packed(floats, ints):
         f += m
         out.append(Packed(g, w, count, r, sums_n, ids, hg, hn))
     return out
+
+
+@njit(cache=True, nogil=True)
+def replies_of(packed):
+    """The replies of a request, this shard's Packed Landings first (the others: add_reply), as advance_all and
+    add_up take them. Made here: a typed List made or filled from Python compiles anew in every process."""
+    out = List()
+    out.append(packed)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def add_reply(replies, floats, ints):
+    """Another shard's Packed Landings (its message's arrays) after the replies there are."""
+    replies.append(decode_packed(floats, ints))
