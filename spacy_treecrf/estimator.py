@@ -410,7 +410,8 @@ class TreeCRF:
     values (each leaf sum of residuals shrunk by l1 towards 0: shared trees' leaves keep the labels that matter).
     ``scheduler``: the address of a Dask scheduler ("tcp://host:8786") whose workers hold the training rows and
     run each round's data side (engine/cluster.py; needs the 'dask' extra); "" trains in this process. The trees
-    are the same either way.
+    are the same either way; each round's ``history_`` entry then counts the requests made to the workers
+    (``cluster_calls``), and the model file does not keep the address.
 
     Input: a position is a dict, an iterable of feature names, or a string: the name of its one feature (so a
     list of tokens reads as their identities; with a ``window`` also their neighbours').

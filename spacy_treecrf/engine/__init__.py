@@ -14,7 +14,9 @@ Data flows one way through its modules:
   the atomics and CPU yield of the two-thread grower);
 - booster.py: the boosting settings (BoostParams), rounds, the Ensemble and the dev-set cache;
 - transitions.py (which label may follow which), rules.py (an ensemble's strongest paths, readable);
-- serialize.py: the one place where model state becomes msgpack bytes and back.
+- serialize.py: the one place where model state becomes msgpack bytes and back;
+- cluster.py: rounds on a Dask cluster (the optional extra), its shards growing each tree among themselves over
+  peers.py's links, with wire.py's flat messages.
 User-facing messages come from the package's Errors catalogue (errors.py, which imports nothing).
 """
 import os

@@ -4,13 +4,17 @@ is given a scheduler address or a ``distributed.Client``).
 The training sequences are cut once into one shard per worker (whole sequences, about as many positions each)
 and shipped there; a worker holds a Shard: a Trainer over its sequences, with its rows and its part of the cached
 potentials, plus the data side of the trees being grown (grow.ShardGrowth). The driver, a ClusterTrainer, is the
-Trainer that makes every decision of a round and holds no rows: its gradient pass is the shards' (the objective
-is a sum over sequences), a shared tree's directions come from the shards' moments of the residual sums, and the
-trees grow best-first as in one process (grow.py), each Step's data side run by every shard and their Landings
-added up (sums over positions: the shards' sums are the whole set's, so the trees are the same up to the order
-of the additions). The per-label trees of a round grow in lockstep, so a request carries a step of each; leaf
-values come from the shards' leaf sums; the finished trees go back to the shards, which move their own
-potentials. After the first shipment only Steps, histograms, sums and trees travel.
+Trainer of the round's other decisions and holds no rows: its gradient pass is the shards' (the objective is a
+sum over sequences), a shared tree's directions come from the shards' moments of the residual sums, leaf values
+from the shards' leaf sums, and the finished trees go back to the shards, which move their own potentials.
+
+The trees grow best-first as in one process (grow.py), but among the shards, not through the driver: one
+request (Shard.grow) starts them, and the shards pass each Step down and its Landings up a tree of direct links
+(peers.py, wire.py), rank 0 deciding (sums over positions: the shards' sums are the whole set's, so the trees are
+the same up to the order of the additions). The per-label trees of a round grow in lockstep, a message carrying a
+Step of each. So a round takes a fixed number of requests (about ten; a few more per group of per-label trees)
+whatever max_leaves, where growing through the driver took one per leaf, each a round trip to every worker
+(docs/cluster_scaling.md). After the first shipment only Steps, histograms, sums and trees travel.
 
 A worker lost mid-round never leaves the fit waiting: every call polls the scheduler for the shard's worker and
 raises ClusterError naming it once it is gone (a restarted worker would hold a fresh shard, so a shard answers
@@ -34,7 +38,7 @@ from numba.typed import List as TypedList
 
 from . import crf
 from .booster import LEAF_VALUES, SHARED_DIRECTIONS, Passes, Trainer
-from .grow import (DONE, add_up, advance_all, first_step, grown_trees, new_growth, new_landing, new_shard,
+from .grow import (add_up, advance_all, first_step, grown_trees, new_growth, new_landing, new_shard,
                    shard_segments, shard_steps)
 from .peers import PeerError, Peers
 from .wire import add_reply, decode_steps, encode_packed, encode_steps, replies_of, steps_message

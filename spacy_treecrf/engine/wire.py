@@ -114,7 +114,8 @@ def steps_message(shards, which, steps, landing, keeps):
 
 @njit(cache=True, nogil=True)
 def decode_packed(floats, ints):
-    """The typed List of Packed Landings of encode_packed's arrays (copies: the arrays may be reused)."""
+    """The typed List of Packed Landings of encode_packed's arrays (views of ``floats``: a message's arrays are
+    its own, read once)."""
     n = ints[0]
     d = ints[1]
     S = ints[2]
@@ -125,19 +126,19 @@ def decode_packed(floats, ints):
         m = ints[3 + i]
         ids = ints[c:c + m].astype(np.int32)
         c += m
-        g = floats[f:f + 2 * d].copy().reshape((2, d))
+        g = floats[f:f + 2 * d].reshape((2, d))
         f += 2 * d
-        w = floats[f:f + 2].copy()
+        w = floats[f:f + 2]
         f += 2
         count = floats[f:f + 2].astype(np.int64)
         f += 2
-        r = floats[f:f + S * d].copy().reshape((S, d))
+        r = floats[f:f + S * d].reshape((S, d))
         f += S * d
-        sums_n = floats[f:f + S].copy()
+        sums_n = floats[f:f + S]
         f += S
-        hg = floats[f:f + m * d].copy().reshape((m, d))
+        hg = floats[f:f + m * d].reshape((m, d))
         f += m * d
-        hn = floats[f:f + m].copy()
+        hn = floats[f:f + m]
         f += m
         out.append(Packed(g, w, count, r, sums_n, ids, hg, hn))
     return out
