@@ -317,7 +317,8 @@ class ClusterTrainer(Trainer):
                 return future.result(timeout=POLL_SECONDS)
             except Exception as e:  # a timeout (an OSError, as a lost connection is), or the call failed
                 if not _is_timeout(e):
-                    raise self._failure(i, e) from e
+                    error = self._failure(i, e)  # (E198 or E199)
+                    raise error from e
             if self.workers[i] not in live_workers(self.client):
                 raise ClusterError(Errors.E199.format(**self._where(i)))
 
