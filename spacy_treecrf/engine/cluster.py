@@ -28,8 +28,8 @@ a forward-backward pass per trial step).
 import dataclasses
 import resource
 import time
-from concurrent.futures import ThreadPoolExecutor
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 from typing import List, NamedTuple, Optional
 
@@ -144,7 +144,6 @@ class Shard:
         d = shard.slots.val.shape[1]
         if self.landing is None or self.landing.g.shape[1] != d:
             self.landing = new_landing(tr.n_features, 0, tr.allowed.shape[0], d, 0, True)
-            self.adding = new_landing(tr.n_features, 0, tr.allowed.shape[0], d, 0, True)
 
     def address(self) -> Reply:
         """Where this shard's peers reach it (peers.Peers)."""
@@ -172,6 +171,8 @@ class Shard:
                 growths.append(growth)
                 steps.append(first_step(growth, int(counts[i])))
             landing = new_landing(self.trainer.n_features, 0, S, self.landing.g.shape[1], 0, True)
+        elif peers.children:  # where this shard adds its children's Landings to its own (a dense histogram)
+            adding = new_landing(self.trainer.n_features, 0, S, self.landing.g.shape[1], 0, True)
         while True:
             which, todo = decode_steps(*peers.pass_down(encode_steps(steps, S) if decide else None))
             if not len(which):
@@ -185,8 +186,7 @@ class Shard:
             if decide:
                 advance_all(growths, steps, which, landing, replies)
             else:
-                peers.to_parent(*encode_packed(add_up(self.adding, replies, which, self.keeps)
-                                               if len(replies) > 1 else replies[0]))
+                peers.to_parent(*encode_packed(add_up(adding, replies, which, self.keeps)))
 
     def leaf_sums(self, trees, mode) -> Reply:
         """Each grown tree's leaf_values sums over this shard's cells (per-label trees: nodes x 1; shared: x K)."""
