@@ -9,7 +9,7 @@ predictions, wall time, peak memory of the driver and of each worker, and what t
 configs/ner.cfg with the fast settings (max_leaves 300, trim 0.05, label_splits fallback), `--training.max_steps`
 so that the fit has --rounds boosting rounds (step 0 is one), dev scored once at the end. In one process: 2
 threads. On the cluster: LocalCluster(n_workers=--workers, threads_per_worker=1), started here, and the same
-command with `--components.treecrf.booster.scheduler` set to its address. Each `spacy train` runs in a
+command with SPACY_TREECRF_SCHEDULER set to its address. Each `spacy train` runs in a
 subprocess under /usr/bin/time (the driver's peak RSS) with `--code benchmarks/cluster_traffic.py`, which
 records each round's seconds and, on the cluster, the calls to the shards, the bytes they carry (pickled sizes)
 and the workers' peak RSS; the median time of a call answered at once by every worker (an actor that does
@@ -46,13 +46,14 @@ FAST = {"max_leaves": 300, "trim": 0.05, "label_splits": "fallback"}
 
 
 def default_settings() -> dict:
-    """The boosting settings' defaults (BoostParams) but threads and the scheduler: what a user gets untuned."""
+    """The boosting settings' defaults (BoostParams) but threads: what a user gets untuned."""
     import dataclasses
     from spacy_treecrf.engine.booster import BoostParams
-    return {f.name: f.default for f in dataclasses.fields(BoostParams) if f.name not in ("n_threads", "scheduler")}
+    return {f.name: f.default for f in dataclasses.fields(BoostParams) if f.name != "n_threads"}
 
 
-def spacy_train(out: Path, rounds: int, traffic: Path, overrides: dict, settings: dict = FAST) -> dict:
+def spacy_train(out: Path, rounds: int, traffic: Path, overrides: dict, settings: dict = FAST,
+                scheduler: str = "") -> dict:
     data = Path(os.environ["TREECRF_DATA_DIR"]) / "conll2003"
     command = [sys.executable, "-m", "spacy", "train", str(ROOT / "configs" / "ner.cfg"), "--output", str(out),
                "--code", str(ROOT / "benchmarks" / "cluster_traffic.py"),
@@ -62,7 +63,8 @@ def spacy_train(out: Path, rounds: int, traffic: Path, overrides: dict, settings
         command += [f"--components.treecrf.{key}", json.dumps(value) if isinstance(value, bool) else str(value)]
     t0 = time.perf_counter()
     done = subprocess.run(["/usr/bin/time", "-f", "%M"] + command, capture_output=True, text=True,
-                          env={**os.environ, "TREECRF_TRAFFIC_OUT": str(traffic)})
+                          env={**os.environ, "TREECRF_TRAFFIC_OUT": str(traffic),
+                               "SPACY_TREECRF_SCHEDULER": scheduler})
     wall = time.perf_counter() - t0
     if done.returncode != 0:
         sys.exit(done.stdout + done.stderr)
@@ -149,7 +151,7 @@ def estimator_check(args):
     seconds_here = time.perf_counter() - t0
     with LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=":0", silence_logs=40) as lc:
         t0 = time.perf_counter()
-        there = TreeCRF(n_threads=1, scheduler=lc.scheduler_address, **settings).fit(X, y)
+        there = TreeCRF(n_threads=1, **settings).fit(X, y, scheduler=lc.scheduler_address)
         seconds_there = time.perf_counter() - t0
     fa, fb = here.ensemble.forest(), there.ensemble.forest()
     pa, pb = here.predict(X_test), there.predict(X_test)
@@ -173,7 +175,7 @@ def count_shards(args):
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.shards:
             run = spacy_train(Path(tmp) / str(n), args.rounds, Path(tmp) / f"{n}.json",
-                              {"booster.scheduler": f"inprocess://{n}", "booster.n_threads": 1})
+                              {"booster.n_threads": 1}, scheduler=f"inprocess://{n}")
             rounds = run["rounds"][1:] or run["rounds"]
             table[n] = {key: statistics.median(r[key] for r in rounds)
                         for key in ("calls", "sent", "received", "driver_seconds", "shard_seconds")}
@@ -205,7 +207,7 @@ def main():
         with LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=":0",
                           silence_logs=40) as lc:
             there = spacy_train(tmp / "cluster", args.rounds, tmp / "cluster.json",
-                                {"booster.scheduler": lc.scheduler_address, "booster.n_threads": 1}, settings)
+                                {"booster.n_threads": 1}, settings, scheduler=lc.scheduler_address)
             with Client(lc) as client:
                 latency = round_trip_seconds(client)
         print(f"cluster: {there['wall_seconds']:.1f} s, driver peak RSS {there['driver_peak_rss_mb']:.0f} MB",

@@ -1,7 +1,7 @@
 """Seconds and driver-worker requests of a boosting round on a Dask LocalCluster against one process, with the
 estimator's defaults (issue: a cluster faster than one machine).
 
-    TREECRF_DATA_DIR=../shared/data python benchmarks/cluster_rounds.py --repeat 4 --rounds 3 --workers 2 \
+    TREECRF_DATA_DIR=../shared/data python benchmarks/cluster_rounds.py --repeat 4 --rounds 3 --workers 1 2 --repeats 3 \
         [--out benchmarks/results/cluster_rounds]
     TREECRF_DATA_DIR=../shared/data python benchmarks/cluster_rounds.py --repeat 1 --rounds 3 --workers 2 \
         --leaves 300 1000 3000 --no-one-process [--out benchmarks/results/cluster_requests]
@@ -12,15 +12,15 @@ process (its default threads), then with LocalCluster(n_workers=W, threads_per_w
 --workers. A round's seconds are the differences of the fit's history_ times (the median over rounds 2 .. n; the
 first round also pays for shipping the shards); a round's requests are history_'s cluster_calls (each a call to
 every worker); the depth of each round's tree is read off the fitted forest. The cluster's trees and test-set
-predictions are compared with one process's (structure equal, leaf values within 1e-9). With --leaves, each
-given max_leaves in turn.
+predictions are compared with one process's (structure equal, leaf values within 1e-9). With --repeats N, the
+fits run N times, alternating, and each cluster fit's ratio to the one-process fit just before it is reported
+with their median. With --leaves, each given max_leaves in turn.
 """
 import argparse
 import json
 import os
 import platform
 import statistics
-import time
 from pathlib import Path
 
 import numpy as np
@@ -63,34 +63,43 @@ def run(args, max_leaves):
     settings = dict(n_rounds=args.rounds, early_stopping=False, window=1)
     if max_leaves is not None:
         settings["max_leaves"] = max_leaves
-    out = {"positions": sum(map(len, X)), "max_leaves": max_leaves or "auto", "rounds": args.rounds}
-    here = None
-    if not args.no_one_process:
-        here = TreeCRF(**settings).fit(X, y)
-        seconds = round_seconds(here)
-        out["one_process"] = {"round_seconds": seconds, "median_round_seconds": statistics.median(seconds[1:]),
-                              "threads": here.params.threads}
-        print(json.dumps(out["one_process"]), flush=True)
-        pred_here = here.predict(X_test)
-    for W in args.workers:
-        with LocalCluster(n_workers=W, threads_per_worker=1, dashboard_address=":0", silence_logs=40) as lc:
-            t0 = time.perf_counter()
-            there = TreeCRF(scheduler=lc.scheduler_address, **settings).fit(X, y)
-            fit_seconds = time.perf_counter() - t0
-        seconds = round_seconds(there)
-        forest = there.ensemble.forest()
-        entry = {"round_seconds": seconds, "median_round_seconds": statistics.median(seconds[1:]),
-                 "fit_seconds": fit_seconds, "requests_per_round": [e["cluster_calls"] for e in there.history_],
-                 "tree_depths": [int(d) for d in forest.depths],
-                 "tree_leaves": [int((forest.nodes.kind[a:b] == 0).sum())
-                                 for a, b in zip(forest.roots[:-1], forest.roots[1:])]}
-        if here is not None:
-            entry.update(same_forest(here, there))
-            pred = there.predict(X_test)
-            entry["test_sentences_tagged_the_same"] = f"{sum(a == b for a, b in zip(pred_here, pred))} / {len(pred)}"
-            entry["ratio_to_one_process"] = entry["median_round_seconds"] / out["one_process"]["median_round_seconds"]
-        out[f"cluster_{W}_workers"] = entry
-        print(W, json.dumps(entry), flush=True)
+    out = {"positions": sum(map(len, X)), "max_leaves": max_leaves or "auto", "rounds": args.rounds,
+           "repeats": args.repeats}
+    for rep in range(args.repeats):  # the fits alternate, so that the machine's drift touches both alike
+        here = None
+        if not args.no_one_process:
+            here = TreeCRF(**settings).fit(X, y)
+            seconds = round_seconds(here)
+            entry = out.setdefault("one_process", {"threads": here.params.threads, "runs": []})
+            entry["runs"].append({"round_seconds": seconds, "median_round_seconds": statistics.median(seconds[1:])})
+            print("one process", json.dumps(entry["runs"][-1]), flush=True)
+        for W in args.workers:
+            with LocalCluster(n_workers=W, threads_per_worker=1, dashboard_address=":0", silence_logs=40) as lc:
+                there = TreeCRF(**settings).fit(X, y, scheduler=lc.scheduler_address)
+            seconds = round_seconds(there)
+            forest = there.ensemble.forest()
+            run = {"round_seconds": seconds, "median_round_seconds": statistics.median(seconds[1:]),
+                   "requests_per_round": [e["cluster_calls"] for e in there.history_],
+                   "tree_depths": [int(d) for d in forest.depths],
+                   "tree_leaves": [int((forest.nodes.kind[a:b] == 0).sum())
+                                   for a, b in zip(forest.roots[:-1], forest.roots[1:])]}
+            if here is not None:
+                run["ratio_to_one_process"] = (run["median_round_seconds"]
+                                               / out["one_process"]["runs"][-1]["median_round_seconds"])
+                if rep == 0:
+                    run.update(same_forest(here, there))
+                    pred, pred_here = there.predict(X_test), here.predict(X_test)
+                    run["test_sentences_tagged_the_same"] = (f"{sum(a == b for a, b in zip(pred_here, pred))} / "
+                                                             f"{len(pred)}")
+            entry = out.setdefault(f"cluster_{W}_workers", {"runs": []})
+            entry["runs"].append(run)
+            print(W, json.dumps(run), flush=True)
+    for key, entry in out.items():
+        if isinstance(entry, dict) and "runs" in entry:
+            entry["median_round_seconds"] = statistics.median(r["median_round_seconds"] for r in entry["runs"])
+            if "ratio_to_one_process" in entry["runs"][0]:
+                entry["median_ratio_to_one_process"] = statistics.median(
+                    r["ratio_to_one_process"] for r in entry["runs"])
     return out
 
 
@@ -98,6 +107,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=1, help="run the fits this many times, alternating")
     parser.add_argument("--workers", type=int, nargs="+", default=[2])
     parser.add_argument("--leaves", type=int, nargs="*", help="max_leaves settings to run (default: the default)")
     parser.add_argument("--no-one-process", action="store_true", help="only the cluster fits")

@@ -33,6 +33,9 @@ class Warnings(metaclass=_WithCodes):
     W006 = ("TreeCRF.fit with warm_start: the model has {rounds} rounds and n_rounds is {n_rounds}, so no round is "
             "added (n_rounds is the total: raise it to continue).")
 
+    W008 = ("[components.*.booster] scheduler = {scheduler!r} is ignored: where a pipeline trains is no longer part of "
+            "its config; start spacy train with {env}={scheduler} instead.")
+
     W007 = ("Component '{name}': the training data has gold labels {labels} that are not among its labels {known}; "
             "they are trained as unknown. To add labels to a trained model, go on training it with "
             "[initialize.components.{name}] resume_from = <its pipeline> (or pass labels= to initialize).")
@@ -284,5 +287,7 @@ class Errors(metaclass=_WithCodes):
             "the {done} rounds completed before are kept: restart the fit (a continued fit goes on from them)")
     E206 = ("training on a cluster: the shards growing a tree lost touch: {what}: {error} (a worker was lost, or "
             "the workers cannot reach each other's addresses)")
+    E207 = ("{where}: where a fit runs is no longer a setting kept with the model: give the Dask scheduler to the "
+            "fit itself, {how}")
     E200 = ("treecrf: 'rounds_per_pass' must be an integer from 1 to {maximum} (boosting rounds fitted on each pass's "
             "gradient), got {value!r}")

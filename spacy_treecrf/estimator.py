@@ -408,10 +408,7 @@ class TreeCRF:
     the paper) or "fallback" (only where no feature split gains; cheaper to tag). ``shared_trees``: one tree a
     round for all labels, a value per label in each leaf (for large label sets). ``l1``: an L1 penalty on leaf
     values (each leaf sum of residuals shrunk by l1 towards 0: shared trees' leaves keep the labels that matter).
-    ``scheduler``: the address of a Dask scheduler ("tcp://host:8786") whose workers hold the training rows and
-    run each round's data side (engine/cluster.py; needs the 'dask' extra); "" trains in this process. The trees
-    are the same either way; each round's ``history_`` entry then counts the requests made to the workers
-    (``cluster_calls``), and the model file does not keep the address.
+    A Dask cluster is given to ``fit`` (``scheduler=``), not to the estimator: where a fit runs is not a setting.
 
     Input: a position is a dict, an iterable of feature names, or a string: the name of its one feature (so a
     list of tokens reads as their identities; with a ``window`` also their neighbours').
@@ -452,6 +449,9 @@ class TreeCRF:
         block). Every argument is stored as given (scikit-learn's convention: ``clone`` and ``set_params``
         rebuild an estimator from ``get_params``) and checked here and at ``set_params``."""
         unknown = sorted(set(settings) - set(BOOST_SETTINGS))
+        if "scheduler" in unknown:
+            raise TypeError(Errors.E207.format(where="TreeCRF(scheduler=...)", how="TreeCRF().fit(X, y, "
+                                                                                   "scheduler=...)"))
         if unknown:
             raise TypeError(Errors.E049.format(unknown=unknown, param_names=list(PARAM_NAMES)))
         self.n_rounds = n_rounds
@@ -534,11 +534,17 @@ class TreeCRF:
         return f"TreeCRF({', '.join(changed)})"
 
     # ---- training -------------------------------------------------------------------------------------------
-    def fit(self, X, y, X_dev=None, y_dev=None):
+    def fit(self, X, y, X_dev=None, y_dev=None, scheduler=None):
         """Fit on sequences X with labels y (None: unknown); with validation data (X_dev / y_dev, or sequences held
         out of X as early_stopping says), keep the round with the best validation token accuracy (a label never
         seen in training counts as an error) and stop after patience rounds without a better one. The data is
-        checked before the estimator changes: a refused call leaves a fitted model as it was."""
+        checked before the estimator changes: a refused call leaves a fitted model as it was.
+
+        ``scheduler``: a Dask scheduler's address ("tcp://host:8786") or a distributed.Client, whose workers then
+        hold the training rows and run each round's data side (engine/cluster.py; the 'dask' extra). The trees are
+        the same as in this process; each round's ``history_`` entry then counts the requests made to the
+        workers (``cluster_calls``). Where a fit runs is not part of the model: it is kept neither on the
+        estimator nor in its file."""
         X, y = as_sequences(X, "X"), as_sequences(y, "y")
         check_sequences(X, y, "X", "y")
         if (X_dev is None) != (y_dev is None):
@@ -555,7 +561,7 @@ class TreeCRF:
                 X, y, X_dev, y_dev = split
         before = dict(vars(self))
         try:
-            return self._fit(classes, X, y, X_dev, y_dev)
+            return self._fit(classes, X, y, X_dev, y_dev, scheduler)
         except Exception:
             vars(self).clear()
             vars(self).update(before)  # a refused fit leaves the estimator as it was
@@ -577,7 +583,7 @@ class TreeCRF:
             return None
         return tuple([seq for seq, h in zip(data, held) if h == flag] for flag in (False, True) for data in (X, y))
 
-    def _fit(self, classes, X, y, X_dev, y_dev) -> "TreeCRF":
+    def _fit(self, classes, X, y, X_dev, y_dev, scheduler) -> "TreeCRF":
         warm = self.warm_start and self.ensemble is not None and self.ensemble.n_trees > 0
         if warm:
             if self.params.shared_trees != self.ensemble.shared:
@@ -618,7 +624,7 @@ class TreeCRF:
             return self.ensemble.scaled_potentials(d_indptr, d_indices, self.allowed, d_starts, self.params.threads,
                                                    d_missing) if kept_trees else None
         trainer = boost.new_trainer(indptr, indices, self._n_columns(), label_ids, seq_starts, self.allowed,
-                                    self.params, initial=current((indptr, indices, seq_starts, missing_rows)),
+                                    self.params, scheduler, initial=current((indptr, indices, seq_starts, missing_rows)),
                                     missing_rows=missing_rows, numeric=numeric)
         dev = None
         best_acc, best_round = -1.0, 0
@@ -806,8 +812,7 @@ class TreeCRF:
     def to_bytes(self) -> bytes:
         self._check_fitted()
         return serialize.dumps("TreeCRF", {
-            "params": {k: v for k, v in vars(self.params).items() if k != "scheduler"},  # where it trained: not kept
-            "n_rounds": self.n_rounds, "decode": self.decode,
+            "params": vars(self.params), "n_rounds": self.n_rounds, "decode": self.decode,
             "patience": self.patience, "early_stopping": self.early_stopping,
             "validation_fraction": self.validation_fraction, "classes": self.classes_, "features": self.features.names,
             "allowed": self.allowed, "ensemble": self.ensemble.arrays(), "best_round": self.best_round_,
@@ -842,7 +847,7 @@ class TreeCRF:
             if f not in bins:
                 seen.add(name)
         settings = {k: v for k, v in serialize.field(msg, "params", dict).items()
-                    if k in BOOST_SETTINGS and k != "scheduler"}  # (older files kept where they trained)
+                    if k in BOOST_SETTINGS}  # (older files kept a 'scheduler' setting: where they trained)
         try:  # the file's settings, checked as TreeCRF(...) checks them
             loaded = TreeCRF(n_rounds=serialize.field(msg, "n_rounds", int), decode=serialize.field(msg, "decode", str),
                              patience=msg.get("patience"), early_stopping=msg.get("early_stopping", "auto"),

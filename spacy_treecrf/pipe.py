@@ -16,6 +16,7 @@ import copy
 import dataclasses
 import hashlib
 import inspect
+import os
 import warnings
 from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -93,17 +94,29 @@ def treecrf_score(examples: Iterable[Example], *, target: str = "ner", spans_key
                                    missing_values={None, ""}, **kwargs)
 
 
+# Where `spacy train` sends a treecrf component's rounds: a Dask scheduler's address, read when a training pass
+# starts. An environment variable, not a setting: where a pipeline trained is not part of it (its config.cfg and
+# model files never hold the address).
+SCHEDULER_ENV = "SPACY_TREECRF_SCHEDULER"
+
+
 def _booster_signature() -> inspect.Signature:
     """make_booster's parameters: BoostParams' fields, their types and defaults (the settings are written once,
-    there)."""
+    there), and the legacy ``scheduler`` key that configs written before it moved to SCHEDULER_ENV hold."""
     return inspect.Signature([inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
-                                                annotation=f.type) for f in dataclasses.fields(BoostParams)],
+                                                annotation=f.type) for f in dataclasses.fields(BoostParams)]
+                             + [inspect.Parameter("scheduler", inspect.Parameter.KEYWORD_ONLY, default="",
+                                                  annotation=str)],
                              return_annotation=BoostParams)
 
 
 @registry.misc("spacy_treecrf.booster.v1")
-def make_booster(**settings) -> BoostParams:
-    """The boosting settings of a treecrf component ([components.treecrf.booster]), the same as TreeCRF's."""
+def make_booster(scheduler: str = "", **settings) -> BoostParams:
+    """The boosting settings of a treecrf component ([components.treecrf.booster]), the same as TreeCRF's. A
+    ``scheduler`` there (configs and pipelines from before SCHEDULER_ENV) is ignored, with W008 when it names
+    one: a pipeline trained on a cluster loads anywhere."""
+    if scheduler:
+        warnings.warn(Warnings.W008.format(scheduler=scheduler, env=SCHEDULER_ENV))
     return BoostParams(**settings)
 
 
@@ -556,7 +569,7 @@ class TreeCRFComponent(TrainablePipe):
         trainer on a cluster keeps its rows on the workers, so there every example is kept."""
         stored, computed, defaults = self._extensions_read()
         salt = repr((stored, computed, defaults)).encode("utf8")
-        held = {} if self.params.scheduler else self._trainer_seqs
+        held = {} if os.environ.get(SCHEDULER_ENV) else self._trainer_seqs
         digests = [self._digest(eg, stored, computed, salt) for eg in examples]
         return [(d, None if d in held else eg) for d, eg in zip(digests, examples)]
 
@@ -588,7 +601,8 @@ class TreeCRFComponent(TrainablePipe):
             self._trainer.close()
         try:
             self._trainer = boost.new_trainer(rows.indptr, rows.indices, self.n_features, rows.y, rows.seq_starts,
-                                              self.allowed, self.params, initial=initial,
+                                              self.allowed, self.params, os.environ.get(SCHEDULER_ENV) or None,
+                                              initial=initial,
                                               missing_rows=rows.missing_rows, numeric=self._numeric())
         except Exception:  # the old trainer is closed: a pass that kept only digests of its rows cannot go on
             self._forget_training()

@@ -201,10 +201,10 @@ def test_the_estimator_on_a_local_cluster_fits_the_same_model(local_cluster, sha
     X, y = word_sequences()
     settings = dict(n_rounds=4, max_leaves=30, shared_trees=shared, n_threads=1)
     here = TreeCRF(**settings).fit(X, y)
-    there = TreeCRF(scheduler=local_cluster.scheduler_address, **settings).fit(X, y)
+    there = TreeCRF(**settings).fit(X, y, scheduler=local_cluster.scheduler_address)
     assert_same_forest(here.ensemble.forest(), there.ensemble.forest())
     assert here.predict(X) == there.predict(X)
-    assert there.get_params()["scheduler"] == local_cluster.scheduler_address
+    assert "scheduler" not in there.get_params()
     data = there.to_bytes()
     assert b"scheduler" not in data and local_cluster.scheduler_address.encode() not in data
     import subprocess
@@ -219,7 +219,9 @@ def test_the_estimator_on_a_local_cluster_fits_the_same_model(local_cluster, sha
 
 
 @needs_dask
-def test_the_component_trains_through_a_local_cluster(local_cluster):
+def test_the_component_trains_through_a_local_cluster(local_cluster, monkeypatch):
+    """spacy train's way: the scheduler comes from SPACY_TREECRF_SCHEDULER, and the pipeline's config and model
+    files do not hold it."""
     import spacy
     from spacy.tokens import Doc, Span
     from spacy.training import Example
@@ -227,8 +229,9 @@ def test_the_component_trains_through_a_local_cluster(local_cluster):
     X, y = word_sequences(80, seed=1)
 
     def trained(scheduler):
+        monkeypatch.setenv("SPACY_TREECRF_SCHEDULER", scheduler)
         nlp = spacy.blank("en")
-        nlp.add_pipe("treecrf", config={"booster": {"scheduler": scheduler, "max_leaves": 20, "n_threads": 1}})
+        nlp.add_pipe("treecrf", config={"booster": {"max_leaves": 20, "n_threads": 1}})
         examples = []
         for xs, ys in zip(X, y):
             doc = Doc(nlp.vocab, words=[x["w"] for x in xs])
@@ -238,11 +241,26 @@ def test_the_component_trains_through_a_local_cluster(local_cluster):
         nlp.initialize(lambda: examples)
         for _ in range(3):
             nlp.update(examples)
-        return nlp.get_pipe("treecrf")
+        return nlp
 
     here, there = trained(""), trained(local_cluster.scheduler_address)
-    assert_same_forest(here.ensemble.forest(), there.ensemble.forest())
-    there._trainer.close()
+    assert_same_forest(here.get_pipe("treecrf").ensemble.forest(), there.get_pipe("treecrf").ensemble.forest())
+    there.get_pipe("treecrf")._trainer.close()
+    address = local_cluster.scheduler_address.encode()
+    assert address not in there.config.to_str().encode() and address not in there.get_pipe("treecrf").to_bytes()
+
+
+def test_a_scheduler_is_no_setting():
+    """TreeCRF(scheduler=...) says where it went; a config from before keeps loading, its scheduler ignored."""
+    import spacy
+    from spacy_treecrf import TreeCRF
+
+    with pytest.raises(TypeError, match=r"E207.*fit\(X, y, scheduler="):
+        TreeCRF(scheduler="tcp://127.0.0.1:8786")
+    nlp = spacy.blank("en")
+    nlp.add_pipe("treecrf", config={"booster": {"scheduler": ""}})  # what `spacy init config` wrote before
+    with pytest.warns(UserWarning, match=r"W008.*SPACY_TREECRF_SCHEDULER=tcp://127.0.0.1:8786"):
+        spacy.blank("en").add_pipe("treecrf", config={"booster": {"scheduler": "tcp://127.0.0.1:8786"}})
 
 
 @needs_dask

@@ -98,7 +98,6 @@ class BoostParams:
     label_splits: str = "fallback"
     shared_trees: bool = True
     l1: float = 0.1
-    scheduler: str = ""
 
     def __post_init__(self):
         for f in dataclasses.fields(self):  # the type first: a string "10" must not reach a comparison
@@ -677,13 +676,15 @@ def stacked_rows(parts) -> tuple:
     return indptr, np.concatenate([items for _, items in parts])
 
 
-def new_trainer(indptr, indices, n_features, y, seq_starts, allowed, params: BoostParams, **kwargs) -> "Trainer":
-    """A Trainer in this process, or with params.scheduler (a Dask scheduler's address) one whose rows and rounds'
-    data side live on that cluster's workers (cluster.py)."""
-    if not params.scheduler:
+def new_trainer(indptr, indices, n_features, y, seq_starts, allowed, params: BoostParams, scheduler=None,
+                **kwargs) -> "Trainer":
+    """A Trainer in this process, or given a ``scheduler`` (a Dask scheduler's address or a distributed.Client) one
+    whose rows and rounds' data side live on that cluster's workers (cluster.py). Where a fit runs is no setting
+    of the model: it is given to each fit and kept nowhere."""
+    if not scheduler:
         return Trainer(indptr, indices, n_features, y, seq_starts, allowed, params, **kwargs)
     from .cluster import ClusterTrainer
-    return ClusterTrainer(params.scheduler, indptr, indices, n_features, y, seq_starts, allowed, params, **kwargs)
+    return ClusterTrainer(scheduler, indptr, indices, n_features, y, seq_starts, allowed, params, **kwargs)
 
 
 class Trainer:

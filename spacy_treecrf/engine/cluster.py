@@ -292,7 +292,7 @@ class ClusterTrainer(Trainer):
             a, b = int(seq_starts[q0]), int(seq_starts[q1])
             self.bounds.append((a, b))
             threads = workers[address].get("nthreads", 1)
-            shard_params = dataclasses.replace(params, n_threads=min(threads, params.threads), scheduler="")
+            shard_params = dataclasses.replace(params, n_threads=min(threads, params.threads))
             rows = (indptr[a:b + 1] - indptr[a], np.asarray(indices)[indptr[a]:indptr[b]], self.n_features,
                     np.asarray(y)[a:b], seq_starts[q0:q1 + 1] - a, self.allowed, shard_params,
                     _copy_part(initial, a, b), self.numeric)
