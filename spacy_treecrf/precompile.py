@@ -8,9 +8,10 @@ It trains and runs tiny models on generated data along the paths a user's first 
 settings and with per-label trees: for each target, `initialize` and a few rounds of `update` (the training
 kernels), `evaluate` after a to_bytes / from_bytes round trip, and tagging a one-token doc and one of
 PARTITION_ROWS tokens (both prediction kernels); the estimator's fit with validation data, predict, marginals
-and n-best, with and without missing values, over a numeric column too, over a window, and with its shared trees
-grown over two shards (as large training sets grow them). What these do not reach (another loss, newton leaves,
-other missing-value strategies) compiles on first use, as it would without this.
+and n-best, with and without missing values, over a numeric column too, over a window, with its shared trees
+grown over two shards (as large training sets grow them), and on five in-process shards of a cluster fit. What
+these do not reach (another loss, newton leaves, other missing-value strategies) compiles on first use, as it
+would without this.
 
 numba keys a cached kernel on its source file's content, the argument types, the CPU and numba's version, and
 keeps the cache in the package's __pycache__ folders: a copy built on one machine and installed on another with
@@ -74,7 +75,7 @@ def compile_component(target: str, shared_trees: bool) -> None:
     loaded(Doc(loaded.vocab, words=["Anna", "said", "."] * (PARTITION_ROWS // 3 + 1)))
 
 
-def compile_estimator(shared_trees: bool, missing: bool) -> None:
+def _estimator_data(missing: bool):
     rng = random.Random(1)
     X, y = [], []
     for _ in range(N_DOCS):
@@ -82,6 +83,11 @@ def compile_estimator(shared_trees: bool, missing: bool) -> None:
         X.append([{"w": w, "upper": w[0].isupper(), "len": None if missing and len(w) > 4 else str(len(w)),
                    "vowels": sum(c in "aeiou" for c in w) / len(w)} for w in words])
         y.append(["B" if w[0].isupper() else "O" for w in words])
+    return X, y
+
+
+def compile_estimator(shared_trees: bool, missing: bool) -> None:
+    X, y = _estimator_data(missing)
     model = TreeCRF(n_rounds=3, shared_trees=shared_trees).fit(X, y, X[:10], y[:10])  # (validation: early stopping)
     model = TreeCRF().from_bytes(model.to_bytes())
     for decode in DECODERS:
@@ -107,6 +113,17 @@ def compile_two_shard_growth() -> None:
         booster.GROW_THREADS_POSITIONS = threshold
 
 
+def compile_cluster_growth() -> None:
+    """The shards' side of a fit on a Dask cluster (engine/cluster.py: the Steps and Landings they pass among
+    themselves, wire.py), with five shards held in this process, so that a cluster's workers load these kernels
+    rather than compile them in their first round."""
+    from .engine.cluster import InProcessClient
+
+    X, y = _estimator_data(False)
+    for shared_trees in (True, False):
+        TreeCRF(n_rounds=2, shared_trees=shared_trees, early_stopping=False).fit(X, y, scheduler=InProcessClient(5))
+
+
 def main() -> None:
     t0 = time.perf_counter()
     for shared_trees in (True, False):
@@ -115,6 +132,7 @@ def main() -> None:
         for missing in (False, True):
             compile_estimator(shared_trees, missing)
     compile_two_shard_growth()
+    compile_cluster_growth()
     print(f"spacy_treecrf: kernels compiled into numba's cache in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
 
 

@@ -41,7 +41,7 @@ from .booster import LEAF_VALUES, SHARED_DIRECTIONS, Passes, Trainer
 from .grow import (add_up, advance_all, first_step, grown_trees, new_growth, new_landing, new_shard,
                    shard_segments, shard_steps)
 from .peers import PeerError, Peers
-from .wire import add_reply, decode_steps, encode_packed, encode_steps, replies_of, steps_message
+from .wire import active_steps, add_reply, decode_steps, encode_packed, encode_steps, replies_of, steps_message
 from .leaves import LeafSums, add_leaf_sums, values_of
 from .project import directions_from_moments
 from .numeric import no_numeric
@@ -174,7 +174,11 @@ class Shard:
         elif peers.children:  # where this shard adds its children's Landings to its own (a dense histogram)
             adding = new_landing(self.trainer.n_features, 0, S, self.landing.g.shape[1], 0, True)
         while True:
-            which, todo = decode_steps(*peers.pass_down(encode_steps(steps, S) if decide else None))
+            if decide:
+                peers.pass_down(encode_steps(steps, S))
+                which, todo = active_steps(steps)
+            else:
+                which, todo = decode_steps(*peers.pass_down())
             if not len(which):
                 return self._reply(list(grown_trees(growths)) if decide else None)
             if not decide and not peers.children:
@@ -277,6 +281,7 @@ class ClusterTrainer(Trainer):
         self.all_features = np.ones(self.n_features, dtype=np.bool_)
         self.rounds = 0
         self.calls = 0  # requests to every shard so far (round_report)
+        self._whole = True  # whether the shards' rounds are on all their positions (Shard.set_positions)
         workers = live_workers(client)
         if not workers:
             raise ClusterError(Errors.E197.format(scheduler=client.scheduler.address))
@@ -385,8 +390,10 @@ class ClusterTrainer(Trainer):
     def _round_positions(self) -> np.ndarray:
         positions = super()._round_positions()
         whole = len(positions) == len(self.all_positions)
-        self._call("set_positions", per_shard=[(None if whole else positions[(positions >= a) & (positions < b)] - a,)
-                                               for a, b in self.bounds])
+        if not (whole and self._whole):  # (the shards already fit on all their positions)
+            self._call("set_positions", per_shard=[
+                (None if whole else positions[(positions >= a) & (positions < b)] - a,) for a, b in self.bounds])
+        self._whole = whole
         return positions
 
     def _fit_per_label(self, passes, positions, skipped, settings, routing):

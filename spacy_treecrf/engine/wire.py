@@ -55,6 +55,22 @@ def encode_steps(steps, S):
 
 
 @njit(cache=True, nogil=True)
+def active_steps(steps):
+    """(which, the Steps) that encode_steps puts in a request, as decode_steps reads them back: what the shard
+    that made the request runs of it."""
+    which = List()
+    todo = List()
+    for j in range(len(steps)):
+        if steps[j].kind != DONE:
+            which.append(j)
+            todo.append(steps[j])
+    out = np.empty(len(which), dtype=np.int64)
+    for i in range(len(which)):
+        out[i] = which[i]
+    return out, todo
+
+
+@njit(cache=True, nogil=True)
 def decode_steps(floats, ints):
     """(which, a typed List of the Steps) of a request."""
     n = ints[0]
