@@ -1,9 +1,10 @@
 """`spacy train --code` module for benchmarks/cluster.py: records, per boosting round, its seconds and, on a
 cluster, the calls the driver makes to its shards (and the seconds spent in each kind of call), the bytes they
-carry (pickled size of each call's arguments, sent to every shard, and of every shard's result), the driver's
-time adding Landings up and deciding Steps (and, with shards in this process, their time running the Steps), and
-the workers' peak RSS. Written as JSON to $TREECRF_TRAFFIC_OUT
-when the process exits. A scheduler address "inprocess://N" trains with N shards in this process
+carry (pickled size of each call's arguments, sent to every shard, and of every shard's result), and the
+workers' peak RSS. The Steps and Landings of a growing tree travel between the shards (engine/peers.py), not in
+these calls: with shards in this process the time spent adding Landings up and deciding (rank 0's) and running
+Steps (all shards', on their threads at once) is recorded too; on a real cluster that runs on the workers, and
+those two figures read 0. Written as JSON to $TREECRF_TRAFFIC_OUT when the process exits. A scheduler address "inprocess://N" trains with N shards in this process
 (cluster.InProcessClient): the calls and bytes of N workers without a cluster (its timings are not a
 cluster's)."""
 import atexit
