@@ -1,8 +1,8 @@
 """Seconds and driver-worker requests of a boosting round on a Dask LocalCluster against one process, with the
 estimator's defaults (issue: a cluster faster than one machine).
 
-    TREECRF_DATA_DIR=../shared/data python benchmarks/cluster_rounds.py --repeat 4 --rounds 3 --workers 1 2 --repeats 3 \
-        [--out benchmarks/results/cluster_rounds]
+    TREECRF_DATA_DIR=../shared/data python benchmarks/cluster_rounds.py --repeat 4 --rounds 3 --workers 1 2 \
+        --repeats 5 [--out benchmarks/results/cluster_rounds]
     TREECRF_DATA_DIR=../shared/data python benchmarks/cluster_rounds.py --repeat 1 --rounds 3 --workers 2 \
         --leaves 300 1000 3000 --no-one-process [--out benchmarks/results/cluster_requests]
 

@@ -4,9 +4,9 @@ carry (pickled size of each call's arguments, sent to every shard, and of every 
 workers' peak RSS. The Steps and Landings of a growing tree travel between the shards (engine/peers.py), not in
 these calls: with shards in this process the time spent adding Landings up and deciding (rank 0's) and running
 Steps (all shards', on their threads at once) is recorded too; on a real cluster that runs on the workers, and
-those two figures read 0. Written as JSON to $TREECRF_TRAFFIC_OUT when the process exits. A scheduler address "inprocess://N" trains with N shards in this process
-(cluster.InProcessClient): the calls and bytes of N workers without a cluster (its timings are not a
-cluster's)."""
+those two figures read 0. Written as JSON to $TREECRF_TRAFFIC_OUT when the process exits. A scheduler address
+"inprocess://N" (SPACY_TREECRF_SCHEDULER) trains with N shards in this process (cluster.InProcessClient): the
+calls and bytes of N workers without a cluster (its timings are not a cluster's)."""
 import atexit
 import json
 import os

@@ -624,7 +624,8 @@ class TreeCRF:
             return self.ensemble.scaled_potentials(d_indptr, d_indices, self.allowed, d_starts, self.params.threads,
                                                    d_missing) if kept_trees else None
         trainer = boost.new_trainer(indptr, indices, self._n_columns(), label_ids, seq_starts, self.allowed,
-                                    self.params, scheduler, initial=current((indptr, indices, seq_starts, missing_rows)),
+                                    self.params, scheduler,
+                                    initial=current((indptr, indices, seq_starts, missing_rows)),
                                     missing_rows=missing_rows, numeric=numeric)
         dev = None
         best_acc, best_round = -1.0, 0
