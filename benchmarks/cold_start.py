@@ -1,13 +1,16 @@
 """Cold start: a new process loads a trained pipeline, tags one sentence, then one batch of over 600 tokens (the
 partition kernel's size); then twice more with the cache the earlier processes wrote.
 
-    python benchmarks/cold_start.py PIPELINE_DIR [--text "..."] [--fresh-install]
+    python benchmarks/cold_start.py PIPELINE_DIR [--text "..."] [--fresh-install [--read-only]]
 
 Without --fresh-install, each run is a fresh `python` process of this environment with NUMBA_CACHE_DIR pointing at
 a new temporary directory (cold: the kernels are compiled), then at the one the cold run filled (second, third).
 With --fresh-install, as a user installs the package: `pip wheel` of this repository's committed code (which
 compiles the kernels into the wheel, setup.py), a new venv, `pip install` of the wheel, then the runs with that venv's python, no
-NUMBA_CACHE_DIR and an empty HOME (no numba cache but the one installed with the package). Printed per run:
+NUMBA_CACHE_DIR and an empty HOME (no numba cache but the one installed with the package). With --read-only too,
+as a container image runs it: each process in a new mount namespace where the venv is mounted read-only (needs
+`unshare`, as root or with user namespaces), with no HOME and a fresh TMPDIR, whose leftover files are counted
+after the process ends. Printed per run:
 seconds to import spaCy and load the pipeline, seconds of the first `nlp(text)` and the functions numba compiled
 up to then; seconds of the large batch and the functions compiled for it.
 """
@@ -46,8 +49,13 @@ print(json.dumps({"load_seconds": t1 - t0, "first_call_seconds": t2 - t1, "compi
 REPO = Path(__file__).resolve().parent.parent
 
 
-def run(python: str, pipeline: str, text: str, env: dict) -> dict:
-    out = subprocess.run([python, "-c", CHILD, pipeline, text], check=True, capture_output=True, text=True, env=env,
+def run(python: str, pipeline: str, text: str, env: dict, read_only: str = "") -> dict:
+    """One process; ``read_only``: a folder mounted read-only for it (see above)."""
+    command = [python, "-c", CHILD, pipeline, text]
+    if read_only:
+        mount = 'mount --bind "$1" "$1" && mount -o remount,ro,bind "$1" && shift && exec "$@"'
+        command = ["unshare", "--mount", "--map-root-user", "sh", "-c", mount, "sh", read_only] + command
+    out = subprocess.run(command, check=True, capture_output=True, text=True, env=env,
                          cwd=tempfile.gettempdir())  # (not the repository: its sources would shadow the install)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -77,7 +85,10 @@ def main():
     parser.add_argument("pipeline")
     parser.add_argument("--text", default="Alice Smith lives in Paris and works for the United Nations .")
     parser.add_argument("--fresh-install", action="store_true", help="a wheel installed into a new venv (see above)")
+    parser.add_argument("--read-only", action="store_true", help="with --fresh-install: the venv read-only, no HOME")
     args = parser.parse_args()
+    if args.read_only and not args.fresh_install:
+        parser.error("--read-only needs --fresh-install (the venv it mounts read-only)")
     pipeline = str(Path(args.pipeline).resolve())
     with tempfile.TemporaryDirectory() as work:
         work = Path(work)
@@ -86,13 +97,18 @@ def main():
             (work / "home").mkdir()
             env = {key: value for key, value in os.environ.items() if not key.startswith(("NUMBA_", "PYTHON"))}
             env.update(HOME=str(work / "home"), XDG_CACHE_HOME=str(work / "home" / ".cache"))
+            if args.read_only:
+                del env["HOME"], env["XDG_CACHE_HOME"]
         else:
             python, env = sys.executable, {**os.environ, "NUMBA_CACHE_DIR": str(work / "cache")}
         for name in ("cold", "second", "third"):
-            r = run(python, pipeline, args.text, env)
+            tmp = work / f"tmp_{name}"
+            tmp.mkdir()
+            r = run(python, pipeline, args.text, {**env, "TMPDIR": str(tmp)}, str(work / "venv") * args.read_only)
             print(f"{name}: load {r['load_seconds']:.2f} s, first nlp(text) {r['first_call_seconds']:.2f} s, "
                   f"{r['compiled']} functions compiled; then a first batch of over 600 tokens "
-                  f"{r['large_batch_seconds']:.2f} s, {r['compiled_large']} compiled", flush=True)
+                  f"{r['large_batch_seconds']:.2f} s, {r['compiled_large']} compiled; "
+                  f"{sum(1 for _ in tmp.rglob('*'))} files left in its TMPDIR", flush=True)
 
 
 if __name__ == "__main__":

@@ -18,8 +18,9 @@ class Warnings(metaclass=_WithCodes):
     W002 = ("Component '{name}': its trees were grown with missing={trained!r}, which is part of the model; the "
             "configured missing={configured!r} cannot apply to them and is replaced.")
 
-    W003 = ("numba can cache the compiled kernels neither next to spacy_treecrf nor in the user's cache directory: "
-            "they are cached in {path} for this process (set NUMBA_CACHE_DIR to keep them across processes).")
+    W003 = ("spacy_treecrf was installed without compiled kernels, and numba can cache them neither next to it nor in "
+            "a user's cache folder (no writable HOME): they are compiled in every process, into {path}, which is "
+            "removed when the process exits (set NUMBA_CACHE_DIR to keep them across processes).")
 
     W004 = ("Component '{name}': a boosting round is one pass over the training corpus ({docs} docs, {words} words), "
             "which [training.batcher] cuts into {steps} steps, but [training] {key} is {value} steps, so training "
