@@ -150,6 +150,8 @@ def make_treecrf(nlp: Language, name: str, model: Model, features, booster: Boos
     directly under [components.treecrf], as configs and saved pipelines from before the [booster] block have
     them (None: not given)."""
     moved = {key: value for key, value in moved.items() if value is not None}
+    if type(getattr(nlp, "_pipe_configs", None)) is dict:
+        nlp._pipe_configs = PipeConfigs(nlp._pipe_configs)
     if moved:
         booster = with_moved_settings(booster, moved, name)
     return TreeCRFComponent(nlp.vocab, model, name, features=features, target=target, spans_key=spans_key,
@@ -158,6 +160,7 @@ def make_treecrf(nlp: Language, name: str, model: Model, features, booster: Boos
                             rounds_per_pass=rounds_per_pass, scorer=scorer)
 
 
+LEGACY_KEYS = tuple(_booster_signature().parameters)  # the boosting settings' old place, and scheduler's
 # the factory's parameters: its own, then every boosting setting in its old place (default None: not given)
 make_treecrf.__signature__ = inspect.signature(make_treecrf).replace(parameters=[
     p for p in inspect.signature(make_treecrf).parameters.values() if p.kind != p.VAR_KEYWORD] + [
@@ -166,6 +169,26 @@ Language.factory("treecrf", assigns=["doc.ents", "doc.spans", "token.tag", "toke
                  default_config=DEFAULT_CONFIG,
                  default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None}
                  )(make_treecrf)
+
+
+class PipeConfigs(dict):
+    """The configs spaCy records of a pipeline's components (Language._pipe_configs: what `nlp.config`,
+    `spacy init config` and a saved config.cfg show), without the keys a treecrf component accepts only for configs
+    written before they moved and that a config left unset: the boosting settings directly under
+    [components.<name>] (None) and [components.<name>.booster] scheduler (""). spaCy fills every parameter of a
+    factory into its record, and a config that still has those keys must load (W001, W008), so they stay
+    parameters; this keeps them out of what is written, so a new config holds only the settings the component
+    reads."""
+
+    def __setitem__(self, name: str, config) -> None:
+        if isinstance(config, dict) and config.get("factory") == "treecrf":
+            for key in LEGACY_KEYS:
+                if key in config and config[key] is None:
+                    del config[key]
+            booster = config.get("booster")
+            if isinstance(booster, dict) and booster.get("scheduler") == "":
+                del booster["scheduler"]
+        super().__setitem__(name, config)
 
 
 def with_moved_settings(booster: BoostParams, moved: dict, name: str) -> BoostParams:
@@ -405,6 +428,7 @@ class TreeCRFComponent(TrainablePipe):
         untrained model of step 0 as model-best and stop when patience runs out."""
         weights = nlp.config.get("training", {}).get("score_weights") or {}
         weighted = {key for key, value in weights.items() if value}
+        shown = {key for key, value in weights.items() if value is not None}  # the log's columns
         given = set(self.score_keys())
         for name in nlp.pipe_names:
             pipe = nlp.get_pipe(name)
@@ -415,7 +439,8 @@ class TreeCRFComponent(TrainablePipe):
             mine = self.score_keys()
             warnings.warn(Warnings.W005.format(name=self.name, weighted=sorted(weighted), target=self.target,
                                                keys=mine, key=mine[0], unset=" ".join(
-                                                   f"--training.score_weights.{key} null" for key in sorted(weighted))))
+                                                   f"--training.score_weights.{key} null"
+                                                   for key in sorted(shown - given))))
 
     def _check_pass_length(self, nlp: Language, examples: List[Example]) -> None:
         """Warn when spaCy's loop, as nlp's [training] block configures it, would stop before the first round or
