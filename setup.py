@@ -1,10 +1,16 @@
 """Build hook: after setuptools has copied the package into the build folder, compile its numba kernels there
 (python -m spacy_treecrf.precompile), so that the wheel carries numba's cache of them and an installed copy does
 not compile on its first use. Skipped for editable installs (they cache beside the sources on first use) and
-when SPACY_TREECRF_PRECOMPILE=0; a failed compile only leaves the kernels to first use, with a message."""
+when SPACY_TREECRF_PRECOMPILE=0; a failed compile only leaves the kernels to first use, with a message.
+
+The build's own folders (setuptools' build/ and *.egg-info) go to a temporary folder removed when the build ends,
+so `pip install .` leaves the checkout as it was."""
+import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
@@ -24,4 +30,7 @@ class BuildPyWithKernels(build_py):
                   file=sys.stderr)
 
 
-setup(cmdclass={"build_py": BuildPyWithKernels})
+BUILD_FOLDER = tempfile.mkdtemp(prefix="spacy_treecrf_build_")
+atexit.register(shutil.rmtree, BUILD_FOLDER, ignore_errors=True)
+setup(cmdclass={"build_py": BuildPyWithKernels},
+      options={"build": {"build_base": BUILD_FOLDER}, "egg_info": {"egg_base": BUILD_FOLDER}})

@@ -1,4 +1,5 @@
-"""Command line: `python -m spacy_treecrf inspect|convert`."""
+"""Command line: `python -m spacy_treecrf inspect|explain|convert|evaluate`: a trained pipeline's strongest rules,
+why each token of a text gets its label, column files to .spacy, and a pipeline scored on a column file."""
 from pathlib import Path
 from typing import List, Optional
 
@@ -6,7 +7,7 @@ import spacy
 import typer
 from spacy.tokens import DocBin
 
-from .errors import Errors
+from .errors import Errors, Warnings
 
 app = typer.Typer(help="spacy-treecrf: TreeCRF sequence labelling for spaCy", no_args_is_help=True)
 
@@ -27,6 +28,8 @@ def inspect(pipeline: Path = typer.Argument(..., help="A trained pipeline direct
         ens = pipe.ensemble
         typer.echo(f"== {name}: target {pipe.target}, {len(pipe.labels)} labels, {pipe.cfg['rounds']} rounds, "
                    f"{ens.n_trees} trees, {len(ens.nodes.kind)} nodes, {pipe.featurizer.n_features} feature columns")
+        typer.echo(f"  {'label':>10s} {'value':>6s}  {'n':<10s}path: the tests a token passes to reach the leaf"
+                   + (" [a shared tree's leaf: its next strongest labels]" if ens.shared else ""))
         for label, rule, value, support in pipe.rules(top, min_support):
             typer.echo(f"  {label:>10s} {value:+.3f}  n={support:<8.0f} {rule}")
     if not found:
@@ -61,32 +64,44 @@ def explain(pipeline: Path = typer.Argument(..., help="A trained pipeline direct
         doc = pipe(doc)
 
 
-@app.command()
-def convert(input_path: Path = typer.Argument(..., help="Column file (NETtalk: the data directory)"),
-            output_path: Path = typer.Argument(..., help="Output .spacy file"),
-            format: str = typer.Option("conll2003", help="conll2000 | conll2003 | nettalk | protein | columns"),
-            columns: Optional[str] = typer.Option(None, help="format columns: the column names, e.g. word,tag"),
-            words_column: Optional[str] = typer.Option(None, help="format columns: the words' column"),
-            label_column: Optional[str] = typer.Option(None, help="format columns: the labels' column"),
-            sep: Optional[str] = typer.Option(None, help="column separator (default: any whitespace)"),
-            target: Optional[str] = typer.Option(None, help="ner | spans | tag | pos | token_attr"),
-            spans_key: str = typer.Option("chunks", help="doc.spans key for target spans"),
-            keep: List[str] = typer.Option([], help="column=attribute to keep as input, e.g. pos=tag_"),
-            split: Optional[str] = typer.Option(None, help="NETtalk split: train_1000 | test_1000 | all"),
-            lang: str = typer.Option("en", help="Language of the blank vocab")):
-    """Convert a column file to a .spacy DocBin (gold on the docs; kept columns as token attributes). Any layout:
-    --format columns --columns word,pos,tag --words-column word --label-column tag --target tag."""
+# The options that say how a column file is read, shared by convert and evaluate.
+INPUT_PATH = typer.Argument(..., help="Column file (NETtalk: the data directory)")
+FORMAT = typer.Option("conll2003", help="conll2000 | conll2003 | nettalk | protein | columns")
+COLUMNS = typer.Option(None, help="format columns: the column names, e.g. word,pos,ner")
+WORDS_COLUMN = typer.Option(None, help="format columns: the words' column (default: the first)")
+LABEL_COLUMN = typer.Option(None, help="format columns: the labels' column (default: the last)")
+SEP = typer.Option(None, help="column separator (default: any whitespace)")
+TARGET = typer.Option(None, help="ner | spans | tag | pos | token_attr (format columns: required)")
+SPANS_KEY = typer.Option("chunks", help="doc.spans key for target spans")
+KEEP = typer.Option([], help="column=attribute to keep as input, e.g. pos=tag_")
+SPLIT = typer.Option(None, help="NETtalk split: train_1000 | test_1000 | all")
+
+
+def column_corpus(input_path, format, columns, words_column, label_column, sep, target, spans_key, keep, split):
+    """The ColumnCorpus the options describe; ValueError (a coded message) for a bad option."""
     from .readers import ColumnCorpus
 
+    bad = [item for item in keep if "=" not in item]
+    if bad:
+        raise ValueError(Errors.E164.format(item=bad[0]))
+    return ColumnCorpus(str(input_path), format=format, target=target, spans_key=spans_key,
+                        keep_columns=dict(item.split("=", 1) for item in keep), split=split,
+                        columns=columns.split(",") if columns else None, words_column=words_column,
+                        label_column=label_column, sep=sep)
+
+
+@app.command()
+def convert(input_path: Path = INPUT_PATH,
+            output_path: Path = typer.Argument(..., help="Output .spacy file"),
+            format: str = FORMAT, columns: Optional[str] = COLUMNS, words_column: Optional[str] = WORDS_COLUMN,
+            label_column: Optional[str] = LABEL_COLUMN, sep: Optional[str] = SEP, target: Optional[str] = TARGET,
+            spans_key: str = SPANS_KEY, keep: List[str] = KEEP, split: Optional[str] = SPLIT,
+            lang: str = typer.Option("en", help="Language of the blank vocab")):
+    """Convert a column file to a .spacy DocBin (gold on the docs; kept columns as token attributes). Any layout:
+    --format columns --columns word,pos,tag --target tag (words: the first column, labels: the last)."""
     try:
-        bad = [item for item in keep if "=" not in item]
-        if bad:
-            raise ValueError(Errors.E164.format(item=bad[0]))
-        keep_columns = dict(item.split("=", 1) for item in keep)
-        corpus = ColumnCorpus(str(input_path), format=format, target=target, spans_key=spans_key,
-                              keep_columns=keep_columns, split=split,
-                              columns=columns.split(",") if columns else None, words_column=words_column,
-                              label_column=label_column, sep=sep)
+        corpus = column_corpus(input_path, format, columns, words_column, label_column, sep, target, spans_key,
+                               keep, split)
         nlp = spacy.blank(lang)
         docs = [eg.reference for eg in corpus(nlp)]
     except ValueError as err:
@@ -96,26 +111,30 @@ def convert(input_path: Path = typer.Argument(..., help="Column file (NETtalk: t
         doc.has_unknown_spaces = True
     DocBin(docs=docs, store_user_data=True).to_disk(output_path)
     typer.echo(f"Wrote {len(docs)} docs, {sum(len(d) for d in docs)} tokens to {output_path}")
+    if corpus.spans_opened_by_inside:
+        typer.echo(Warnings.W010.format(n=corpus.spans_opened_by_inside), err=True)
 
 
 @app.command()
 def evaluate(pipeline: Path = typer.Argument(..., help="A trained pipeline"),
-             input_path: Path = typer.Argument(..., help="Column file (NETtalk: the data directory)"),
-             format: str = typer.Option("conll2003", help="conll2000 | conll2003 | nettalk | protein"),
-             target: Optional[str] = typer.Option(None, help="ner | spans | tag | pos | token_attr"),
-             spans_key: str = typer.Option("chunks", help="doc.spans key for target spans"),
-             keep: List[str] = typer.Option([], help="column=attribute kept as input, e.g. pos=tag_"),
-             split: Optional[str] = typer.Option(None, help="NETtalk split"),
+             input_path: Path = INPUT_PATH, format: str = FORMAT, columns: Optional[str] = COLUMNS,
+             words_column: Optional[str] = WORDS_COLUMN, label_column: Optional[str] = LABEL_COLUMN,
+             sep: Optional[str] = SEP, target: Optional[str] = TARGET, spans_key: str = SPANS_KEY,
+             keep: List[str] = KEEP, split: Optional[str] = SPLIT,
              output: Optional[Path] = typer.Option(None, help="Write the scores as JSON")):
     """Score a pipeline on a column file read like training data, so input columns (e.g. the CoNLL POS column)
     reach the predicted docs, which `spacy evaluate` on a .spacy file cannot do."""
     import srsly
-    from .readers import ColumnCorpus
 
     nlp = spacy.load(pipeline)
-    corpus = ColumnCorpus(str(input_path), format=format, target=target, spans_key=spans_key,
-                          keep_columns=dict(item.split("=", 1) for item in keep), split=split)
-    scores = nlp.evaluate(list(corpus(nlp)))
+    try:
+        corpus = column_corpus(input_path, format, columns, words_column, label_column, sep, target, spans_key,
+                               keep, split)
+        examples = list(corpus(nlp))
+    except ValueError as err:
+        typer.echo(str(err), err=True)
+        raise typer.Exit(1)
+    scores = nlp.evaluate(examples)
     for key, value in scores.items():
         if isinstance(value, float):
             typer.echo(f"{key:20s} {value:.4f}")

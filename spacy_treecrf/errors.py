@@ -28,7 +28,7 @@ class Warnings(metaclass=_WithCodes):
             "or set [components.{name}] round_every = \"batch\" for a round per batch.")
 
     W005 = ("Component '{name}': [training.score_weights] weighs only {weighted}, which no component scores "
-            "(target {target!r} gives {keys}), so spaCy would keep the untrained model of step 0 as model-best: "
+            "(target {target!r} gives {keys}), so spaCy would keep the one-round model of step 0 as model-best: "
             "set e.g. --training.score_weights.{key} 1.0 {unset}.")
 
     W006 = ("TreeCRF.fit with warm_start: the model has {rounds} rounds and n_rounds is {n_rounds}, so no round is "
@@ -36,6 +36,13 @@ class Warnings(metaclass=_WithCodes):
 
     W008 = ("[components.*.booster] scheduler = {scheduler!r} is ignored: where a pipeline trains is no longer part of "
             "its config; start spacy train with {env}={scheduler} instead.")
+
+    W009 = ("rules(): no leaf holds min_support={min_support:g} examples (the largest holds {largest:g}), so no rule is "
+            "shown: pass a smaller min_support, e.g. rules(top, min_support=0).")
+
+    W010 = ("{n} spans open with an I- tag (after O, after another type, or first in a sentence): read as B-, as IOB1 "
+            "files mean them (where B- only separates two adjacent spans of one type) and as a dangling I- is "
+            "repaired.")
 
     W007 = ("Component '{name}': the training data has gold labels {labels} that are not among its labels {known}; "
             "they are trained as unknown. To add labels to a trained model, go on training it with "
@@ -249,7 +256,9 @@ class Errors(metaclass=_WithCodes):
     E139 = "label scheme / target 'token_attr' needs the token_attr setting"
     E140 = 'input columns: two columns are mapped to {attr!r}'
     E141 = 'input columns: {attr!r} already holds the gold labels'
-    E142 = "ColumnCorpus: format 'columns' needs columns, words_column, label_column and target"
+    E142 = ("ColumnCorpus: format 'columns' needs the column names (columns, --columns word,pos,ner) and the target "
+            "(target, --target ner); the words are the first column and the labels the last unless words_column / "
+            "label_column say otherwise")
     E143 = "ColumnCorpus: format {format!r} has fixed columns {formats}; 'columns' is only for format 'columns'"
     E144 = 'ColumnCorpus: NETtalk split must be one of {nettalk_splits}, not {split!r}'
     E145 = "ColumnCorpus: 'split' only applies to format 'nettalk'"

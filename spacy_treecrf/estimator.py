@@ -780,11 +780,12 @@ class TreeCRF:
         return sum(p == g for p, g in pairs) / len(pairs) if pairs else 0.0
 
     # ---- inspection -----------------------------------------------------------------------------------------
-    def rules(self, top: int = 10) -> List[Tuple[str, str, float, float]]:
-        """The strongest root-to-leaf paths as (label, readable conjunction, value, support), by |value| x support;
-        none that the transition constraints forbid."""
+    def rules(self, top: int = 10, min_support: float = 5.0) -> List[Tuple[str, str, float, float]]:
+        """The strongest root-to-leaf paths as (label, readable conjunction, value, support), by |value|, of the
+        leaves that hold at least ``min_support`` examples (W009 where none does); none that the transition
+        constraints forbid."""
         self._check_fitted()
-        return ensemble_rules(self.ensemble, self._test_names(), self.classes_, top, allowed=self.allowed)
+        return ensemble_rules(self.ensemble, self._test_names(), self.classes_, top, min_support, self.allowed)
 
     def explain(self, x, labels=None) -> List[Explanation]:
         """Why each position of the sequence ``x`` (one item of predict's X) gets its label: per position an

@@ -3,8 +3,9 @@
 Training in spaCy's loop, with ``round_every = "corpus"`` (the default): `update()` gathers spaCy's batches until
 it holds as many examples as the training corpus `initialize()` saw, then runs the loss's gradient pass over all
 of them (forward-backward for the CRF loss, whose value is the negative log-likelihood); the next
-`finish_update()` fits a boosting round on it. So a round is one pass over the corpus, the paper's
-full-gradient round, whatever spaCy's batch size: spaCy's epoch counter counts rounds, and the potentials of
+`finish_update()` fits a boosting round on it. (The first round comes at once, with the first update: on the
+corpus initialize() read, so that spaCy's evaluation of step 0 scores a round.) So a round is one pass over the
+corpus, the paper's full-gradient round, whatever spaCy's batch size: spaCy's epoch counter counts rounds, and the potentials of
 the same examples are cached from round to round (a batch of a few hundred words would otherwise make a round of
 its own, from potentials evaluated afresh, and the model would grow by a round per step). With
 ``round_every = "batch"`` every update() / finish_update() pair is a round on that batch: stochastic boosting,
@@ -313,6 +314,8 @@ class TreeCRFComponent(TrainablePipe):
         self._trainer_key: Optional[tuple] = None
         self._trainer_seqs: Dict[bytes, int] = {}  # the trainer's sequence of each content digest
         self._pending: List[Tuple[bytes, Optional[Example]]] = []  # this pass's _entries so far
+        self._primed: List[Tuple[bytes, Optional[Example]]] = []  # initialize()'s corpus, for the first round
+        self._next_pass: List[Tuple[bytes, Optional[Example]]] = []  # the first round's batch, which opens pass 2
         self._passes = None
         self._unseen_warned: set = set()  # gold labels outside cfg["labels"] already warned about
 
@@ -416,6 +419,10 @@ class TreeCRFComponent(TrainablePipe):
                                  shared=self.params.shared_trees)
         self.ensemble.set_numeric(self._numeric())
         self._forget_training()
+        # spaCy's training docs are these, unless earlier components annotate them during training
+        if self.cfg["round_every"] == "corpus" and nlp is not None and \
+                not nlp.config.get("training", {}).get("annotating_components"):
+            self._primed = self._entries(examples)
 
     def score_keys(self) -> List[str]:
         """The scores this component's scorer gives, by target (the keys [training.score_weights] can weigh)."""
@@ -513,7 +520,10 @@ class TreeCRFComponent(TrainablePipe):
         """Keep the examples (_entries: only the content of those the trainer does not hold already); once a
         round's worth is kept (round_every "corpus": as many examples as the training corpus initialize() saw;
         "batch": this batch) run the gradient pass over all of them for the next finish_update() (for loss="crf"
-        the loss is the NLL; it is reported by the update that completes a round). A batch with a gold label the
+        the loss is the NLL; it is reported by the update that completes a round). The first update after
+        initialize(), if its batch is not a whole pass, completes the first round at once, on the corpus initialize() kept (where nlp was given and
+        no [training] annotating_components change the docs): so spaCy's evaluation of step 0, its training
+        log's first row, scores a trained round instead of the empty model. A batch with a gold label the
         transition constraints forbid is refused here and nothing of it is kept."""
         if losses is None:
             losses = {}
@@ -521,7 +531,15 @@ class TreeCRFComponent(TrainablePipe):
         examples = list(examples)
         validate_examples(examples, "TreeCRFComponent.update")
         self._check_initialized()
-        pending = self._pending + self._entries(examples)
+        batch = self._entries(examples)
+        pending = self._pending + batch
+        if self._primed and len(batch) < self.cfg["corpus_size"]:
+            # the first round: on the corpus initialize() saw (and what this batch adds to it); this batch begins
+            # the next pass, so that passes stay spaCy's epochs
+            primed = {digest for digest, _ in self._primed}
+            pending = self._primed + [entry for entry in batch if entry[0] not in primed]
+            self._next_pass = batch
+        self._primed = []
         if self.cfg["round_every"] == "corpus" and len(pending) < self.cfg["corpus_size"]:
             self._checked_labels(examples)
             self._pending = pending
@@ -545,6 +563,7 @@ class TreeCRFComponent(TrainablePipe):
             self._trainer.fit_round(self.ensemble, passes=passes)
             self.cfg["rounds"] += 1
             passes = None
+        self._pending, self._next_pass = self._next_pass, []
 
     def _digest(self, eg: Example, stored: Tuple[str, ...], computed: List[str], salt: bytes) -> bytes:
         """A content key of one example: spaCy copies examples every step, so identity cannot key the cache.
@@ -586,6 +605,8 @@ class TreeCRFComponent(TrainablePipe):
         self._trainer = self._trainer_key = self._passes = None
         self._trainer_seqs = {}
         self._pending = []
+        self._primed = []
+        self._next_pass = []
 
     def _entries(self, examples: List[Example]) -> List[Tuple[bytes, Optional[Example]]]:
         """(content digest, example) per example, the example None where the trainer holds a sequence with that

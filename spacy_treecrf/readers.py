@@ -440,9 +440,11 @@ class ColumnCorpus:
         if format not in FORMATS and format != "columns":
             raise ValueError(Errors.E129.format(value=list(FORMATS) + ['columns'], format=format))
         if format == "columns":
-            if not columns or words_column is None or label_column is None or target is None:
+            if not columns or target is None:
                 raise ValueError(Errors.E142)
-            names, words, label, default_target = list(columns), words_column, label_column, target
+            names, default_target = list(columns), target
+            words = columns[0] if words_column is None else words_column
+            label = columns[-1] if label_column is None else label_column
         else:
             if columns:
                 raise ValueError(Errors.E143.format(format=format, formats=FORMATS[format][0]))
@@ -469,6 +471,7 @@ class ColumnCorpus:
         self.split = split
         self.sep = sep
         self.layout = _Layout(names, words, label, TARGETS[target], keep_columns, token_attr)
+        self.spans_opened_by_inside = 0  # read so far: spans whose first tag is I- (module docstring, BIO repair)
 
     def _sentences(self) -> Iterator[Tuple[List[Row], List[int], object]]:
         if self.path is None:
@@ -516,6 +519,10 @@ class ColumnCorpus:
             sp = None if spaces else [False] * len(rows)
             predicted = _sentence_doc(nlp.vocab, self.layout, rows, linenos, path, False, self.spans_key, sp)
             reference = _sentence_doc(nlp.vocab, self.layout, rows, linenos, path, True, self.spans_key, sp)
+            if self.layout.scheme in ("bio_ents", "bio_spans"):
+                labels = self.layout.labels_of(rows)
+                spans = reference.ents if self.layout.scheme == "bio_ents" else reference.spans[self.spans_key]
+                self.spans_opened_by_inside += sum(labels[span.start].startswith("I-") for span in spans)
             n += 1
             yield Example(predicted, reference)
 
@@ -532,8 +539,9 @@ def create_column_corpus(path: Optional[Union[str, Path]], format: str = "column
     - ``format``: ``conll2000`` (word POS chunk; default target ``spans`` from the chunk column),
       ``conll2003`` (word POS chunk NER; default target ``ner``), ``nettalk`` (letter phoneme stress, one
       Doc per word; default target ``tag`` from the stress column), ``protein`` (residue structure, one Doc
-      per ``<>`` segment; default target ``tag``) or ``columns`` (give ``columns``, ``words_column``,
-      ``label_column``, ``target`` and optionally ``sep``).
+      per ``<>`` segment; default target ``tag``) or ``columns`` (give ``columns`` and ``target``; the words
+      are the first column and the labels the last unless ``words_column`` / ``label_column`` say otherwise;
+      ``sep`` optional).
     - ``target``: where the gold labels go on the reference doc: ``ner`` (doc.ents), ``spans``
       (doc.spans[spans_key]), ``tag``, ``pos`` or ``token_attr`` (the attribute ``token_attr``).
     - ``keep_columns``: input columns copied onto BOTH the predicted and the reference doc, column name ->

@@ -39,9 +39,36 @@ def test_convert_inspect_evaluate(tmp_path):
     out = runner.invoke(app, ["inspect", str(tmp_path / "model"), "--top", "5", "--min-support", "1"])
     assert out.exit_code == 0, out.output
     assert "target ner" in out.output and "B-PER" in "".join(out.output)
+    header, first = out.output.splitlines()[1:3]
+    assert header.split()[:3] == ["label", "value", "n"]
+    assert ("[a shared tree's leaf" in header) == nlp.get_pipe("treecrf").ensemble.shared
+    assert first.split()[0] in ("O", "B-PER", "I-LOC", "B-LOC") and "(" not in first.split()[1]
     out = runner.invoke(app, ["evaluate", str(tmp_path / "model"), str(src), "--format", "conll2003"])
     assert out.exit_code == 0, out.output
     assert "ents_f" in out.output
+    # the same file as plain columns: words first, labels last
+    out = runner.invoke(app, ["evaluate", str(tmp_path / "model"), str(src), "--format", "columns",
+                              "--columns", "word,pos,chunk,ner", "--target", "ner"])
+    assert out.exit_code == 0, out.output
+    assert "ents_f" in out.output
+
+
+def test_the_command_line_docstring_names_every_command():
+    import spacy_treecrf.cli as cli
+
+    names = [command.name or command.callback.__name__ for command in app.registered_commands]
+    assert len(names) == 4 and all(name in cli.__doc__.split("\n")[0] for name in names)
+
+
+def test_spans_opened_by_an_inside_tag_are_read_as_begins_with_a_word(tmp_path):
+    src = tmp_path / "iob1.txt"
+    src.write_text("Alice I-PER\nmet O\nBob I-PER\nSmith I-PER\nin O\nParis I-LOC\n", encoding="utf8")
+    out = CliRunner().invoke(app, ["convert", str(src), str(tmp_path / "iob1.spacy"), "--format", "columns",
+                                   "--columns", "word,ner", "--target", "ner"])
+    assert out.exit_code == 0, out.output
+    assert "W010" in out.output and "3 spans open with an I- tag" in out.output
+    doc = next(iter(Corpus(str(tmp_path / "iob1.spacy"))(spacy.blank("en")))).reference
+    assert [(e.text, e.label_) for e in doc.ents] == [("Alice", "PER"), ("Bob Smith", "PER"), ("Paris", "LOC")]
 
 
 def test_convert_any_column_layout_and_clear_errors(tmp_path):
@@ -50,12 +77,14 @@ def test_convert_any_column_layout_and_clear_errors(tmp_path):
     src = tmp_path / "two.txt"
     src.write_text("The\tDT\ndog\tNN\n\nRuns\tVBZ\n", encoding="utf8")
     runner = CliRunner()
-    out = runner.invoke(app, ["convert", str(src), str(tmp_path / "two.spacy"), "--format", "columns", "--columns",
-                              "word,tag", "--words-column", "word", "--label-column", "tag", "--target", "tag"])
-    assert out.exit_code == 0, out.output
-    docs = [eg.reference for eg in Corpus(str(tmp_path / "two.spacy"))(spacy.blank("en"))]
-    assert [[(t.text, t.tag_) for t in d] for d in docs] == [[("The", "DT"), ("dog", "NN")], [("Runs", "VBZ")]]
+    for flags in ([], ["--words-column", "word", "--label-column", "tag"]):  # first and last: the defaults
+        out = runner.invoke(app, ["convert", str(src), str(tmp_path / "two.spacy"), "--format", "columns",
+                                  "--columns", "word,tag", "--target", "tag"] + flags)
+        assert out.exit_code == 0, out.output
+        docs = [eg.reference for eg in Corpus(str(tmp_path / "two.spacy"))(spacy.blank("en"))]
+        assert [[(t.text, t.tag_) for t in d] for d in docs] == [[("The", "DT"), ("dog", "NN")], [("Runs", "VBZ")]]
     out = runner.invoke(app, ["convert", str(src), str(tmp_path / "x.spacy"), "--format", "columns"])
-    assert out.exit_code == 1 and "E142" in out.output
+    assert out.exit_code == 1 and "E142" in out.output and "--columns" in out.output and "--target" in out.output
+    assert "words_column" not in out.output.split("unless")[0]  # flags, not Python parameter names
     out = runner.invoke(app, ["convert", str(src), str(tmp_path / "x.spacy"), "--keep", "pos"])
     assert out.exit_code == 1 and "E164" in out.output

@@ -364,6 +364,16 @@ def test_rules_are_readable_conjunctions():
     assert label in model.classes_ and support > 0 and isinstance(text, str)
 
 
+def test_rules_of_a_model_whose_leaves_are_all_small_say_why_there_are_none():
+    """The README's three-token example: every leaf holds fewer than min_support (5) examples."""
+    model = TreeCRF(allowed_transitions="bio").fit([[{"w": "John"}, {"w": "lives"}, {"w": "here"}]],
+                                                     [["B-PER", "O", "O"]])
+    with pytest.warns(UserWarning, match=r"W009.*min_support=5 examples \(the largest holds [1-4]\)"):
+        assert model.rules(top=5) == []
+    rules = model.rules(top=5, min_support=0)
+    assert rules and all(label in model.classes_ for label, _, _, _ in rules)
+
+
 @pytest.mark.parametrize("leaf_values", ["newton", "position_mean"])
 def test_step_leaf_values_learn_the_training_data(leaf_values):
     X, y = toy_data(100)

@@ -1,4 +1,5 @@
 """`spacy train` with a treecrf: an interrupted run leaves loadable model-best and model-last."""
+import dataclasses
 
 import numpy as np
 import pytest
@@ -7,6 +8,7 @@ from spacy.tokens import DocBin
 
 from conftest import LANG, NER_DATA, assert_normalised, assert_valid_bio, ner_examples, raw_labels
 import spacy_treecrf.pipe  # noqa: F401  (registers the factory)
+from spacy_treecrf.engine.booster import BoostParams
 
 
 TRAIN_CONFIG = """
@@ -111,10 +113,11 @@ def test_interrupted_spacy_train_leaves_loadable_model_best_and_model_last(tmp_p
     assert rounds["model-last"] == 5 and rounds["model-best"] in (1, 3, 5)
 
 
-def test_init_config_and_spacy_train_with_spacys_batches_fit_a_full_gradient_round_per_pass(tmp_path):
+def test_init_config_and_spacy_train_with_spacys_batches_fit_a_full_gradient_round_per_pass(tmp_path, capsys):
     """`spacy init config --pipeline treecrf` as it comes (spaCy's word-count batcher, a step per batch), batches
     of a few words: the model-last is the model of as many full-batch rounds as spaCy made passes, not a round per
-    step."""
+    step; the first round is fitted at step 0 (on the corpus initialize() saw), so the log's first row, spaCy's
+    evaluation of step 0, reports that round's loss, not an empty model."""
     from spacy.cli.init_config import init_config
     from spacy.cli.train import train as spacy_train
     from spacy.util import load_model_from_config
@@ -124,6 +127,9 @@ def test_init_config_and_spacy_train_with_spacys_batches_fit_a_full_gradient_rou
         DocBin(docs=[eg.reference for eg in ner_examples(nlp, data)]).to_disk(tmp_path / f"{name}.spacy")
     config = init_config(lang="en", pipeline=["treecrf"], optimize="efficiency", gpu=False)
     config.to_disk(tmp_path / "config.cfg")
+    component = config["components"]["treecrf"]  # only what the component reads: no key of the old place
+    assert not set(component) & ({f.name for f in dataclasses.fields(BoostParams)} | {"scheduler"})
+    assert "scheduler" not in component["booster"]
     booster = {"components.treecrf.booster.max_leaves": 4, "components.treecrf.booster.n_threads": 1}
     steps = 14
     overrides = {"paths.train": str(tmp_path / "train.spacy"), "paths.dev": str(tmp_path / "dev.spacy"),
@@ -132,7 +138,9 @@ def test_init_config_and_spacy_train_with_spacys_batches_fit_a_full_gradient_rou
     spacy_train(tmp_path / "config.cfg", tmp_path / "out", overrides=overrides)
     crf = spacy.load(tmp_path / "out" / "model-last").get_pipe("treecrf")
     rounds = crf.cfg["rounds"]
-    assert 2 <= rounds <= steps // 3  # 34 words in batches of about 8: at least 3 steps a pass
+    assert 2 <= rounds <= 1 + steps // 3  # 34 words in batches of about 8: at least 3 steps a pass after the first
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.strip()[:1].isdigit()]
+    assert rows[0][:2] == ["0", "0"] and float(rows[0][2]) > 0  # step 0: round 1's loss
 
     reference = load_model_from_config(spacy.util.load_config(tmp_path / "config.cfg", overrides=booster),
                                        auto_fill=True)

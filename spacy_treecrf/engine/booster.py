@@ -756,7 +756,8 @@ class Trainer:
         full = ~self.partial & (np.diff(self.seq_starts) > 0)
         if full.any():
             gold = gold + np.where(full, crf.gold_log_score(self.P, self.seq_starts, self.y), 0.0)
-        return clamped, free[3] - gold
+        with np.errstate(invalid="ignore"):  # a gold labelling no allowed path reaches: fit_round's E158 says so
+            return clamped, free[3] - gold
 
     def residuals(self, passes: "Passes", k0: int, out: np.ndarray, part=None) -> np.ndarray:
         """out (T x S x G) = the loss's functional gradient for the labels k = k0 .. k0 + G - 1:

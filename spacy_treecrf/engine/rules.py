@@ -9,12 +9,14 @@ absent ones summarised, and the previous labels it admits among those the transi
 label (a constraint never shows up as a rule, and a leaf the constraints never let apply to a label is no rule
 for it).
 """
+import warnings
 from typing import List, NamedTuple, Optional
 
 import numpy as np
 
 from .predict_walk import forest_leaves, walk_potentials
 from .trees import FEATURE, LEAF, STATE
+from ..errors import Warnings
 
 SHOWN_ENTRIES = 3  # a shared leaf's strongest label entries named in a rule
 SHOWN_ABSENT = 2  # absent tests of a path named before the rest are counted
@@ -60,14 +62,16 @@ def ensemble_rules(ensemble, feature_names, classes, top: int, min_support: floa
     """Readable root-to-leaf paths of a booster.Ensemble, strongest first (|value| of leaves with at least
     ``min_support`` examples) as (label, conjunction, value, support). ``allowed`` (S x K, None: all): the
     transition constraints. A shared tree's leaf is named by its label vector's strongest entry that the
-    constraints let it apply to, with the next strongest (up to SHOWN_ENTRIES in all) in the label."""
+    constraints let it apply to; the next strongest (up to SHOWN_ENTRIES in all) end its conjunction, as
+    "[same leaf: B-ORG -0.048, B-PER -0.048]". Leaves with fewer examples are left out: where that leaves none,
+    the answer is [] with W009, which names the largest leaf's support (a small training set)."""
     nodes, roots, labels, _, vectors = ensemble.forest()
     kind, feature, yes, no = nodes.kind, nodes.feature, nodes.yes, nodes.no
     value, count, states = nodes.value, nodes.count, nodes.states
     K = len(classes)
     allowed = _allowed(allowed, states.shape[1], K)
     state_names = ["<start>"] + list(classes)
-    found = []
+    found, largest_hidden = [], 0.0
     for i in range(len(labels)):
         root = roots[i]
         stack = [(0, (), ())]
@@ -76,9 +80,10 @@ def ensemble_rules(ensemble, feature_names, classes, top: int, min_support: floa
             g = root + node
             if kind[g] == LEAF:
                 if count[g] < min_support:
+                    largest_hidden = max(largest_hidden, float(count[g]))
                     continue
                 if labels[i] >= 0:
-                    k, v, label = labels[i], float(value[g]), classes[labels[i]]
+                    k, v, label, others = labels[i], float(value[g]), classes[labels[i]], ""
                 else:
                     vector = _dense(vectors, g, K)
                     live = [k for k in np.argsort(-np.abs(vector), kind="stable")
@@ -86,19 +91,25 @@ def ensemble_rules(ensemble, feature_names, classes, top: int, min_support: floa
                     if not live:
                         continue
                     k, v = live[0], float(vector[live[0]])
-                    label = classes[k] + "".join(f" ({classes[j]} {vector[j]:+.3f})" for j in live[1:])
+                    label = classes[k]
+                    others = ", ".join(f"{classes[j]} {vector[j]:+.3f}" for j in live[1:])
                 if not (states[g] & allowed[:, k]).any():
                     continue
-                found.append((label, conditions([feature_names[f] for f in present], absent, feature_names,
-                                                states[g], state_names, allowed[:, k]), v, float(count[g])))
+                text = conditions([feature_names[f] for f in present], absent, feature_names, states[g],
+                                  state_names, allowed[:, k])
+                found.append((label, f"{text}  [same leaf: {others}]" if others else text, v,
+                              float(count[g])))
             elif kind[g] == FEATURE:
                 stack.append((yes[g], present + (feature[g],), absent))
                 stack.append((no[g], present, absent + (feature[g],)))
             else:
                 stack.append((yes[g], present, absent))
                 stack.append((no[g], present, absent))
+    if not found and largest_hidden > 0:
+        warnings.warn(Warnings.W009.format(min_support=min_support, largest=largest_hidden), stacklevel=3)
     found.sort(key=lambda r: -abs(r[2]))
     return found[:top]
+
 
 
 class PathTables(NamedTuple):
