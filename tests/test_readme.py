@@ -1,11 +1,13 @@
 """The README's commands as written: the "Train on your own data" block, run line by line on small generated
 column files (a token and its BIO tag a line), exits 0 at every line and leaves a model that `spacy evaluate`
-scores."""
+scores; the quick start's `pip install .` leaves the checkout as it was."""
 import random
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -43,3 +45,26 @@ def test_train_on_your_own_data_block_runs_as_written(tmp_path):
         assert out.returncode == 0, f"{line}\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}"
     assert re.search(r"NER F\s+\d+\.\d+", out.stdout), out.stdout[-2000:]
     assert (tmp_path / "training" / "model-best" / "treecrf" / "model.msgpack").is_file()
+
+
+def test_pip_install_leaves_the_checkout_as_it_was(tmp_path):
+    """`pip install .` (the quick start's first command) builds in a temporary folder: no build/ or *.egg-info
+    is left in the checkout (here a copy of its tracked files; the kernels' compile step skipped)."""
+    import os
+
+    root = README.parent
+    listed = subprocess.run(["git", "-C", str(root), "ls-files"], capture_output=True, text=True)
+    if listed.returncode != 0:
+        pytest.skip(f"not a git checkout: {listed.stderr.strip()}")
+    checkout = tmp_path / "checkout"
+    for name in listed.stdout.splitlines():
+        (checkout / name).parent.mkdir(parents=True, exist_ok=True)
+        (checkout / name).write_bytes((root / name).read_bytes())
+    before = sorted(p.name for p in checkout.iterdir())
+    env = {**os.environ, "SPACY_TREECRF_PRECOMPILE": "0"}
+    out = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
+                          str(tmp_path / "site"), "."], cwd=checkout, capture_output=True, text=True, env=env,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert sorted(p.name for p in checkout.iterdir()) == before
+    assert (tmp_path / "site" / "spacy_treecrf" / "engine" / "kernel_cache.py").is_file()
