@@ -3,9 +3,9 @@
 Training in spaCy's loop, with ``round_every = "corpus"`` (the default): `update()` gathers spaCy's batches until
 it holds as many examples as the training corpus `initialize()` saw, then runs the loss's gradient pass over all
 of them (forward-backward for the CRF loss, whose value is the negative log-likelihood); the next
-`finish_update()` fits a boosting round on it. (The first round comes at once, with the first update: on the
-corpus initialize() read, so that spaCy's evaluation of step 0 scores a round.) So a round is one pass over the
-corpus, the paper's full-gradient round, whatever spaCy's batch size: spaCy's epoch counter counts rounds, and the potentials of
+`finish_update()` fits a boosting round on it. (In spaCy's loop a round also comes with the first update, on the
+corpus initialize() read, and before each of spaCy's evaluations that would see no new round: see update().) So
+a round is a full-gradient round over the corpus, the paper's, whatever spaCy's batch size: spaCy's epoch counter counts rounds, and the potentials of
 the same examples are cached from round to round (a batch of a few hundred words would otherwise make a round of
 its own, from potentials evaluated afresh, and the model would grow by a round per step). With
 ``round_every = "batch"`` every update() / finish_update() pair is a round on that batch: stochastic boosting,
@@ -316,6 +316,7 @@ class TreeCRFComponent(TrainablePipe):
         self._pending: List[Tuple[bytes, Optional[Example]]] = []  # this pass's _entries so far
         self._primed: List[Tuple[bytes, Optional[Example]]] = []  # initialize()'s corpus, for the first round
         self._next_pass: List[Tuple[bytes, Optional[Example]]] = []  # the first round's batch, which opens pass 2
+        self._steps, self._eval_every, self._fresh_round = 0, 0, False  # (_forget_training)
         self._passes = None
         self._unseen_warned: set = set()  # gold labels outside cfg["labels"] already warned about
 
@@ -400,9 +401,12 @@ class TreeCRFComponent(TrainablePipe):
         self.cfg["labels"] = list(labels)
         self.cfg["rounds"] = 0
         self.cfg["corpus_size"] = len(examples)
+        # spaCy's training docs are these, unless components before it annotate them during training
+        in_spacy_loop = self.cfg["round_every"] == "corpus" and nlp is not None and \
+            not nlp.config.get("training", {}).get("annotating_components")
         if nlp is not None:
             self._check_score_weights(nlp)
-            if self.cfg["round_every"] == "corpus":
+            if self.cfg["round_every"] == "corpus" and not in_spacy_loop:
                 self._check_pass_length(nlp, examples)
         if lexicons:
             self.featurizer.lexicons = {**self.featurizer.lexicons, **lexicons}
@@ -419,10 +423,9 @@ class TreeCRFComponent(TrainablePipe):
                                  shared=self.params.shared_trees)
         self.ensemble.set_numeric(self._numeric())
         self._forget_training()
-        # spaCy's training docs are these, unless earlier components annotate them during training
-        if self.cfg["round_every"] == "corpus" and nlp is not None and \
-                not nlp.config.get("training", {}).get("annotating_components"):
+        if in_spacy_loop:
             self._primed = self._entries(examples)
+            self._eval_every = max(0, int(nlp.config["training"].get("eval_frequency") or 0))
 
     def score_keys(self) -> List[str]:
         """The scores this component's scorer gives, by target (the keys [training.score_weights] can weigh)."""
@@ -520,11 +523,17 @@ class TreeCRFComponent(TrainablePipe):
         """Keep the examples (_entries: only the content of those the trainer does not hold already); once a
         round's worth is kept (round_every "corpus": as many examples as the training corpus initialize() saw;
         "batch": this batch) run the gradient pass over all of them for the next finish_update() (for loss="crf"
-        the loss is the NLL; it is reported by the update that completes a round). The first update after
-        initialize(), if its batch is not a whole pass, completes the first round at once, on the corpus initialize() kept (where nlp was given and
-        no [training] annotating_components change the docs): so spaCy's evaluation of step 0, its training
-        log's first row, scores a trained round instead of the empty model. A batch with a gold label the
-        transition constraints forbid is refused here and nothing of it is kept."""
+        the loss is the NLL; it is reported by the update that completes a round). A batch with a gold label the
+        transition constraints forbid is refused here and nothing of it is kept.
+
+        In spaCy's loop (initialize() was given its nlp, round_every "corpus", and no [training]
+        annotating_components change the docs), every row of spaCy's training log is a new round:
+        - the first update fits the first round at once, on the corpus initialize() read (its batch then opens
+          the first pass, so that passes stay spaCy's epochs), so spaCy's evaluation of step 0 scores a round;
+        - an update of a step that spaCy evaluates after ([training] eval_frequency) runs the gradient pass of a
+          round on the corpus of the last pass when no round has been fitted since the last evaluation (a pass of
+          small batches can take longer than eval_frequency steps). Every round is a full-gradient round over
+          the whole corpus either way."""
         if losses is None:
             losses = {}
         losses.setdefault(self.name, 0.0)
@@ -543,6 +552,9 @@ class TreeCRFComponent(TrainablePipe):
         if self.cfg["round_every"] == "corpus" and len(pending) < self.cfg["corpus_size"]:
             self._checked_labels(examples)
             self._pending = pending
+            if self._evaluation_follows() and not self._fresh_round and self._passes is None and self._trainer:
+                self._passes = self._trainer.gradient_pass()  # the corpus of the last pass
+                losses[self.name] += -self._passes.objective
             return losses
         trainer = self._trainer_for(pending)
         self._passes = trainer.gradient_pass()
@@ -550,20 +562,32 @@ class TreeCRFComponent(TrainablePipe):
         losses[self.name] += -self._passes.objective
         return losses
 
+    def _evaluation_follows(self) -> bool:
+        """Whether spaCy's loop evaluates after this step's finish_update ([training] eval_frequency)."""
+        return self._eval_every > 0 and self._steps % self._eval_every == 0
+
     def finish_update(self, sgd=None) -> None:
         """rounds_per_pass boosting rounds on what update() kept, once it has run the first one's gradient pass;
-        each later one runs its own over the trainer's potentials, which every round moves."""
-        if self._passes is None:
-            return
-        passes = self._passes
-        # the trainer holds all the rounds need, so what the pass kept of its examples goes first
-        self._pending = []
-        self._passes = None
-        for _ in range(self.cfg["rounds_per_pass"]):
-            self._trainer.fit_round(self.ensemble, passes=passes)
-            self.cfg["rounds"] += 1
-            passes = None
-        self._pending, self._next_pass = self._next_pass, []
+        each later one runs its own over the trainer's potentials, which every round moves. Counts spaCy's steps
+        (one finish_update each), for update()'s rounds before an evaluation."""
+        if self._passes is not None:
+            passes = self._passes
+            ends_pass = self.cfg["round_every"] == "batch" or len(self._pending) >= self.cfg["corpus_size"]
+            # the trainer holds all the rounds need, so what a finished pass kept of its examples goes first; an
+            # evaluation's round leaves the pass under way as it is
+            going_on = [] if ends_pass else self._pending
+            self._pending = []
+            self._passes = None
+            for _ in range(self.cfg["rounds_per_pass"]):
+                self._trainer.fit_round(self.ensemble, passes=passes)
+                self.cfg["rounds"] += 1
+                passes = None
+            self._pending = self._next_pass if ends_pass else going_on
+            self._next_pass = []
+            self._fresh_round = True
+        if self._evaluation_follows():
+            self._fresh_round = False
+        self._steps += 1
 
     def _digest(self, eg: Example, stored: Tuple[str, ...], computed: List[str], salt: bytes) -> bytes:
         """A content key of one example: spaCy copies examples every step, so identity cannot key the cache.
@@ -607,6 +631,9 @@ class TreeCRFComponent(TrainablePipe):
         self._pending = []
         self._primed = []
         self._next_pass = []
+        self._steps = 0  # finish_update() calls: spaCy's training steps
+        self._eval_every = 0  # spaCy's eval_frequency where initialize() was given its nlp (see update)
+        self._fresh_round = False  # a round fitted since spaCy's last evaluation
 
     def _entries(self, examples: List[Example]) -> List[Tuple[bytes, Optional[Example]]]:
         """(content digest, example) per example, the example None where the trainer holds a sequence with that
