@@ -27,15 +27,16 @@ from spacy_treecrf.engine.booster import BoostParams
 from spacy_treecrf.features import window_features
 
 EWT = "ud_english_ewt/en_ewt-ud-{}.conllu"
+NO_NER_SCORES = [arg for key in ("ents_f", "ents_p", "ents_r") for arg in (f"--training.score_weights.{key}", "null")]
 TASKS = {  # data files (train, dev, test), converter and its options, command-line overrides, score key
     "ner": (["conll2003/train.txt", "conll2003/valid.txt", "conll2003/test.txt"], ["--converter", "ner"], [],
             "ents_f"),
     "upos": ([EWT.format(s) for s in ("train", "dev", "test")], ["--converter", "conllu", "-n", "1"],
-             ["--components.treecrf.target", "pos", "--training.score_weights.pos_acc", "1.0",
-              "--training.score_weights.ents_f", "null"], "pos_acc"),
+             ["--components.treecrf.target", "pos", "--training.score_weights.pos_acc", "1.0"] + NO_NER_SCORES,
+             "pos_acc"),
     "xpos": ([EWT.format(s) for s in ("train", "dev", "test")], ["--converter", "conllu", "-n", "1"],
-             ["--components.treecrf.target", "tag", "--training.score_weights.tag_acc", "1.0",
-              "--training.score_weights.ents_f", "null"], "tag_acc"),
+             ["--components.treecrf.target", "tag", "--training.score_weights.tag_acc", "1.0"] + NO_NER_SCORES,
+             "tag_acc"),
 }
 
 
