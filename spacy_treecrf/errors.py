@@ -37,8 +37,8 @@ class Warnings(metaclass=_WithCodes):
     W008 = ("[components.*.booster] scheduler = {scheduler!r} is ignored: where a pipeline trains is no longer part of "
             "its config; start spacy train with {env}={scheduler} instead.")
 
-    W009 = ("rules(): no leaf holds min_support={min_support:g} examples (the largest holds {largest:g}), so no rule is "
-            "shown: pass a smaller min_support, e.g. rules(top, min_support=0).")
+    W009 = ("rules(): no leaf holds min_support={min_support:g} examples (the largest holds {largest:g}), so no rule "
+            "is shown: pass a smaller min_support, e.g. rules(top, min_support=0).")
 
     W010 = ("{n} spans open with an I- tag (after O, after another type, or first in a sentence): read as B-, as IOB1 "
             "files mean them (where B- only separates two adjacent spans of one type) and as a dangling I- is "

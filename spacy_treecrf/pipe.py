@@ -3,15 +3,15 @@
 Training in spaCy's loop, with ``round_every = "corpus"`` (the default): `update()` gathers spaCy's batches until
 it holds as many examples as the training corpus `initialize()` saw, then runs the loss's gradient pass over all
 of them (forward-backward for the CRF loss, whose value is the negative log-likelihood); the next
-`finish_update()` fits a boosting round on it. (In spaCy's loop a round also comes with the first update, on the
-corpus initialize() read, and before each of spaCy's evaluations that would see no new round: see update().) So
-a round is a full-gradient round over the corpus, the paper's, whatever spaCy's batch size: spaCy's epoch counter counts rounds, and the potentials of
-the same examples are cached from round to round (a batch of a few hundred words would otherwise make a round of
-its own, from potentials evaluated afresh, and the model would grow by a round per step). With
-``round_every = "batch"`` every update() / finish_update() pair is a round on that batch: stochastic boosting,
-and the same thing for a batch as large as the corpus. With ``rounds_per_pass`` n, finish_update() fits n rounds
-instead of one, each from its own gradient pass over the cached potentials the round before moved (the full-batch
-rounds of the estimator): spaCy's epochs then count n rounds each, and its max_steps allows n times as many.
+`finish_update()` fits a boosting round on it. So a round is a full-gradient round over the corpus, the paper's,
+whatever spaCy's batch size, and the potentials of the same examples are cached from round to round (a batch of
+a few hundred words would otherwise make a round of its own, from potentials evaluated afresh, and the model
+would grow by a round per step). In spaCy's loop a round also comes with the first update, on the corpus
+initialize() read, and before each of spaCy's evaluations that would otherwise see no new round (update()), so
+every row of its training log is a new round. With ``round_every = "batch"`` every update() / finish_update()
+pair is a round on that batch: stochastic boosting, and the same thing for a batch as large as the corpus. With
+``rounds_per_pass`` n, finish_update() fits n rounds instead of one, each from its own gradient pass over the
+cached potentials the round before moved (the full-batch rounds of the estimator).
 """
 import copy
 import dataclasses

@@ -83,3 +83,59 @@ def test_training_stats_take_the_last_of_tied_best_evaluations(tmp_path):
     stats = side_by_side.training_stats(tmp_path, dev_tokens=100)
     assert stats["best_step"] == 21 and stats["rounds"] == 21
     assert stats["train_seconds"] == pytest.approx(90.0 - 3.0)  # three dev evaluations of 1 s each
+
+
+def _script(name: str):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, ROOT / f"projects/shared/scripts/{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _features(rng, n_sequences: int, labels):
+    """CSR rows of generated sequences whose label each position's feature column gives away (with noise)."""
+    import numpy as np
+    lengths = rng.integers(3, 9, size=n_sequences)
+    y = rng.integers(0, len(labels), size=int(lengths.sum()))
+    columns = [[int(k), int(rng.integers(len(labels), 40))] if rng.random() < 0.8 else [int(rng.integers(0, 40))]
+               for k in y]
+    indptr = np.concatenate([[0], np.cumsum([len(c) for c in columns])])
+    return indptr, np.array([c for cs in columns for c in sorted(cs)]), np.concatenate([[0], np.cumsum(lengths)]), y
+
+
+@pytest.mark.parametrize("metric,labels", [("f1", ["O", "B-X", "I-X"]), ("acc", ["A", "B", "C"])])
+def test_the_dev_curve_is_the_tasks_own_score_against_seconds_for_both_learners(tmp_path, metric, labels):
+    """CRFsuite's curve holds the task's own dev score (span F1 by refits at checkpoint iterations, token accuracy
+    per iteration) with training seconds, and plot_curves draws it beside TreeCRF's on one axis."""
+    pytest.importorskip("sklearn_crfsuite", reason="the benchmark extra (pip install -e '.[bench]')")
+    pytest.importorskip("matplotlib", reason="the benchmark extra (pip install -e '.[bench]')")
+    import json
+
+    import numpy as np
+    worker, plot = _script("crfsuite_worker"), _script("plot_curves")
+    rng = np.random.default_rng(0)
+    arrays = {"labels": np.array(labels)}
+    for split, n in (("train", 60), ("dev", 20), ("test", 5)):
+        indptr, indices, starts, y = _features(rng, n, labels)
+        arrays.update({f"{split}_indptr": indptr, f"{split}_indices": indices, f"{split}_starts": starts,
+                       f"{split}_y": y})
+    np.savez(tmp_path / "features.npz", **arrays)
+    chosen, _, _ = worker.fit_point(str(tmp_path / "features.npz"), 0.05, 0.01, None, metric, str(tmp_path))
+    data = np.load(tmp_path / "features.npz")
+    curve = worker.dev_curve(data, labels, 0.05, 0.01, None, metric, chosen)
+    assert len(curve) >= 2 and all(0.0 <= point["score"] <= 1.0 for point in curve)
+    assert [p["iterations"] for p in curve] == sorted(p["iterations"] for p in curve)
+    if metric == "f1":
+        assert curve[-1] == dict(iterations=chosen["iterations"], train_seconds=chosen["seconds"],
+                                 score=chosen["dev"])
+    else:  # the holdout log of the same setting: as many iterations, the accuracy the grid point scored
+        assert len(curve) == chosen["iterations"] and curve[-1]["score"] == pytest.approx(chosen["dev"])
+    rows = [dict(kind="treecrf", system="TreeCRF", metric="score", curve=[
+                dict(step=1, score=0.5, train_seconds=1.0), dict(step=2, score=0.7, train_seconds=2.0)]),
+            dict(kind="crfsuite", system="CRFsuite", metric="score", curve_metric="score", c1=0.05, c2=0.01,
+                 curve=[dict(step=p["iterations"], score=p["score"], train_seconds=p["train_seconds"])
+                        for p in curve])]
+    (tmp_path / "results.json").write_text(json.dumps(dict(task="toy", rows=rows)))
+    plot.main(tmp_path / "results.json", tmp_path / "plots")
+    assert (tmp_path / "plots" / "toy_dev_curve.png").stat().st_size > 1000

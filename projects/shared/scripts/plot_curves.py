@@ -2,9 +2,10 @@
 
     python plot_curves.py benchmark/results.json benchmark/
 
-- `<task>_dev_curve.png` (Figure 1): dev score vs boosting round for every TreeCRF pipeline (its training metric,
-  from the `spacy train` log) and dev token accuracy vs L-BFGS iteration for CRFsuite's chosen c1/c2 (CRFsuite's
-  holdout evaluation). For span tasks the two metrics differ, so each learner gets its own panel.
+- `<task>_dev_curve.png` (Figure 1): the task's own dev score (F1 of spans, or token accuracy) against training
+  seconds (evaluations excluded), on one axis: every TreeCRF pipeline's rounds (from the `spacy train` log) and
+  CRFsuite's chosen c1/c2 (crfsuite_worker.py's dev_curve: per L-BFGS iteration for accuracy, refits at
+  checkpoint iterations for F1).
 - `<task>_train_seconds.png` (Figure 2): cumulative training seconds (evaluations excluded) vs round / iteration.
   TreeCRF and stock spaCy: from the `spacy train` log, so the first point includes reading and featurizing the
   data; CRFsuite: the per-iteration times of its log, without the loading of the data into CRFsuite (the
@@ -29,26 +30,20 @@ def main(results_path, out_dir):
     crf = [r for r in res["rows"] if r["kind"] == "crfsuite"]
     stock = [r for r in res["rows"] if r["kind"] == "stock"][:1]
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for r in tree:
-        xs = [c["step"] for c in r["curve"]]
-        axes[0].plot(xs, [c["score"] * 100 for c in r["curve"]], marker=".", label=f"{r['system']} ({r['metric']})")
-        if r.get("best_step") is not None:
-            axes[0].axvline(r["best_step"], color="grey", lw=0.6)
-    axes[0].set_xlabel("boosting round")
-    axes[0].set_ylabel("dev score (%)")
-    axes[0].set_title(f"{task}: TreeCRF (model-best marked)", fontsize=9)
-    axes[0].legend(fontsize=7)
-    for r in crf:
-        pts = [(c["step"], c["score"]) for c in r["curve"] if c["score"] is not None]
-        if pts:
-            axes[1].plot([x for x, _ in pts], [y * 100 for _, y in pts],
-                         label=f"{r['system']} c1={r['c1']:g} c2={r['c2']:g}")
-    axes[1].set_xlabel("L-BFGS iteration")
-    axes[1].set_ylabel("dev token accuracy (%)")
-    axes[1].set_title(f"{task}: CRFsuite (holdout evaluation)", fontsize=9)
-    if crf:
-        axes[1].legend(fontsize=7)
+    metrics = sorted({r["metric"] for r in tree + crf})
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for r in tree + crf:
+        pts = [(c["train_seconds"], c["score"]) for c in r["curve"]
+               if c.get("train_seconds") is not None and c.get("score") is not None]
+        if not pts or r.get("curve_metric", r["metric"]) != r["metric"]:
+            continue  # (results.json of older runs: CRFsuite's curve in token accuracy, another metric)
+        label = r["system"] if r["kind"] == "treecrf" else f"{r['system']} c1={r['c1']:g} c2={r['c2']:g}"
+        ax.plot([x for x, _ in pts], [y * 100 for _, y in pts], marker="." if r["kind"] == "treecrf" else "x",
+                label=label)
+    ax.set_xlabel("training seconds (evaluations excluded)")
+    ax.set_ylabel(f"dev {' / '.join(metrics)} (%)")
+    ax.set_title(f"{task}: dev score against training time", fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(out / f"{task}_dev_curve.png", dpi=110)
     plt.close(fig)

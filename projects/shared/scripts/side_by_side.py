@@ -329,19 +329,15 @@ def main(argv=None):
             scores = numeric(treecrf_score(examples, target=pipe.target, spans_key=pipe.cfg["spans_key"],
                                            token_attr=pipe.cfg["token_attr"]))
             tag_seconds = finfo["test"]["featurize_seconds"] + crf["predict_seconds"]
-            cum, total = [], 0.0
-            for s in crf["iteration_seconds"]:
-                total += s
-                cum.append(total)
             crow = dict(system=f"CRFsuite {label}", kind="crfsuite", metric=key, score=scores[key], scores=scores,
                         c1=crf["chosen"]["c1"], c2=crf["chosen"]["c2"], dev=crf["dev"], grid=crf["grid"],
                         train_seconds=crf["seconds"], wall_seconds=sum(g["seconds"] for g in crf["grid"]),
                         rounds=crf["iterations"], tokens_per_second=finfo["test"]["tokens"] / tag_seconds,
                         train_peak_rss_mb=crf["peak_rss_mb"], tag_peak_rss_mb=crf["peak_rss_mb"],
                         n_features=finfo["n_features"], featurize=finfo,
-                        curve=[dict(step=i + 1, score=a, train_seconds=c) for i, (a, c) in
-                               enumerate(zip(crf.get("dev_curve_item_accuracy") or [None] * len(cum), cum))],
-                        curve_metric="dev token accuracy (CRFsuite holdout)")
+                        curve=[dict(step=point["iterations"], score=point["score"],
+                                    train_seconds=point["train_seconds"]) for point in crf.get("dev_curve", [])],
+                        curve_metric=key)
             row["train_seconds_ratio"] = (row["train_seconds"] / crow["train_seconds"]
                                           if row["train_seconds"] is not None else None)
             row["tokens_per_second_ratio"] = row["tokens_per_second"] / crow["tokens_per_second"]
