@@ -1,5 +1,6 @@
 """Command line: `python -m spacy_treecrf inspect|explain|convert|evaluate`: a trained pipeline's strongest rules,
 why each token of a text gets its label, column files to .spacy, and a pipeline scored on a column file."""
+import functools
 from pathlib import Path
 from typing import List, Optional
 
@@ -12,7 +13,29 @@ from .errors import Errors, Warnings
 app = typer.Typer(help="spacy-treecrf: TreeCRF sequence labelling for spaCy", no_args_is_help=True)
 
 
+class UserError(Exception):
+    """A coded message for the user: printed alone on stderr, exit status 1."""
+
+
+def one_line_errors(command):
+    """The one error path of every command: an error of the package, whose message carries a code ("[E113] ..."),
+    raised by spaCy's loading as much as by this package, is printed as that one line on stderr with exit status
+    1, not under a traceback of the package's internals; any other error keeps its traceback (a bug to report)."""
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except (UserError, ValueError, TypeError, OSError, KeyError) as err:
+            message = str(err.args[0]) if err.args else ""
+            if not isinstance(err, UserError) and not message.startswith("[E"):
+                raise
+            typer.echo(message, err=True)
+            raise typer.Exit(1)
+    return run
+
+
 @app.command()
+@one_line_errors
 def inspect(pipeline: Path = typer.Argument(..., help="A trained pipeline directory or package name"),
             top: int = typer.Option(10, help="Rules per component"),
             min_support: float = typer.Option(5.0, help="Smallest leaf support shown")):
@@ -33,11 +56,11 @@ def inspect(pipeline: Path = typer.Argument(..., help="A trained pipeline direct
         for label, rule, value, support in pipe.rules(top, min_support):
             typer.echo(f"  {label:>10s} {value:+.3f}  n={support:<8.0f} {rule}")
     if not found:
-        typer.echo(Errors.E148.format(pipeline=pipeline), err=True)
-        raise typer.Exit(1)
+        raise UserError(Errors.E148.format(pipeline=pipeline))
 
 
 @app.command()
+@one_line_errors
 def explain(pipeline: Path = typer.Argument(..., help="A trained pipeline directory or package name"),
             text: str = typer.Argument(..., help="The text to tag and explain"),
             component: Optional[str] = typer.Option(None, help="The treecrf component (default: every one)"),
@@ -50,11 +73,9 @@ def explain(pipeline: Path = typer.Argument(..., help="A trained pipeline direct
     nlp = spacy.load(pipeline)
     names = [name for name, pipe in nlp.pipeline if isinstance(pipe, TreeCRFComponent)]
     if not names:
-        typer.echo(Errors.E148.format(pipeline=pipeline), err=True)
-        raise typer.Exit(1)
+        raise UserError(Errors.E148.format(pipeline=pipeline))
     if component is not None and component not in names:
-        typer.echo(Errors.E179.format(name=component, pipeline=pipeline, names=names), err=True)
-        raise typer.Exit(1)
+        raise UserError(Errors.E179.format(name=component, pipeline=pipeline, names=names))
     doc = nlp.make_doc(text)
     for name, pipe in nlp.pipeline:  # each treecrf explained on the doc as it receives it
         if name in names and component in (None, name):
@@ -91,6 +112,7 @@ def column_corpus(input_path, format, columns, words_column, label_column, sep, 
 
 
 @app.command()
+@one_line_errors
 def convert(input_path: Path = INPUT_PATH,
             output_path: Path = typer.Argument(..., help="Output .spacy file"),
             format: str = FORMAT, columns: Optional[str] = COLUMNS, words_column: Optional[str] = WORDS_COLUMN,
@@ -99,14 +121,9 @@ def convert(input_path: Path = INPUT_PATH,
             lang: str = typer.Option("en", help="Language of the blank vocab")):
     """Convert a column file to a .spacy DocBin (gold on the docs; kept columns as token attributes). Any layout:
     --format columns --columns word,pos,tag --target tag (words: the first column, labels: the last)."""
-    try:
-        corpus = column_corpus(input_path, format, columns, words_column, label_column, sep, target, spans_key,
-                               keep, split)
-        nlp = spacy.blank(lang)
-        docs = [eg.reference for eg in corpus(nlp)]
-    except ValueError as err:
-        typer.echo(str(err), err=True)
-        raise typer.Exit(1)
+    corpus = column_corpus(input_path, format, columns, words_column, label_column, sep, target, spans_key, keep,
+                           split)
+    docs = [eg.reference for eg in corpus(spacy.blank(lang))]
     for doc in docs:  # column files do not record spacing: `spacy evaluate` then keeps these tokens
         doc.has_unknown_spaces = True
     DocBin(docs=docs, store_user_data=True).to_disk(output_path)
@@ -116,6 +133,7 @@ def convert(input_path: Path = INPUT_PATH,
 
 
 @app.command()
+@one_line_errors
 def evaluate(pipeline: Path = typer.Argument(..., help="A trained pipeline"),
              input_path: Path = INPUT_PATH, format: str = FORMAT, columns: Optional[str] = COLUMNS,
              words_column: Optional[str] = WORDS_COLUMN, label_column: Optional[str] = LABEL_COLUMN,
@@ -126,14 +144,16 @@ def evaluate(pipeline: Path = typer.Argument(..., help="A trained pipeline"),
     reach the predicted docs, which `spacy evaluate` on a .spacy file cannot do."""
     import srsly
 
+    from .pipe import TreeCRFComponent
+
     nlp = spacy.load(pipeline)
-    try:
-        corpus = column_corpus(input_path, format, columns, words_column, label_column, sep, target, spans_key,
-                               keep, split)
-        examples = list(corpus(nlp))
-    except ValueError as err:
-        typer.echo(str(err), err=True)
-        raise typer.Exit(1)
+    corpus = column_corpus(input_path, format, columns, words_column, label_column, sep, target, spans_key, keep,
+                           split)
+    examples = list(corpus(nlp))
+    crfs = [pipe for _, pipe in nlp.pipeline if isinstance(pipe, TreeCRFComponent)]
+    if crfs and not any(pipe.has_gold(eg.reference) for pipe in crfs for eg in examples):
+        raise UserError(Errors.E208.format(path=input_path, targets=sorted({pipe.target for pipe in crfs}),
+                                           format=format))
     scores = nlp.evaluate(examples)
     for key, value in scores.items():
         if isinstance(value, float):

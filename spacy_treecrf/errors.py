@@ -3,6 +3,13 @@
 too."""
 
 
+def excerpt(text, limit: int = 200) -> str:
+    """``text`` as a message shows it: its repr, cut to ``limit`` characters with its length said (a line of a
+    file can be megabytes long, and a message is printed whole)."""
+    shown = repr(text)
+    return shown if len(shown) <= limit else f"{shown[:limit]}... ({len(text):,} characters)"
+
+
 class _WithCodes(type):
     def __getattribute__(self, code: str) -> str:
         msg = super().__getattribute__(code)
@@ -20,7 +27,7 @@ class Warnings(metaclass=_WithCodes):
 
     W003 = ("spacy_treecrf was installed without compiled kernels, and numba can cache them neither next to it nor in "
             "a user's cache folder (no writable HOME): they are compiled in every process, into {path}, which is "
-            "removed when the process exits (set NUMBA_CACHE_DIR to keep them across processes).")
+            "removed when the process exits (set NUMBA_CACHE_DIR to a writable folder to keep them across processes).")
 
     W004 = ("Component '{name}': a boosting round is one pass over the training corpus ({docs} docs, {words} words), "
             "which [training.batcher] cuts into {steps} steps, but [training] {key} is {value} steps, so training "
@@ -247,11 +254,11 @@ class Errors(metaclass=_WithCodes):
     E130 = 'ColumnCorpus: target must be one of {targets}, not {target!r}'
     E131 = 'ColumnCorpus: limit must be an integer >= 0, not {limit!r}'
     E132 = "ColumnCorpus: 'path' is not set"
-    E133 = '{path}, line {lineno}: expected {n_columns} columns, found {n_fields}: {line!r}'
-    E134 = '{path}, line {lineno}: expected 4 tab-separated fields, found {n_fields}: {line!r}'
-    E135 = '{split_path}, line {lineno}: word {word!r} has no aligned entry in nettalk.data'
-    E136 = "{path}, line {lineno}: expected '<residue> <h|e|_>', found {line!r}"
-    E137 = '{where}: invalid BIO label {tag!r} (expected O, B-X or I-X)'
+    E133 = '{path}, line {lineno}: expected {n_columns} columns, found {n_fields}: {line}'
+    E134 = '{path}, line {lineno}: expected 4 tab-separated fields, found {n_fields}: {line}'
+    E135 = '{split_path}, line {lineno}: word {word} has no aligned entry in nettalk.data'
+    E136 = "{path}, line {lineno}: expected '<residue> <h|e|_>', found {line}"
+    E137 = '{where}: invalid BIO label {tag} (expected O, B-X or I-X)'
     E138 = "label scheme 'token_attr' needs token_attr"
     E139 = "label scheme / target 'token_attr' needs the token_attr setting"
     E140 = 'input columns: two columns are mapped to {attr!r}'
@@ -262,7 +269,7 @@ class Errors(metaclass=_WithCodes):
     E143 = "ColumnCorpus: format {format!r} has fixed columns {formats}; 'columns' is only for format 'columns'"
     E144 = 'ColumnCorpus: NETtalk split must be one of {nettalk_splits}, not {split!r}'
     E145 = "ColumnCorpus: 'split' only applies to format 'nettalk'"
-    E146 = '{where}: {value!r} is not a Universal POS tag (pos_)'
+    E146 = '{where}: {value} is not a Universal POS tag (pos_)'
     # the command line (cli.py)
     E148 = 'No treecrf component in {pipeline}'
     E177 = 'treecrf.explain: doc must be a spaCy Doc (e.g. nlp.make_doc(text)), got {kind}'
@@ -299,5 +306,9 @@ class Errors(metaclass=_WithCodes):
             "the workers cannot reach each other's addresses)")
     E207 = ("{where}: where a fit runs is no longer a setting kept with the model: give the Dask scheduler to the "
             "fit itself, {how}")
+    E209 = ("{path}, line {lineno}: not {encoding} text ({reason} at byte {position} of the line); convert the file to "
+            "{encoding} first")
+    E208 = ("evaluate: {path}, read with --format {format}, holds no gold annotation of {targets}, so every score "
+            "would be 0: point --format (or --columns and --label-column) at the column that holds the labels")
     E200 = ("treecrf: 'rounds_per_pass' must be an integer from 1 to {maximum} (boosting rounds fitted on each pass's "
             "gradient), got {value!r}")

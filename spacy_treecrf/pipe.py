@@ -368,6 +368,13 @@ class TreeCRFComponent(TrainablePipe):
         name = self.cfg["token_attr"]
         return [None if t._.get(name) in (None, "") else str(t._.get(name)) for t in doc]
 
+    def has_gold(self, doc: Doc) -> bool:
+        """Whether the reference ``doc`` holds any gold annotation of this component's target (a scorer gives 0
+        or nothing where none does)."""
+        if self.target == "spans":
+            return self.cfg["spans_key"] in doc.spans
+        return any(label is not None for label in self._reference_labels(doc))
+
     def _gold(self, eg: Example) -> List[Optional[str]]:
         """Reference labels moved onto the predicted tokens; misaligned tokens are unknown (summed over)."""
         ref = self._reference_labels(eg.reference)

@@ -29,7 +29,7 @@ from spacy.parts_of_speech import IDS as POS_IDS
 from spacy.tokens import Doc, Span, Token
 from spacy.training import Corpus, Example
 from spacy.vocab import Vocab
-from .errors import Errors
+from .errors import Errors, excerpt
 
 ColumnRef = Union[str, int]
 Row = Tuple[str, ...]
@@ -51,11 +51,22 @@ NETTALK_SPLITS = ("train_1000", "test_1000", "all")
 
 # ------------------------------------------------------------------------------------------ raw readers
 
-def _open(path: Union[str, Path], encoding: str = "utf8"):
+def _lines(path: Union[str, Path], encoding: str = "utf8") -> Iterator[Tuple[int, str]]:
+    """(line number, line without its line break) of a text file, each line decoded on its own so that bytes
+    that are not ``encoding`` are an error naming the file and line; a UTF-8 byte-order mark opening the file is
+    not text (it would become part of the first token)."""
     p = Path(path)
     if not p.is_file():
         raise ValueError(Errors.E115.format(path=path))
-    return p.open(encoding=encoding)
+    with p.open("rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            try:
+                yield lineno, raw.decode(encoding).rstrip("\r\n")
+            except UnicodeDecodeError as err:
+                raise ValueError(Errors.E209.format(path=path, lineno=lineno, encoding=encoding, reason=err.reason,
+                                                    position=err.start)) from None
 
 
 def _iter_sentences(path: Union[str, Path], n_columns: Optional[int], sep: Optional[str]
@@ -64,27 +75,25 @@ def _iter_sentences(path: Union[str, Path], n_columns: Optional[int], sep: Optio
     sentence). With ``n_columns`` None the first data line fixes the column count."""
     rows: List[Row] = []
     linenos: List[int] = []
-    with _open(path) as f:
-        for lineno, line in enumerate(f, 1):
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                if rows:
-                    yield rows, linenos
-                    rows, linenos = [], []
-                continue
-            fields = line.split(sep) if sep is not None else line.split()
-            if fields[0] == "-DOCSTART-":
-                if rows:
-                    yield rows, linenos
-                    rows, linenos = [], []
-                continue
-            if n_columns is None:
-                n_columns = len(fields)
-            if len(fields) != n_columns:
-                raise ValueError(Errors.E133.format(path=path, lineno=lineno, n_columns=n_columns,
-                                                    n_fields=len(fields), line=line))
-            rows.append(tuple(fields))
-            linenos.append(lineno)
+    for lineno, line in _lines(path):
+        if not line.strip():
+            if rows:
+                yield rows, linenos
+                rows, linenos = [], []
+            continue
+        fields = line.split(sep) if sep is not None else line.split()
+        if fields[0] == "-DOCSTART-":
+            if rows:
+                yield rows, linenos
+                rows, linenos = [], []
+            continue
+        if n_columns is None:
+            n_columns = len(fields)
+        if len(fields) != n_columns:
+            raise ValueError(Errors.E133.format(path=path, lineno=lineno, n_columns=n_columns,
+                                                n_fields=len(fields), line=excerpt(line)))
+        rows.append(tuple(fields))
+        linenos.append(lineno)
     if rows:
         yield rows, linenos
 
@@ -119,23 +128,21 @@ def read_nettalk_entries(path_dir: Union[str, Path]) -> Tuple[List[Tuple[str, st
     entries: List[Tuple[str, str, str, int]] = []
     skipped: List[int] = []
     in_header = True
-    with _open(path, encoding="ascii") as f:
-        for lineno, line in enumerate(f, 1):
-            line = line.rstrip("\r\n")
-            if not line.strip():
+    for lineno, line in _lines(path, encoding="ascii"):
+        if not line.strip():
+            continue
+        fields = [x.strip() for x in line.split("\t")]
+        if in_header:
+            if len(fields) < 3 or not fields[0].isalpha():
                 continue
-            fields = [x.strip() for x in line.split("\t")]
-            if in_header:
-                if len(fields) < 3 or not fields[0].isalpha():
-                    continue
-                in_header = False
-            if len(fields) < 3:
-                raise ValueError(Errors.E134.format(path=path, lineno=lineno, n_fields=len(fields), line=line))
-            word, phonemes, stress = fields[:3]
-            if not word or not len(word) == len(phonemes) == len(stress):
-                skipped.append(lineno)
-                continue
-            entries.append((word, phonemes, stress, lineno))
+            in_header = False
+        if len(fields) < 3:
+            raise ValueError(Errors.E134.format(path=path, lineno=lineno, n_fields=len(fields), line=excerpt(line)))
+        word, phonemes, stress = fields[:3]
+        if not word or not len(word) == len(phonemes) == len(stress):
+            skipped.append(lineno)
+            continue
+        entries.append((word, phonemes, stress, lineno))
     return entries, skipped
 
 
@@ -150,14 +157,13 @@ def _nettalk_selection(path_dir: Union[str, Path], split: str) -> List[Tuple[str
         first.setdefault(entry[0], entry)
     split_path = Path(path_dir) / f"split_{split}.txt"
     out = []
-    with _open(split_path, encoding="ascii") as f:
-        for lineno, line in enumerate(f, 1):
-            word = line.strip()
-            if not word:
-                continue
-            if word not in first:
-                raise ValueError(Errors.E135.format(split_path=split_path, lineno=lineno, word=word))
-            out.append(first[word])
+    for lineno, line in _lines(split_path, encoding="ascii"):
+        word = line.strip()
+        if not word:
+            continue
+        if word not in first:
+            raise ValueError(Errors.E135.format(split_path=split_path, lineno=lineno, word=excerpt(word)))
+        out.append(first[word])
     return out
 
 
@@ -192,23 +198,22 @@ def _protein_sentences(path: Union[str, Path], split_at: str = "segment") -> Lis
     out: List[Tuple[List[Row], List[int]]] = []
     rows: List[Row] = []
     linenos: List[int] = []
-    with _open(path, encoding="ascii") as f:
-        for lineno, line in enumerate(f, 1):
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            if line in ("end", "<end>") or (line == "<>" and split_at == "segment"):
-                if rows:
-                    out.append((rows, linenos))
-                rows, linenos = [], []
-                continue
-            if line == "<>":
-                continue
-            fields = line.split()
-            if len(fields) != 2 or len(fields[0]) != 1 or fields[1] not in ("h", "e", "_"):
-                raise ValueError(Errors.E136.format(path=path, lineno=lineno, line=line))
-            rows.append((fields[0], fields[1]))
-            linenos.append(lineno)
+    for lineno, line in _lines(path, encoding="ascii"):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line in ("end", "<end>") or (line == "<>" and split_at == "segment"):
+            if rows:
+                out.append((rows, linenos))
+            rows, linenos = [], []
+            continue
+        if line == "<>":
+            continue
+        fields = line.split()
+        if len(fields) != 2 or len(fields[0]) != 1 or fields[1] not in ("h", "e", "_"):
+            raise ValueError(Errors.E136.format(path=path, lineno=lineno, line=excerpt(line)))
+        rows.append((fields[0], fields[1]))
+        linenos.append(lineno)
     if rows:
         out.append((rows, linenos))
     return out
@@ -227,7 +232,7 @@ def bio_to_spans(labels: Sequence[str], where: Callable[[int], str] = lambda i: 
         elif len(tag) > 2 and tag[1] == "-" and tag[0] in "BI":
             kind, typ = tag[0], tag[2:]
         else:
-            raise ValueError(Errors.E137.format(where=where(i), tag=tag))
+            raise ValueError(Errors.E137.format(where=where(i), tag=excerpt(tag)))
         if kind == "I" and cur == typ:
             continue
         if cur is not None:
@@ -265,7 +270,7 @@ def make_doc(vocab: Vocab, words: List[str], attrs: Optional[Dict[str, List[str]
         elif attr == "pos_":
             for i, v in enumerate(values):
                 if v not in UPOS:
-                    raise ValueError(Errors.E146.format(where=where(i), value=v))
+                    raise ValueError(Errors.E146.format(where=where(i), value=excerpt(v)))
             kwargs["pos"] = values
         elif attr == "lemma_":
             kwargs["lemmas"] = values
@@ -300,7 +305,7 @@ def set_gold(doc: Doc, labels: List[str], label_scheme: str, spans_key: str = "s
         else:
             for i, (token, value) in enumerate(zip(doc, labels)):
                 if attr == "pos_" and value not in UPOS:
-                    raise ValueError(Errors.E146.format(where=where(i), value=value))
+                    raise ValueError(Errors.E146.format(where=where(i), value=excerpt(value)))
                 setattr(token, attr, value)
     else:
         raise ValueError(Errors.E125.format(label_scheme=label_scheme, label_schemes=list(LABEL_SCHEMES)))

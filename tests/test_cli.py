@@ -53,6 +53,34 @@ def test_convert_inspect_evaluate(tmp_path):
     assert "ents_f" in out.output
 
 
+def test_every_command_prints_a_coded_error_as_one_line_and_evaluate_refuses_data_without_the_target(tmp_path):
+    """A damaged model, a missing file, data without the target's gold: one coded line and exit status 1, not a
+    traceback around it (nor ents_f 0.0 and exit 0)."""
+    src = tmp_path / "mini.txt"
+    src.write_text(CONLL, encoding="utf8")
+    nlp = spacy.blank("en")
+    runner = CliRunner()
+    assert runner.invoke(app, ["convert", str(src), str(tmp_path / "mini.spacy")]).exit_code == 0
+    examples = list(Corpus(str(tmp_path / "mini.spacy"))(nlp))
+    nlp.add_pipe("treecrf", config=component_config({"max_leaves": 4}))
+    nlp.initialize(lambda: examples)
+    nlp.update(examples)
+    nlp.to_disk(tmp_path / "model")
+    two = tmp_path / "two.txt"
+    two.write_text("The DT\ndog NN\n", encoding="utf8")
+    out = runner.invoke(app, ["evaluate", str(tmp_path / "model"), str(two), "--format", "columns", "--columns",
+                              "word,tag", "--target", "tag"])
+    assert out.exit_code == 1 and "E208" in out.output and str(two) in out.output and "ner" in out.output
+    damaged = tmp_path / "model" / "treecrf" / "model.msgpack"
+    damaged.write_bytes(damaged.read_bytes()[:100])
+    for args in (["inspect", str(tmp_path / "model")], ["explain", str(tmp_path / "model"), "Alice visited ."],
+                 ["evaluate", str(tmp_path / "model"), str(src)],
+                 ["convert", str(tmp_path / "missing.txt"), str(tmp_path / "x.spacy")]):
+        out = runner.invoke(app, args)
+        lines = [line for line in out.output.splitlines() if line.strip()]
+        assert out.exit_code == 1 and len(lines) == 1 and lines[0].startswith("[E"), (args, out.output[-2000:])
+
+
 def test_the_command_line_docstring_names_every_command():
     import spacy_treecrf.cli as cli
 

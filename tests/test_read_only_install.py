@@ -115,6 +115,35 @@ def test_read_only_install_loads_its_kernels_and_leaves_nothing(tmp_path):
     assert result["overlay"].startswith(str(tmp_path / "home" / ".cache")) and Path(result["overlay"]).is_dir()
 
 
+def test_a_read_only_numba_cache_dir_holding_the_kernels_is_read(tmp_path):
+    """NUMBA_CACHE_DIR set to a cache made ahead and mounted read-only (numba alone refuses it: "no locator
+    available"), the package's own folders unwritable and no HOME: the kernels load from that cache, and nothing
+    is left behind."""
+    site, tmp, cwd, cache = tmp_path / "site", tmp_path / "tmp", tmp_path / "cwd", tmp_path / "cache"
+    for folder in (site, tmp, cwd, cache):
+        folder.mkdir()
+    probe = subprocess.run(_read_only(cache, ["touch", str(cache / "probe")]), capture_output=True, text=True)
+    if shutil.which("unshare") is None or "Read-only file system" not in probe.stderr:
+        pytest.skip(f"no read-only bind mount in a new mount namespace here: {probe.stderr.strip()[-300:]}")
+    package = _copy_package(site, with_kernels=False)
+    for folder in (package, package / "engine"):
+        (folder / "__pycache__").write_text("")  # a file where numba would make its cache directory
+        compiled = PACKAGE / folder.relative_to(package) / "__pycache__"  # the checkout's, as a start
+        place = cache / _CacheLocator.get_suitable_cache_subpath(str(folder / "__init__.py"))
+        shutil.copytree(compiled, place, ignore=shutil.ignore_patterns("*.pyc"), dirs_exist_ok=True)
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(site), "NUMBA_CACHE_DIR": str(cache), "TMPDIR": str(tmp)}
+    model = tmp_path / "model"
+    trained = subprocess.run([sys.executable, "-c", TRAIN, str(model)], capture_output=True, text=True,
+                             env={**env, "HOME": str(tmp_path / "home")}, cwd=cwd, timeout=900)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    out = subprocess.run(_read_only(cache, [sys.executable, "-c", LOAD, str(model)]), capture_output=True,
+                         text=True, env=env, cwd=cwd, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["compiled"] == [] and result["overlay"].startswith(str(tmp))
+    assert list(tmp.iterdir()) == [] and list(cwd.iterdir()) == []
+
+
 def test_import_and_predict_where_numba_cannot_write_a_cache(tmp_path):
     package = _copy_package(tmp_path / "site", with_kernels=False)
     for folder in (package, package / "engine"):

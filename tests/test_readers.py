@@ -1,5 +1,6 @@
 """Column / NETtalk / protein readers, Doc building, the registered corpus reader; counts against the READMEs."""
 import os
+import re
 import types
 from collections import Counter
 from pathlib import Path
@@ -283,3 +284,20 @@ def test_column_corpus_reads_spacy_docbins_too(tmp_path):
             assert [t.tag_ for t in eg.predicted] == ["NNP", "VBZ", "IN", "NNP"]
             assert [(e.text, e.label_) for e in eg.reference.ents] == [("Alice", "PER"), ("Paris", "LOC")]
             assert not eg.predicted.ents
+
+
+def test_column_files_a_long_line_undecodable_bytes_and_a_byte_order_mark(tmp_path):
+    """A megabyte line with the wrong column count is shown cut, with its length; bytes that are not UTF-8 are an
+    error naming the file and line; a UTF-8 byte-order mark is not part of the first token."""
+    long = tmp_path / "long.txt"
+    long.write_text("a B-X\n\n" + "x " * 500_000 + "\n", encoding="utf8")
+    with pytest.raises(ValueError, match=r"E133.*line 3.*\(1,000,000 characters\)") as caught:
+        list(read_columns(long, ["word", "ner"]))
+    assert len(str(caught.value)) < 500
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes("a O\nb O\ncaf\u00e9 O\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=rf"E209.*{re.escape(str(bad))}, line 3: not utf8 text"):
+        list(read_columns(bad, ["word", "ner"]))
+    bom = tmp_path / "bom.txt"
+    bom.write_bytes("\ufeffThe DT\ndog NN\n".encode("utf8"))
+    assert list(read_columns(bom, ["word", "tag"])) == [[("The", "DT"), ("dog", "NN")]]

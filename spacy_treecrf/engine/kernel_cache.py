@@ -8,12 +8,13 @@ them all again in the user's cache (10 s before a first `spacy.load`), or, where
 (no HOME), refuse to define them at all.
 
 PackageCacheLocator is tried before numba's own locators, for this package's modules only:
-- NUMBA_CACHE_DIR set, or the package's __pycache__ folders writable: it steps aside and numba does as it always
-  does (an editable install, a writable site-packages);
+- a writable NUMBA_CACHE_DIR, or (without one) writable __pycache__ folders of the package: it steps aside and
+  numba does as it always does (an editable install, a writable site-packages, a cache folder of the user's);
 - otherwise it caches in an *overlay*: a writable folder that holds a link to each compiled file of the package's
-  __pycache__. numba loads the shipped kernels through the links, and what it compiles anew is written into the
-  overlay: a new data file, and an index that replaces the index's link (numba writes a temporary file and renames
-  it), never the shipped file. The overlay is kept in the user's cache folder (a folder per install) when the
+  __pycache__ and of the package's folders in a NUMBA_CACHE_DIR that cannot be written (a read-only cache made
+  ahead, which numba would refuse: "no locator available"). numba loads those kernels through the links, and what
+  it compiles anew is written into the overlay: a new data file, and an index that replaces the index's link
+  (numba writes a temporary file and renames it), never a linked file. The overlay is kept in the user's cache folder (a folder per install) when the
   environment names one (HOME or XDG_CACHE_HOME) that can be written, so kernels compiled there last; otherwise it
   is a temporary folder of this process, removed when the process exits.
 
@@ -63,19 +64,27 @@ def _user_cache_root() -> Optional[str]:
     return root if can_write(root) else None
 
 
-def _shipped_files(folder: str) -> Dict[str, str]:
-    """The compiled files in ``folder``'s __pycache__: name → path ({} where there is none or it cannot be read)."""
-    pycache = os.path.join(folder, "__pycache__")
-    try:
-        names = os.listdir(pycache)
-    except OSError:
-        return {}
-    return {name: os.path.join(pycache, name) for name in names if name.endswith(COMPILED_SUFFIXES)}
+def _compiled_files(folder: str) -> Dict[str, str]:
+    """The compiled files of ``folder``'s kernels, name → path: those in its __pycache__ (shipped), then those in
+    NUMBA_CACHE_DIR's subfolder for it (numba's naming), which win; {} where there are none or they cannot be
+    read."""
+    places = [os.path.join(folder, "__pycache__")]
+    if numba.config.CACHE_DIR:
+        places.append(os.path.join(numba.config.CACHE_DIR,
+                                   _IN_TREE.get_suitable_cache_subpath(os.path.join(folder, "__init__.py"))))
+    found: Dict[str, str] = {}
+    for place in places:
+        try:
+            names = os.listdir(place)
+        except OSError:
+            continue
+        found.update({name: os.path.join(place, name) for name in names if name.endswith(COMPILED_SUFFIXES)})
+    return found
 
 
 def _link_shipped(folder: str, overlay: str) -> None:
-    """Link (or copy) each compiled file of ``folder``'s __pycache__ into ``overlay`` (see the module docstring)."""
-    for name, shipped in _shipped_files(folder).items():
+    """Link (or copy) each of ``folder``'s compiled files into ``overlay`` (see the module docstring)."""
+    for name, shipped in _compiled_files(folder).items():
         target = os.path.join(overlay, name)
         try:
             if os.path.lexists(target):
@@ -99,14 +108,17 @@ class _Overlays:
         self.linked: Dict[str, str] = {}  # package folder → its overlay folder
 
     def choose(self) -> None:
-        if numba.config.CACHE_DIR or all(can_write(os.path.join(folder, "__pycache__")) for folder in FOLDERS):
+        if numba.config.CACHE_DIR:
+            if can_write(numba.config.CACHE_DIR):
+                return
+        elif all(can_write(os.path.join(folder, "__pycache__")) for folder in FOLDERS):
             return
         self.root = _user_cache_root()
         if self.root is None:
             self.root = tempfile.mkdtemp(prefix="spacy_treecrf_kernels_")
             self.persists = False
             atexit.register(shutil.rmtree, self.root, ignore_errors=True)
-            if not any(_shipped_files(folder) for folder in FOLDERS):
+            if not any(_compiled_files(folder) for folder in FOLDERS):
                 warnings.warn(Warnings.W003.format(path=self.root), stacklevel=3)
 
     def folder_for(self, py_file: str) -> str:
@@ -133,7 +145,7 @@ class PackageCacheLocator(_IN_TREE):
 
     @classmethod
     def from_function(cls, py_func, py_file):
-        if OVERLAYS.root is None or numba.config.CACHE_DIR:
+        if OVERLAYS.root is None:
             return None
         if os.path.dirname(os.path.abspath(py_file)) not in FOLDERS:
             return None
@@ -151,7 +163,7 @@ def install() -> None:
 def persists() -> bool:
     """Whether a kernel's compiled code outlasts this process: shipped with the package, or cached where the next
     process finds it. False only for a temporary overlay over a package that ships no compiled kernels."""
-    return OVERLAYS.persists or any(_shipped_files(folder) for folder in FOLDERS)
+    return OVERLAYS.persists or any(_compiled_files(folder) for folder in FOLDERS)
 
 
 def in_kernel_cache(kernel) -> bool:
