@@ -85,6 +85,8 @@ class Errors(metaclass=_WithCodes):
     E021 = 'Model data holds a {found!r}, expected {kind!r}'
     E022 = ('{kind} model data has format version {version!r}; this spacy_treecrf reads up to {format_version}: '
             'upgrade spacy_treecrf')
+    E210 = ("{kind} model data has the format version {version!r}, which is no version number (a whole number from "
+            "1): the file is damaged")
     E023 = '{kind} model data has no payload'
     E024 = "Model data lacks the field '{name}'"
     E025 = "Model data field '{name}' should be {type_name}, got {type_name_2}"
@@ -308,6 +310,9 @@ class Errors(metaclass=_WithCodes):
             "fit itself, {how}")
     E209 = ("{path}, line {lineno}: not {encoding} text ({reason} at byte {position} of the line); convert the file to "
             "{encoding} first")
+    E211 = ("features: {attr!r} reads the Token extension {name!r}, which is not registered: register it "
+            "(Token.set_extension({name!r}, default=None)) before the docs are read, or let the corpus reader that "
+            "sets it register it")
     E208 = ("evaluate: {path}, read with --format {format}, holds no gold annotation of {targets}, so every score "
             "would be 0: point --format (or --columns and --label-column) at the column that holds the labels")
     E200 = ("treecrf: 'rounds_per_pass' must be an integer from 1 to {maximum} (boosting rounds fitted on each pass's "

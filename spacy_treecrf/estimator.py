@@ -2,6 +2,7 @@
 import dataclasses
 import functools
 import inspect
+import math
 import time
 import warnings
 from collections import Counter
@@ -118,7 +119,7 @@ class FeatureIndex:
                                 gone.append(var)
                             continue
                         elif is_number(value) and (grow or str(key) in self.numeric_of):
-                            numbers.append((len(indptr) - 1, str(key), float(value)))
+                            numbers.append((len(indptr) - 1, str(key), as_float(value)))
                             continue
                         else:
                             name = str(key)
@@ -304,7 +305,10 @@ class FeatureIndex:
         numeric column (others are dropped, as rows() drops them); None if one is NaN (missing: rows())."""
         items = [item for item, number in zip(chain.from_iterable(map(dict.items, positions)), is_number.tolist())
                  if number]
-        values = np.array([value for _, value in items], dtype=np.float64)
+        try:
+            values = np.array([value for _, value in items], dtype=np.float64)
+        except OverflowError:  # an int beyond a float's range
+            values = np.array([as_float(value) for _, value in items], dtype=np.float64)
         if np.isnan(values).any():
             return None
         column = np.fromiter(map(self.numeric_of.get, [key for key, _ in items], repeat(-1)), dtype=np.int64,
@@ -878,6 +882,15 @@ class TreeCRF:
         self.best_round_ = best_round
         self.window_ = window
         return self
+
+
+def as_float(value) -> float:
+    """A number as the trees compare it: an int beyond a float's range is the infinity on its side (as a float
+    that large would be; thresholds order it past every finite value)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def is_number(value) -> bool:

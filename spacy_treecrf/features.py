@@ -833,6 +833,8 @@ class WindowFeaturizer:
         for attr in dict.fromkeys(self.attrs + self.numeric_attrs):  # the extensions both families read
             if attr.startswith("_."):
                 name = attr[2:]
+                if not Token.has_extension(name):
+                    raise ValueError(Errors.E211.format(attr=attr, name=name))
                 default, method, getter, _ = Token.get_extension(name)
                 if getter is not None or method is not None:
                     extensions[name] = [token._.get(name) for doc in nonempty for token in doc]

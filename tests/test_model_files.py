@@ -114,9 +114,10 @@ def test_model_from_a_newer_format_version(ner_model, model_msg, monkeypatch):
         m.setattr(serialize, "FORMAT_VERSION", serialize.FORMAT_VERSION + 1)
         newer = serialize.dumps("treecrf", model_msg["payload"])
     assert_refused(newer, match=f"format version {serialize.FORMAT_VERSION + 1}.*upgrade")
-    msg = copy.deepcopy(model_msg)
-    msg["version"] = "1"
-    assert_refused(_reencode(msg), match="format version")
+    for damaged in ("1", 0, -3, True, None, 1.5):  # no version number: a damaged file, not a newer one
+        msg = copy.deepcopy(model_msg)
+        msg["version"] = damaged
+        assert_refused(_reencode(msg), match=r"E210.*format version .*no version number.*damaged")
     msg = copy.deepcopy(model_msg)
     msg["payload"]["features"]["version"] = 99
     assert_refused(_reencode(msg), match="state version 99")
@@ -142,6 +143,7 @@ DTYPE_SHAPE_CASES = {
     "value float32": (_set_array("value", lambda a: a["value"].astype(np.float32)), "dtype"),
     "kind int32": (_set_array("kind", lambda a: a["kind"].astype(np.int32)), "dtype"),
     "roots int32": (_set_array("roots", lambda a: a["roots"].astype(np.int32)), "dtype"),
+    "roots empty": (_set_array("roots", lambda a: np.zeros(0, np.int64)), r"E028.*tree offsets"),
     "states extra column": (_set_array("states", lambda a: np.ones((len(a["kind"]), a["states"].shape[1] + 1), bool)),
                             "shape"),
     "states 1-d": (_set_array("states", lambda a: a["states"][:, 0].copy()), "shape"),

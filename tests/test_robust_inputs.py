@@ -321,3 +321,24 @@ def test_empty_sequences_anywhere_train_the_estimator_and_the_component():
     train(nlp, examples, rounds=2)
     assert [t.tag_ for t in nlp(Doc(nlp.vocab, words=["a", "b"]))] == ["X", "Y"]
 
+
+
+def test_numbers_beyond_a_floats_range_and_numpy_bools_are_read_as_the_docs_say():
+    """An int too large for a float is the infinity on its side (not an OverflowError from inside), in training
+    and at prediction, on the general path and the fast one; numpy's bools are bools."""
+    from spacy_treecrf import TreeCRF
+    model = TreeCRF(n_rounds=2, max_leaves=2, early_stopping=False).fit([[{"a": 10 ** 400}, {"a": 1.0}]] * 3,
+                                                                         [["A", "B"]] * 3)
+    assert model.predict([[{"a": -10 ** 400}, {"a": 10 ** 500}]]) == [["B", "A"]]
+    assert model.predict([[{"a": -10 ** 400, "b": None}, {"a": 10 ** 500}]]) == [["B", "A"]]  # (general path)
+    flags = TreeCRF(n_rounds=2, max_leaves=2, early_stopping=False).fit(
+        [[{"f": np.True_}, {"f": np.False_}]] * 3, [["A", "B"]] * 3)
+    assert flags.predict([[{"f": np.False_}, {"f": True}]]) == [["B", "A"]]
+
+
+def test_an_extension_the_features_read_that_is_not_registered_is_named():
+    nlp = spacy.blank(LANG)
+    nlp.add_pipe("treecrf", config={"features": {"numeric_attrs": ["_.never_registered_anywhere"]}})
+    examples = [Example.from_dict(Doc(nlp.vocab, words=["a", "B"]), {"entities": ["O", "U-X"]})]
+    with pytest.raises(ValueError, match=r"E211.*'_.never_registered_anywhere'.*not registered"):
+        nlp.initialize(lambda: examples)

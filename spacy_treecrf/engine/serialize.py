@@ -77,7 +77,9 @@ def loads(kind: str, data: bytes) -> Dict[str, Any]:
     if msg.get("kind") != kind:
         raise ValueError(Errors.E021.format(found=msg.get('kind'), kind=kind))
     version = msg.get("version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ValueError(Errors.E210.format(kind=kind, version=version))
+    if version > FORMAT_VERSION:
         raise ValueError(Errors.E022.format(kind=kind, version=version, format_version=FORMAT_VERSION))
     payload = msg.get("payload")
     if not isinstance(payload, dict):
@@ -121,9 +123,9 @@ def load_ensemble(arrays: Dict[str, Any], n_labels: int, n_features: int, numeri
     count = check_array(arrays, "count", np.float64, (n,))
     states = check_array(arrays, "states", np.bool_, (n, S))
     roots = check_array(arrays, "roots", np.int64, (None,))
-    labels = check_array(arrays, "labels", np.int32, (len(roots) - 1,))
     if len(roots) == 0 or roots[0] != 0 or roots[-1] != n or np.any(np.diff(roots) < 1):
         raise ValueError(Errors.E028)
+    labels = check_array(arrays, "labels", np.int32, (len(roots) - 1,))
     shared = "vector" in arrays or "vector_ptr" in arrays
     if shared:
         vectors = _leaf_vectors(arrays, kind, n_labels)
