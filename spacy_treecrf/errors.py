@@ -313,6 +313,16 @@ class Errors(metaclass=_WithCodes):
     E211 = ("features: {attr!r} reads the Token extension {name!r}, which is not registered: register it "
             "(Token.set_extension({name!r}, default=None)) before the docs are read, or let the corpus reader that "
             "sets it register it")
+    E212 = ("The {what} {text} cannot be saved in a model file (UTF-8 text): it holds a lone surrogate at character "
+            "{position} (as a file decoded with errors='surrogateescape' gives); decode it properly first")
+    E213 = ("X's sequence {q}, position {t} is of type {kind}: a position is a dict of features, a list of feature "
+            "names or one name (a string)")
+    E214 = ("allowed_transitions must be None, 'bio' or an iterable of (previous label or None, label) pairs; got "
+            "{what}")
+    E215 = ("allowed_transitions='bio' needs BIO labels (O, B-X, I-X: upper-case B- and I- and a type), got {label!r} "
+            "({type_name}); give the pairs allowed for another scheme (BIOES, lower case) as allowed_transitions")
+    E216 = ("{name}.explain_span: the span must be a labelled Span of at least one token (an entity or chunk of the "
+            "doc), got {span}")
     E208 = ("evaluate: {path}, read with --format {format}, holds no gold annotation of {targets}, so every score "
             "would be 0: point --format (or --columns and --label-column) at the column that holds the labels")
     E200 = ("treecrf: 'rounds_per_pass' must be an integer from 1 to {maximum} (boosting rounds fitted on each pass's "

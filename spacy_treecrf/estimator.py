@@ -21,7 +21,7 @@ from .engine.missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
 from .engine.numeric import NumericIndex, bin_uppers, bins_of, numeric_index
 from .engine.sparse import pairs_to_rows, window_rows
 from .engine.trees import no_missing
-from .errors import Errors, Warnings
+from .errors import Errors, Warnings, excerpt
 
 Position = Union[Dict[str, object], Iterable[str]]
 NUMBERS = (int, float, np.integer, np.floating)  # a dict value of these types (not bool) is a number
@@ -67,6 +67,7 @@ class FeatureIndex:
 
     def _column(self, name: str, var: int) -> int:
         """A new column for ``name`` (of variable ``var``)."""
+        savable(name, "feature name")
         col = self.ids[name] = len(self.names)
         self.names.append(name)
         self.feature_var.append(var)
@@ -135,6 +136,8 @@ class FeatureIndex:
                         if col is not None:
                             row.add(col)
                 else:
+                    if not isinstance(position, str) and not hasattr(position, "__iter__"):
+                        raise TypeError(Errors.E213.format(q=q, t=t, kind=type(position).__name__))
                     for name in ([position] if isinstance(position, str) else position):
                         name = str(name)
                         col = ids.get(name)
@@ -328,6 +331,7 @@ class FeatureIndex:
     def _variable(self, key: str, grow: bool) -> int:
         var = self.var_ids.get(key, -1)
         if var < 0 and grow:
+            savable(key, "feature key")
             var = self.var_ids[key] = len(self.variables)
             self.variables.append(key)
         return var
@@ -884,6 +888,16 @@ class TreeCRF:
         return self
 
 
+def savable(text: str, what: str) -> None:
+    """Refuse (E212) a string a model file cannot hold, before the model is fitted rather than when it is saved:
+    model files are msgpack, whose strings are UTF-8, and a lone surrogate ('\\ud800', as from a badly decoded
+    file) has no UTF-8 form."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValueError(Errors.E212.format(what=what, text=excerpt(text), position=err.start)) from None
+
+
 def as_float(value) -> float:
     """A number as the trees compare it: an int beyond a float's range is the infinity on its side (as a float
     that large would be; thresholds order it past every finite value)."""
@@ -974,6 +988,7 @@ def label_set(y) -> list:
         for label in ys:
             if label is not None:
                 label = label.item() if isinstance(label, np.integer) else label
+                savable(str(label), "label")
                 other = by_text.setdefault(str(label), label)
                 if other != label or type(other) is not type(label):
                     raise ValueError(Errors.E150.format(a=other, b=label))

@@ -899,6 +899,8 @@ class TreeCRFComponent(TrainablePipe):
         token; their potentials' sum is the span's share of the labelling's score."""
         if self.target not in BIO_TARGETS:
             raise ValueError(Errors.E184.format(name=self.name, target=self.target))
+        if not isinstance(span, Span) or len(span) == 0 or not span.label_:
+            raise ValueError(Errors.E216.format(name=self.name, span=repr(span)))
         doc = span.doc
         labels = [self.cfg["labels"][k] for k in self.predict([doc])["ids"]]
         inside = [f"B-{span.label_}"] + [f"I-{span.label_}"] * (len(span) - 1)

@@ -550,3 +550,29 @@ def test_sequences_may_come_from_any_iterable_but_not_from_a_string():
         a.score(X, y[:-1])
     with pytest.raises(ValueError, match=r"\[E059\] score: sequence 0 of X has"):
         a.score(X, [ys + ["A"] for ys in y])
+
+
+BAD_INPUTS = {  # each a coded error naming the problem, not a raw TypeError / ValueError / AttributeError
+    "a position that is a number": (lambda: TreeCRF(n_rounds=1).fit([[1, 2]], [["A", "B"]]),
+                                    r"E213.*sequence 0, position 0 is of type int"),
+    "a transition that is no pair": (lambda: TreeCRF(n_rounds=1, allowed_transitions=[("A",)]).fit(
+        [[{"w": "a"}, {"w": "b"}]], [["A", "B"]]), r"E214.*the item \('A',\)"),
+    "transitions that are a number": (lambda: TreeCRF(n_rounds=1, allowed_transitions=5).fit(
+        [[{"w": "a"}, {"w": "b"}]], [["A", "B"]]), r"E214.*of type int"),
+    "int labels with bio": (lambda: TreeCRF(n_rounds=1, allowed_transitions="bio").fit(
+        [[{"w": "a"}, {"w": "b"}]], [[1, 2]]), r"E215.*got 1 \(int\)"),
+    "BIOES labels with bio": (lambda: TreeCRF(n_rounds=1, allowed_transitions="bio").fit(
+        [[{"w": "a"}, {"w": "b"}]], [["S-X", "O"]]), r"E215.*'S-X'"),
+    "a negative seed": (lambda: TreeCRF(random_state=-1).fit([[{"w": "a"}]], [["A"]]), r"E015.*random_state"),
+    "a label a model file cannot hold": (lambda: TreeCRF(n_rounds=1, early_stopping=False).fit(
+        [[{"w": "a"}, {"w": "b"}]], [["\ud800", "B"]]), r"E212.*label"),
+    "a feature a model file cannot hold": (lambda: TreeCRF(n_rounds=1, early_stopping=False).fit(
+        [[{"w": "a\udcff"}, {"w": "b"}]], [["A", "B"]]), r"E212.*feature name"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_inputs_get_a_coded_error_before_anything_is_trained(case):
+    call, match = BAD_INPUTS[case]
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()

@@ -158,6 +158,9 @@ def test_explain_span():
         assert crf.explain_span(ent) == crf.explain(doc)[ent.start:ent.end]
     other = doc.char_span(4, 11, "LOC")  # "visited": labelled as the span says, the rest as predicted
     assert [e.label for e in crf.explain_span(other)] == ["B-LOC"]
+    for bad in (doc[2:2], doc[2:4]):  # an empty span; a span without a label
+        with pytest.raises(ValueError, match=r"E216.*labelled Span of at least one token"):
+            crf.explain_span(bad)
     tagger = make_nlp(target="tag")[1]
     with pytest.raises(ValueError, match="explain_span"):
         tagger.explain_span(other)

@@ -137,6 +137,7 @@ class BoostParams:
             ("colsample", 0 < self.colsample <= 1, "in (0, 1]"),
             ("trim", 0 <= self.trim < 1, "in [0, 1)"),
             ("n_threads", 0 <= self.n_threads <= MAX_THREADS, f"in [0, {MAX_THREADS}] (0 = all cores)"),
+            ("random_state", self.random_state >= 0, "an integer >= 0 (the seed)"),
         ]
         for name, ok, want in checks:
             if not ok:

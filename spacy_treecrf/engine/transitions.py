@@ -7,7 +7,12 @@ from ..errors import Errors
 
 
 def bio_allowed(labels: Sequence[str]) -> np.ndarray:
-    """Allowed-transition mask for BIO (IOB2) labels: I-X only after B-X or I-X, never at the start."""
+    """Allowed-transition mask for BIO (IOB2) labels: I-X only after B-X or I-X, never at the start. Labels of
+    another scheme (BIOES' S-X / E-X, lower-case b-x, numbers) are refused (E215): the mask would constrain
+    nothing of them."""
+    for label in labels:
+        if not (label == "O" or (isinstance(label, str) and label[:2] in ("B-", "I-") and len(label) > 2)):
+            raise ValueError(Errors.E215.format(label=label, type_name=type(label).__name__))
     K = len(labels)
     allowed = np.ones((K + 1, K), dtype=np.bool_)
     for k, label in enumerate(labels):
@@ -28,9 +33,13 @@ def transitions_allowed(labels: Sequence[str], transitions) -> np.ndarray:
         if transitions.lower() != "bio":
             raise ValueError(Errors.E048.format(transitions=transitions))
         return bio_allowed(labels)
+    if not hasattr(transitions, "__iter__"):
+        raise ValueError(Errors.E214.format(what=f"an object of type {type(transitions).__name__}"))
     index = {label: k for k, label in enumerate(labels)}
     allowed = np.zeros((K + 1, K), dtype=np.bool_)
     for pair in transitions:
+        if isinstance(pair, (str, bytes)) or not hasattr(pair, "__len__") or len(pair) != 2:
+            raise ValueError(Errors.E214.format(what=f"the item {pair!r}"))
         prev, label = pair
         if label not in index or (prev is not None and prev not in index):
             continue  # a pair over labels the data never shows constrains nothing
