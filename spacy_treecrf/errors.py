@@ -51,6 +51,9 @@ class Warnings(metaclass=_WithCodes):
             "files mean them (where B- only separates two adjacent spans of one type) and as a dangling I- is "
             "repaired.")
 
+    W011 = ("Component '{name}': its model was trained with {settings}; these are part of the model (its feature "
+            "columns, its kind of trees), so the model's are used and the configured ones cannot apply.")
+
     W007 = ("Component '{name}': the training data has gold labels {labels} that are not among its labels {known}; "
             "they are trained as unknown. To add labels to a trained model, go on training it with "
             "[initialize.components.{name}] resume_from = <its pipeline> (or pass labels= to initialize).")

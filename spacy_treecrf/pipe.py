@@ -938,6 +938,7 @@ class TreeCRFComponent(TrainablePipe):
         rounds = cfg.get("rounds", 0)
         featurizer = copy.copy(self.featurizer)  # from_dict replaces its state, never mutates it in place
         featurizer.from_dict(serialize.field(msg, "features", dict))
+        asked, kept = self.featurizer.config(), featurizer.config()
         K = len(labels)
         serialize.check_array(msg, "allowed", np.bool_, (K + 1, K))  # the mask is this component's (constrain_bio)
         params = serialize.field(msg, "params", dict)
@@ -954,6 +955,13 @@ class TreeCRFComponent(TrainablePipe):
                                            numeric_index(n_features, *featurizer.numeric_columns()))
         if (params.missing == "surrogate") != (ensemble.n_surrogates > 0):
             raise ValueError(Errors.E108.format(missing=params.missing, n_surrogates=ensemble.n_surrogates))
+        replaced = {f"features.{key}": (kept[key], asked[key]) for key in kept
+                    if key != "lexicons" and key in asked and kept[key] != asked[key]}  # (lexicons: see features.py)
+        if ensemble.shared != self.params.shared_trees:
+            replaced["booster.shared_trees"] = (ensemble.shared, self.params.shared_trees)
+        if replaced:
+            warnings.warn(Warnings.W011.format(name=self.name, settings=", ".join(
+                f"{key} = {model!r} (configured: {configured!r})" for key, (model, configured) in replaced.items())))
         params = dataclasses.replace(params, shared_trees=ensemble.shared)  # the trees' kind is the model's
         impute = np.full(V, -1, dtype=np.int32)  # files from before missing values have no table
         if "impute" in msg:

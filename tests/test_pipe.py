@@ -629,6 +629,26 @@ def test_boosting_settings_live_in_the_booster_block_and_the_old_place_still_loa
     assert loaded.get_pipe("treecrf").params.max_leaves == 9
 
 
+def test_model_settings_a_load_time_config_cannot_change_are_warned_about(tmp_path):
+    """The feature window and the kind of trees are part of a trained model: asked otherwise at load time, the
+    model's are used, with W011 naming each (not silently); a plain load says nothing."""
+    import warnings
+
+    nlp, _ = trained_ner(rounds=2)
+    crf = nlp.get_pipe("treecrf")
+    nlp.to_disk(tmp_path / "ner")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        spacy.load(tmp_path / "ner")
+    window, shared = crf.featurizer.window, crf.params.shared_trees
+    override = {"components": {"treecrf": {"features": {"window": window + 1},
+                                           "booster": {"shared_trees": not shared}}}}
+    with pytest.warns(UserWarning, match=rf"W011.*features.window = {window} \(configured: {window + 1}\), "
+                                         rf"booster.shared_trees = {shared} \(configured: {not shared}\)"):
+        loaded = spacy.load(tmp_path / "ner", config=override).get_pipe("treecrf")
+    assert loaded.featurizer.window == window and loaded.params.shared_trees == shared
+
+
 def test_settings_given_at_load_time_are_the_ones_used(tmp_path):
     """spacy.load(path, config=...) used to report the new settings in nlp.config while the component kept the
     model file's: decode, store_scores, n_threads, token_attr were silently ignored."""
