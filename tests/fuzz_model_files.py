@@ -4,9 +4,10 @@
 
 Trains a small NER component, then lets Hypothesis replace 1-3 nodes anywhere in the model file's structure (the
 msgpack tree: settings, labels, featurizer state, tree arrays and their shapes and dtypes) by values of other
-types, extreme numbers, long strings, huge declared array shapes, and loads each result into a fresh component.
-Every file must either be refused with a ValueError or load and tag a doc; a MemoryError, another exception or a
-crash is a finding. Prints one JSON line: {"examples": n, "loaded": n, "refused": n, "findings": [...]}.
+types, extreme numbers, long strings, huge declared array shapes, and set up to 3 leaf values (the trees' value
+array, whose dtype and shape stay right) to extreme finite numbers or to a few flipped bytes of their own; then
+loads each result into a fresh component. Every file must either be refused with a ValueError or load and tag a
+doc with finite marginals and span probabilities; a MemoryError, another exception or a crash is a finding. Prints one JSON line: {"examples": n, "loaded": n, "refused": n, "findings": [...]}.
 """
 import json
 import resource
@@ -103,6 +104,25 @@ def replaced(msg, path, value):
     node[path[-1]] = value
 
 
+LEAVES = np.flatnonzero(np.frombuffer(ORIGINAL["payload"]["ensemble"]["kind"]["data"], dtype=np.int8) == 0)
+EXTREMES = st.sampled_from([1e300, -1e300, 8e210, 1e20, -1e5, 10.5, -10.000001, 9.999, 0.0, 5e-324])
+
+
+def with_leaf_values(msg, edits):
+    """Set leaf values of the trees' value array: (leaf, number) sets it, (leaf, byte index, xor mask) flips bits
+    of its 8 bytes."""
+    arr = msg["payload"]["ensemble"]["value"]
+    value = np.frombuffer(arr["data"], dtype=np.float64).copy()
+    raw = value.view(np.uint8).reshape(-1, 8)
+    for edit in edits:
+        leaf = int(LEAVES[edit[0] % len(LEAVES)])
+        if len(edit) == 2:
+            value[leaf] = edit[1]
+        else:
+            raw[leaf, edit[1] % 8] ^= edit[2]
+    arr["data"] = value.tobytes()
+
+
 stats = {"examples": 0, "loaded": 0, "refused": 0, "findings": []}
 
 
@@ -110,9 +130,13 @@ stats = {"examples": 0, "loaded": 0, "refused": 0, "findings": []}
 @settings(max_examples=n_examples, deadline=None, database=None,
           suppress_health_check=list(HealthCheck))
 @given(st.lists(st.tuples(st.integers(0, len(PATHS) - 1), st.booleans(), VALUES,
-                          st.integers(-3, 2 ** 31), st.binary(min_size=1, max_size=16)), min_size=1, max_size=3))
-def fuzz(changes):
+                          st.integers(-3, 2 ** 31), st.binary(min_size=1, max_size=16)), max_size=3),
+       st.lists(st.one_of(st.tuples(st.integers(0, 10 ** 6), EXTREMES),
+                          st.tuples(st.integers(0, 10 ** 6), st.integers(0, 7), st.integers(1, 255))), max_size=3))
+def fuzz(changes, leaf_edits):
     msg = srsly.msgpack_loads(srsly.msgpack_dumps(ORIGINAL))
+    if leaf_edits:
+        with_leaf_values(msg, leaf_edits)
     for index, same_kind, value, draw_int, raw in changes:
         try:
             if same_kind:
@@ -130,18 +154,21 @@ def fuzz(changes):
         stats["refused"] += 1
         return
     except BaseException as err:  # noqa: BLE001  (every other outcome is a finding)
-        stats["findings"].append(f"load: {type(err).__name__}: {str(err)[:200]} after {describe(changes)}")
+        stats["findings"].append(f"load: {type(err).__name__}: {str(err)[:200]} after {describe(changes, leaf_edits)}")
         return
     try:
         doc = nlp("Alice met Bob in Paris .")
-        assert all(np.isfinite(p).all() for _, p, *_ in doc.user_data[("treecrf", "scores")].values())
+        for _, probs, _, _, _, span_probs in doc.user_data[("treecrf", "scores")].values():
+            assert np.isfinite(probs).all(), "marginals not finite"
+            assert span_probs is None or np.isfinite(np.asarray(span_probs, dtype=float)).all(), "span probabilities"
         stats["loaded"] += 1
     except BaseException as err:  # noqa: BLE001
-        stats["findings"].append(f"tag: {type(err).__name__}: {str(err)[:200]} after {describe(changes)}")
+        stats["findings"].append(f"tag: {type(err).__name__}: {str(err)[:200]} after {describe(changes, leaf_edits)}")
 
 
-def describe(changes):
-    return [(PATHS[i], "same kind" if same else repr(v)[:80]) for i, same, v, _, _ in changes]
+def describe(changes, leaf_edits):
+    return [(PATHS[i], "same kind" if same else repr(v)[:80]) for i, same, v, _, _ in changes] + [
+        ("leaf value", edit) for edit in leaf_edits]
 
 
 fuzz()

@@ -219,6 +219,10 @@ TREE_CASES = {
                             "non-finite"),
     "NaN leaf value": (lambda a: a["value"].__setitem__(int(np.flatnonzero(a["kind"] == 0)[0]), np.nan),
                        "non-finite"),
+    "absurd leaf value": (lambda a: a["value"].__setitem__(int(np.flatnonzero(a["kind"] == 0)[0]), 1e300),
+                          r"E217.*1e\+300"),
+    "leaf value past a round's move": (lambda a: a["value"].__setitem__(int(np.flatnonzero(a["kind"] == 0)[-1]),
+                                                                        -10.5), r"E217.*-10.5"),
 }
 
 

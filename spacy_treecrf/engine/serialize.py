@@ -137,6 +137,7 @@ def load_ensemble(arrays: Dict[str, Any], n_labels: int, n_features: int, numeri
         raise ValueError(Errors.E030)
     if not np.all(np.isfinite(value)):
         raise ValueError(Errors.E031)
+    check_leaf_values(value[kind == 0])
     sizes = np.repeat(np.diff(roots), np.diff(roots))
     local = np.arange(n) - np.repeat(roots[:-1], np.diff(roots))
     inner = kind != 0
@@ -197,7 +198,18 @@ def _leaf_vectors(arrays: Dict[str, Any], kind: np.ndarray, n_labels: int) -> Di
         if (np.any((label < 0) | (label >= n_labels)) or not np.all(np.isfinite(value))
                 or np.any(~first[1:] & (np.diff(label) <= 0))):
             raise ValueError(Errors.E169.format(n_labels=n_labels))
+    check_leaf_values(value)
     return {"vector_ptr": ptr, "vector_label": label, "vector_value": value}
+
+
+def check_leaf_values(values: np.ndarray) -> None:
+    """Refuse leaf values no training can produce: every stored value is a leaf's value times its round's step,
+    and the step keeps each round's move of a log potential within booster.MAX_MOVE. A larger one (1e300, or
+    8e210 from a few flipped bytes) would make every potential overflow: each token an entity, NaN marginals."""
+    from .booster import MAX_MOVE
+
+    if len(values) and float(np.abs(values).max()) > MAX_MOVE * (1 + 1e-9):
+        raise ValueError(Errors.E217.format(value=float(values[np.argmax(np.abs(values))]), bound=MAX_MOVE))
 
 
 def check_numeric(msg: Dict[str, Any], n_features: int) -> Dict[str, Any]:
