@@ -328,6 +328,11 @@ class Errors(metaclass=_WithCodes):
             "doc), got {span}")
     E217 = ("Model trees: a leaf value of {value:g} lies outside +/-{bound:g}, the most a boosting round can move a "
             "potential: the file is damaged")
+    E218 = ("X's sequence {q}, position {t} is a list of feature names holding a {kind}: a dict of features is a "
+            "position of its own (a sequence is a list of positions), not a name")
+    E219 = ("Component '{name}': none of the {n} training examples holds gold annotation of its target {target!r}, so "
+            "there is nothing to learn (the loss would be 0 and the model would give every token one label): check "
+            "that the corpus reader sets it")
     E208 = ("evaluate: {path}, read with --format {format}, holds no gold annotation of {targets}, so every score "
             "would be 0: point --format (or --columns and --label-column) at the column that holds the labels")
     E200 = ("treecrf: 'rounds_per_pass' must be an integer from 1 to {maximum} (boosting rounds fitted on each pass's "

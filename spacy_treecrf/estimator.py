@@ -139,6 +139,8 @@ class FeatureIndex:
                     if not isinstance(position, str) and not hasattr(position, "__iter__"):
                         raise TypeError(Errors.E213.format(q=q, t=t, kind=type(position).__name__))
                     for name in ([position] if isinstance(position, str) else position):
+                        if isinstance(name, (dict, list, tuple, set, frozenset)):
+                            raise TypeError(Errors.E218.format(q=q, t=t, kind=type(name).__name__))
                         name = str(name)
                         col = ids.get(name)
                         if col is None and grow:

@@ -404,6 +404,8 @@ class TreeCRFComponent(TrainablePipe):
         labels = labels if labels is not None else self._found_labels(examples)
         if not labels:
             raise ValueError(Errors.E005.format(target=self.target))
+        if not any(self.has_gold(eg.reference) for eg in examples):
+            raise ValueError(Errors.E219.format(name=self.name, n=len(examples), target=self.target))
         check_labels(self.target, labels, self.name)
         self.cfg["labels"] = list(labels)
         self.cfg["rounds"] = 0

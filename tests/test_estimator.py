@@ -563,6 +563,8 @@ BAD_INPUTS = {  # each a coded error naming the problem, not a raw TypeError / V
         [[{"w": "a"}, {"w": "b"}]], [[1, 2]]), r"E215.*got 1 \(int\)"),
     "BIOES labels with bio": (lambda: TreeCRF(n_rounds=1, allowed_transitions="bio").fit(
         [[{"w": "a"}, {"w": "b"}]], [["S-X", "O"]]), r"E215.*'S-X'"),
+    "a dict among a position's names": (lambda: TreeCRF(n_rounds=1).fit([[{"w": "a"}, [{"w": "b"}]]], [["A", "B"]]),
+                                        r"E218.*sequence 0, position 1.*holding a dict"),
     "a negative seed": (lambda: TreeCRF(random_state=-1).fit([[{"w": "a"}]], [["A"]]), r"E015.*random_state"),
     "a label a model file cannot hold": (lambda: TreeCRF(n_rounds=1, early_stopping=False).fit(
         [[{"w": "a"}, {"w": "b"}]], [["\ud800", "B"]]), r"E212.*label"),

@@ -73,6 +73,9 @@ def test_explain_given_labels_and_bad_input():
     why_not = ["O", "O", "O", "O", "O"]
     assert [e.label for e in crf.explain(doc, gold)] == gold
     assert sum(e.potential for e in crf.explain(doc, gold)) > sum(e.potential for e in crf.explain(doc, why_not))
+    forbidden = crf.explain(doc, ["O", "I-LOC", "O", "B-LOC", "O"])  # O -> I-LOC: the constraints forbid it
+    assert forbidden[1].potential == -np.inf and forbidden[1].parts  # (what the trees add is still shown)
+    assert all(np.isfinite(e.potential) for i, e in enumerate(forbidden) if i != 1)
     with pytest.raises(ValueError, match="5 labels"):
         crf.explain(doc, ["O"])
     with pytest.raises(ValueError, match="B-XYZ"):

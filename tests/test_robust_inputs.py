@@ -342,3 +342,13 @@ def test_an_extension_the_features_read_that_is_not_registered_is_named():
     examples = [Example.from_dict(Doc(nlp.vocab, words=["a", "B"]), {"entities": ["O", "U-X"]})]
     with pytest.raises(ValueError, match=r"E211.*'_.never_registered_anywhere'.*not registered"):
         nlp.initialize(lambda: examples)
+
+
+def test_training_data_without_any_gold_of_the_target_is_refused_at_initialize():
+    """Labels given, but no example holds gold of the target: training would reach loss 0 and tag every token
+    alike, so initialize says so (E219)."""
+    nlp = spacy.blank(LANG)
+    crf = nlp.add_pipe("treecrf", config=component_config({"max_leaves": 4}))
+    examples = [Example(Doc(nlp.vocab, words=["a", "B"]), Doc(nlp.vocab, words=["a", "B"]))]
+    with pytest.raises(ValueError, match=r"E219.*none of the 1 training examples.*'ner'"):
+        crf.initialize(lambda: examples, nlp=nlp, labels=["B-X", "I-X", "O"])

@@ -176,7 +176,9 @@ def potential_parts(forest, rows, t: int, walk, s: int, k: int, feature_names, c
 class Explanation(NamedTuple):
     """Why a position got its label: the label, the previous label (None at a sequence's first position), the
     potential phi(t, s, k) of that transition (walk_potentials: float64, the trees' values summed in tree
-    order; tagging's block kernels sum them in float32) and its Parts, in tree order, adding up to it."""
+    order; tagging's block kernels sum them in float32) and its Parts, in tree order, adding up to it; -inf
+    where the transition constraints forbid the transition (no labelling through it has any probability; its
+    Parts still show what the trees add)."""
     label: object
     previous: object
     potential: float
@@ -204,7 +206,8 @@ def explain_sequence(forest, rows, missing, start: int, ids, feature_names, clas
         s = 0 if i == 0 else int(ids[i - 1]) + 1
         here = [column[ptr[i]:ptr[i + 1]] for column in walk]
         parts = potential_parts(forest, rows, int(at[i]), here, s, int(k), feature_names, classes, allowed, tables)
-        out.append(Explanation(classes[k], None if i == 0 else classes[ids[i - 1]], float(phi[i, s, k]), parts))
+        potential = float(phi[i, s, k]) if allowed[s, k] else -np.inf
+        out.append(Explanation(classes[k], None if i == 0 else classes[ids[i - 1]], potential, parts))
     return out
 
 
@@ -215,7 +218,7 @@ def explanation_table(words, explanations: List[Explanation], top: int) -> str:
     for word, e in zip(words, explanations):
         prev = "<start>" if e.previous is None else e.previous
         lines.append(f"{word!s:<16} {e.label!s:<8} after {prev!s:<8} potential {e.potential:+.4f} "
-                     f"from {len(e.parts)} leaves")
+                     f"from {len(e.parts)} leaves" + ("" if np.isfinite(e.potential) else " (a forbidden transition)"))
         shown = e.top(top)
         for part in shown:
             lines.append(f"    {part.value:+.4f}  tree {part.tree:<4d} {part.rule}")
