@@ -27,7 +27,7 @@ from spacy.language import Language
 from spacy.parts_of_speech import IDS as UPOS_IDS
 from spacy.pipeline import TrainablePipe
 from spacy.scorer import Scorer
-from spacy.attrs import DEP, ENT_IOB, ENT_TYPE, LEMMA, ORTH, POS, TAG
+from spacy.attrs import DEP, ENT_IOB, ENT_TYPE, IDX, LEMMA, LENGTH, ORTH, POS, TAG
 from spacy.tokens import Doc, Span, SpanGroup, Token
 from spacy.training import Example, validate_examples, validate_get_examples
 from spacy.util import registry
@@ -57,7 +57,8 @@ MARGINALS_EXT = "treecrf_marginals"
 SPAN_PROB_EXT = "treecrf_prob"
 NBEST_EXT = "treecrf_nbest"
 # doc.user_data[SCORES_KEY]: {component name: (labels, marginals (tokens x labels, float32), and for ner / spans the
-# predicted spans' start_char, end_char, label and probability as arrays (else None each))}, from store_scores
+# predicted spans' start_char, end_char, label and probability as arrays (else None each), then the tokenization
+# the marginals are of (token_key))}, from store_scores
 SCORES_KEY, NBEST_KEY = ("treecrf", "scores"), ("treecrf", "nbest")
 MAX_MODEL_BYTES = 2 ** 32  # a model file larger than this is refused before it is read
 INPUT_ATTRS = [ORTH, TAG, POS, LEMMA, DEP, ENT_IOB, ENT_TYPE]  # what the featurizer may read from a predicted doc
@@ -199,12 +200,44 @@ def with_moved_settings(booster: BoostParams, moved: dict, name: str) -> BoostPa
     return dataclasses.replace(booster, **moved)
 
 
+def token_key(doc: Doc) -> np.ndarray:
+    """The tokenization scores are stored with (uint64, (tokens + 1) x 3): the doc's text length, then each
+    token's start character, length and text (ORTH). A retokenized doc (merge_entities, a split) or another doc
+    given the same user_data (Span.as_doc(copy_user_data=True)) no longer matches it token for token."""
+    return np.concatenate([np.array([[len(doc.text), 0, 0]], dtype=np.uint64),
+                           doc.to_array([IDX, LENGTH, ORTH]).reshape(len(doc), 3)])
+
+
+def stored_row(entry: tuple, token: Token) -> Optional[int]:
+    """The row of ``token`` in a stored marginals array: the token with the same start, length and text in a doc
+    of the same text length as when they were stored; None where there is none (a token merged or split since,
+    a doc the scores were copied to), so no token is given another token's scores. (Entries without a
+    token_key, from before it: the index.)"""
+    if len(entry) < 7:
+        return token.i if token.i < len(entry[1]) else None
+    key = entry[6]
+    if len(key) == 0 or int(key[0, 0]) != len(token.doc.text):
+        return None
+    want = (token.idx, len(token), token.orth)
+    i = token.i + 1
+    if i < len(key) and tuple(key[i].tolist()) == want:  # an unchanged tokenization: the same index
+        return token.i
+    j = int(np.searchsorted(key[1:, 0], token.idx))
+    return j if j < len(key) - 1 and tuple(key[j + 1].tolist()) == want else None
+
+
 def marginals_getter(token: Token) -> Optional[Dict[str, Dict[str, float]]]:
-    """Token._.treecrf_marginals: {component name: {label: probability}} from every treecrf that stored scores."""
+    """Token._.treecrf_marginals: {component name: {label: probability}} from every treecrf that stored scores
+    for this token (stored_row: not for a token retokenized since)."""
     stored = token.doc.user_data.get(SCORES_KEY)
     if not stored:
         return None
-    return {name: dict(zip(labels, map(float, probs[token.i]))) for name, (labels, probs, *_) in stored.items()}
+    out = {}
+    for name, entry in stored.items():
+        row = stored_row(entry, token)
+        if row is not None:
+            out[name] = dict(zip(entry[0], map(float, entry[1][row])))
+    return out or None
 
 
 def span_prob_getter(span: Span) -> Optional[float]:
@@ -219,9 +252,10 @@ def span_prob_getter(span: Span) -> Optional[float]:
     if not stored:
         return None
     start, end, label = span.start_char, span.end_char, span.label_
-    for _, _, starts, ends, labels, probs in stored.values():
-        if starts is None:
-            continue
+    for entry in stored.values():
+        starts, ends, labels, probs = entry[2:6]
+        if starts is None or (len(entry) > 6 and int(entry[6][0, 0]) != len(span.doc.text)):
+            continue  # (no spans stored, or the scores of another doc's text: copied user_data)
         hits = np.flatnonzero((np.asarray(starts) == start) & (np.asarray(ends) == end))
         for i in hits.tolist():
             if labels[i] == label:
@@ -817,7 +851,7 @@ class TreeCRFComponent(TrainablePipe):
                     np.array([span.end_char for span in spans], np.int64),
                     np.array([span.label_ for span in spans], np.str_), span_p[q].copy())  # (not the SpanGroup's)
                 doc.user_data.setdefault(SCORES_KEY, {})[self.name] = (
-                    label_tuple, gamma[bounds[q]:bounds[q + 1]].copy(), *span_fields)
+                    label_tuple, gamma[bounds[q]:bounds[q + 1]].copy(), *span_fields, token_key(doc))
 
     def _write(self, doc: Doc, tags, offsets, probs: Optional[np.ndarray]):
         """Write tags (tag / pos: a uint64 array of TAG hashes / UPOS ids; token_attr: label strings; for BIO

@@ -158,7 +158,7 @@ def fuzz(changes, leaf_edits):
         return
     try:
         doc = nlp("Alice met Bob in Paris .")
-        for _, probs, _, _, _, span_probs in doc.user_data[("treecrf", "scores")].values():
+        for _, probs, _, _, _, span_probs, _ in doc.user_data[("treecrf", "scores")].values():
             assert np.isfinite(probs).all(), "marginals not finite"
             assert span_probs is None or np.isfinite(np.asarray(span_probs, dtype=float)).all(), "span probabilities"
         stats["loaded"] += 1

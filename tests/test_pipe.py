@@ -737,3 +737,29 @@ def test_score_weights_that_no_component_gives_are_warned_about_at_initialize():
     both.add_pipe("treecrf", name="ner", config=component_config({"max_leaves": 4}))
     tagged = [Example.from_dict(Doc(both.vocab, words=["a", "dog"]), {"pos": ["DET", "NOUN"], "entities": ["O", "U-X"]})]
     assert init_warnings(both, tagged) == []
+
+
+def test_stored_token_scores_follow_their_tokens_through_retokenization():
+    """Marginals are kept per token of the tokenization they were computed on: after merge_entities a merged
+    token has none and every other token keeps its own (not its new index's); a split drops the split token's;
+    a doc made from a span with copied user_data gives none to tokens that are not the scored ones."""
+    nlp, _ = trained_ner(rounds=3, store_scores=True)
+    doc = nlp("Alice flew to New York with Bob today .")
+    before = {token.text: token._.treecrf_marginals for token in doc}
+    assert all(before.values())
+    spans = [span for span in doc.ents if len(span) > 1] or [doc[3:5]]
+    merged_chars = {(span.start_char, len(span.text)) for span in spans}
+    with doc.retokenize() as retokenizer:
+        for span in spans:
+            retokenizer.merge(span)
+    assert any((token.idx, len(token)) in merged_chars for token in doc)
+    for token in doc:
+        merged = (token.idx, len(token)) in merged_chars
+        assert token._.treecrf_marginals == (None if merged else before[token.text])
+    doc = nlp("Alice flew to Rome today .")
+    with doc.retokenize() as retokenizer:
+        retokenizer.split(doc[1], ["fl", "ew"], heads=[(doc[1], 1), doc[0]])
+    assert [token._.treecrf_marginals is None for token in doc] == [False, True, True, False, False, False, False]
+    doc = nlp("Ann met Bob and Ann left .")
+    copied = doc[4:6].as_doc(copy_user_data=True)  # "Ann left": token 0 is not the doc's token 0
+    assert [token._.treecrf_marginals for token in copied] == [None, None]
