@@ -333,6 +333,10 @@ class Errors(metaclass=_WithCodes):
     E219 = ("Component '{name}': none of the {n} training examples holds gold annotation of its target {target!r}, so "
             "there is nothing to learn (the loss would be 0 and the model would give every token one label): check "
             "that the corpus reader sets it")
+    E220 = ("scheduler {address!r}: {scheme}:// cannot reach a Dask scheduler in another process; give its address "
+            "as tcp://HOST:PORT (transports: {schemes})")
+    E221 = ("scheduler {address!r}: no Dask scheduler answered within {seconds} s ({type_name}: {err}); check the "
+            "address and that `dask scheduler` runs there")
     E208 = ("evaluate: {path}, read with --format {format}, holds no gold annotation of {targets}, so every score "
             "would be 0: point --format (or --columns and --label-column) at the column that holds the labels")
     E200 = ("treecrf: 'rounds_per_pass' must be an integer from 1 to {maximum} (boosting rounds fitted on each pass's "

@@ -296,3 +296,45 @@ def test_a_killed_worker_is_an_error_naming_it_within_a_minute(monkeypatch, when
         assert time.monotonic() - start < 60
         assert ensemble.n_trees == 1  # the completed round is kept
         assert when == "between_rounds" or calls[-1] == "grow"
+
+
+def test_an_address_without_a_dask_scheduler_is_a_clear_error_within_the_connect_time(monkeypatch):
+    """Something that listens but never speaks, something that answers in another protocol (whose first bytes
+    distributed would read as a frame length of exabytes) and a transport that reaches no other process: each a
+    coded error naming the address, within CONNECT_SECONDS, not minutes of waiting or distributed's own error."""
+    pytest.importorskip("distributed", reason="the dask extra (pip install -e '.[dask]')")
+    import socket
+    import threading
+
+    monkeypatch.setattr(cluster, "CONNECT_SECONDS", 3)
+    peers = []
+
+    def listening(reply: bytes) -> str:
+        server = socket.socket()
+        server.bind(("127.0.0.1", 0))
+        server.listen(5)
+
+        def accept():
+            while True:
+                try:
+                    conn, _ = server.accept()
+                except OSError:
+                    return
+                peers.append(conn)
+                if reply:
+                    conn.sendall(reply)
+        threading.Thread(target=accept, daemon=True).start()
+        peers.append(server)
+        return f"tcp://127.0.0.1:{server.getsockname()[1]}"
+
+    try:
+        for address in (listening(b""), listening(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n" * 3)):
+            started = time.perf_counter()
+            with pytest.raises(ValueError, match=rf"E221.*{address}.*within 3 s"):
+                cluster.connect(address)
+            assert time.perf_counter() - started < 15
+        with pytest.raises(ValueError, match=r"E220.*inproc://"):
+            cluster.connect("inproc://nothing")
+    finally:
+        for sock in peers:
+            sock.close()

@@ -27,6 +27,7 @@ a forward-backward pass per trial step).
 """
 import dataclasses
 import resource
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -244,15 +245,40 @@ def sequence_shards(seq_starts: np.ndarray, n: int) -> List[tuple]:
     return [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:])]
 
 
+CONNECT_SECONDS = 20  # how long a scheduler has to answer a new Client (distributed waits on a silent peer)
+REMOTE_SCHEMES = ("tcp", "tls", "ucx", "ws", "wss")  # distributed's transports that reach another process
+
+
 def connect(scheduler):
-    """A distributed.Client for a scheduler address, or the Client (or stand-in) given."""
+    """A distributed.Client for a scheduler address, or the Client (or stand-in) given. An address of a transport
+    that cannot reach another process (inproc://) is E220; anything but a Dask scheduler answering within
+    CONNECT_SECONDS (nothing listening, a silent peer, another protocol, whose first bytes distributed reads
+    as a frame length and tries to allocate) is E221, not a wait of minutes or distributed's own error."""
     if not isinstance(scheduler, str):
         return scheduler
     try:
         from distributed import Client
     except ImportError as e:  # the extra is not installed
         raise ImportError(Errors.E194) from e
-    return Client(scheduler, direct_to_workers=True)  # a call goes to its worker, not through the scheduler
+    scheme = scheduler.split("://", 1)[0] if "://" in scheduler else "tcp"
+    if scheme not in REMOTE_SCHEMES:
+        raise ValueError(Errors.E220.format(address=scheduler, scheme=scheme, schemes=list(REMOTE_SCHEMES)))
+    outcome = {}
+
+    def start():  # (distributed bounds the connection, not the handshake: a silent peer holds it until it closes)
+        try:  # a call goes to its worker, not through the scheduler
+            outcome["client"] = Client(scheduler, direct_to_workers=True, timeout=CONNECT_SECONDS)
+        except Exception as err:  # distributed raises OSError, TimeoutError, CommClosedError, MemoryError, ...
+            outcome["error"] = err
+
+    starting = threading.Thread(target=start, name="spacy_treecrf-connect", daemon=True)
+    starting.start()
+    starting.join(CONNECT_SECONDS)
+    if "client" in outcome:
+        return outcome["client"]
+    err = outcome.get("error") or TimeoutError("no handshake")
+    raise ValueError(Errors.E221.format(address=scheduler, seconds=CONNECT_SECONDS, type_name=type(err).__name__,
+                                        err=str(err)[:300]))
 
 
 class ClusterTrainer(Trainer):
