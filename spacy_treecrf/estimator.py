@@ -777,7 +777,7 @@ class TreeCRF:
         P, seq_starts, threads = self._scaled(X)
         log_z = boost.forward_backward(P, seq_starts, np.full(len(P.c), -1, dtype=np.int32), False, threads)[3]
         paths, logp = crf.nbest(P, seq_starts, log_z, int(n))
-        return [[([self.classes_[k] for k in paths[q, r, :b - a]], float(np.exp(logp[q, r])))
+        return [[([self.classes_[k] for k in paths[r, a:b]], float(np.exp(logp[q, r])))
                  for r in range(int(n)) if np.isfinite(logp[q, r])]
                 for q, (a, b) in enumerate(zip(seq_starts[:-1], seq_starts[1:]))]
 

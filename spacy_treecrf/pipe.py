@@ -841,7 +841,7 @@ class TreeCRFComponent(TrainablePipe):
                 kept = np.flatnonzero(np.isfinite(logp[q])).tolist()
                 doc.user_data.setdefault(NBEST_KEY, {})[self.name] = (
                     self.target, self.cfg["spans_key"] if self.target == "spans" else self.name,
-                    [[labels[k] for k in paths[q, r, :len(doc)].tolist()] for r in kept],
+                    [[labels[k] for k in paths[r, bounds[q]:bounds[q + 1]].tolist()] for r in kept],
                     np.exp(logp[q, kept]).tolist())
             spans = self._write(doc, None if tags is None else tags[bounds[q]:bounds[q + 1]],
                                 None if offsets is None else offsets.of(q), None if span_p is None else span_p[q])

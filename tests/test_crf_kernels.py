@@ -561,9 +561,25 @@ def test_nbest_is_the_top_of_brute_force_enumeration(p_forbid, spread, n):
             got = np.flatnonzero(np.isfinite(logp[q]))
             assert len(got) == len(exact)
             np.testing.assert_allclose(logp[q, got], exact, rtol=0, atol=1e-6)
-            found = [tuple(paths[q, r, :b - a]) for r in got]
+            found = [tuple(paths[r, a:b]) for r in got]
             assert len(set(found)) == len(found)
             for r, path in zip(got, found):  # each path's own probability is the one reported
                 assert path_log_score(m["phi"], a, path) - logsumexp(scores) == pytest.approx(logp[q, r], abs=1e-6)
             if len(got) == 1 or logp[q, 0] - logp[q, 1] > 1e-6:
                 assert list(found[0]) == list(best[a:b])
+
+
+def test_nbest_memory_follows_the_positions_not_the_longest_sequence_times_the_sequences():
+    """400 short sequences and one of 2,000 positions: the paths take n x positions (4,400), not sequences x n x
+    the longest (a million cells each; with 200k-token docs, gigabytes); each sequence's paths are its own."""
+    _, m = problem(0, 0.0, 1.0, min_len=1)
+    K = m["P"].values.shape[1]
+    lengths = [5] * 400 + [2000]
+    seq_starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    T = int(seq_starts[-1])
+    allowed = np.ones((K + 1, K), dtype=bool)
+    P = crf.initial_potentials(T, allowed, seq_starts)
+    log_z = crf.forward_backward(P, seq_starts, no_labels(T), False)[3]
+    paths, logp = crf.nbest(P, seq_starts, log_z, 3)
+    assert paths.shape == (3, T) and logp.shape == (401, 3)
+    assert np.all(paths[:, :5] >= 0) and np.all(paths[:, -2000:] >= 0)

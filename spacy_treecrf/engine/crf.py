@@ -407,16 +407,14 @@ MAX_NBEST = 1000  # the most paths nbest keeps: k-best Viterbi holds n partial p
 @njit(**NOGIL)
 def nbest(P, seq_starts, log_z, n):
     """The n most probable label sequences of every sequence (k-best Viterbi; forbidden cells are 0 in E): paths
-    (sequences x n x their length's room, -1 padded: positions seq_starts[q]:seq_starts[q + 1] of sequence q are
-    paths[q, r, :length]) and log P(path | X) (sequences x n, -inf where fewer than n paths are allowed), best
-    first; among equal scores the lower previous label, then the lower rank, wins. ``log_z``: log Z per sequence
+    (n x positions, -1 where a sequence has fewer than n paths: sequence q's path of rank r is paths[r,
+    seq_starts[q]:seq_starts[q + 1]], so the memory follows the positions, not the longest sequence times the
+    sequences) and log P(path | X) (sequences x n, -inf where fewer than n paths are allowed), best first; among
+    equal scores the lower previous label, then the lower rank, wins. ``log_z``: log Z per sequence
     (forward_backward's fourth result). Each position keeps, per label, the n best partial paths that end there."""
     n_seq = seq_starts.shape[0] - 1
     K = P.values.shape[1]
-    longest = 0
-    for q in range(n_seq):
-        longest = max(longest, seq_starts[q + 1] - seq_starts[q])
-    paths = np.full((n_seq, n, longest), -1, dtype=np.int32)
+    paths = np.full((n, seq_starts[n_seq]), -1, dtype=np.int32)
     logp = np.full((n_seq, n), -np.inf)
     cand_score = np.empty(K * n)
     cand_prev = np.empty(K * n, dtype=np.int64)
@@ -467,7 +465,7 @@ def nbest(P, seq_starts, log_z, n):
             logp[q, rank] = cand_score[order[rank]] + offset - log_z[q]
             k, r = cand_prev[order[rank]] // n, cand_prev[order[rank]] % n
             for i in range(L - 1, -1, -1):
-                paths[q, rank, i] = k
+                paths[rank, a + i] = k
                 if i > 0:
                     k, r = back[i, k, r] // n, back[i, k, r] % n
     return paths, logp
