@@ -337,6 +337,9 @@ class Errors(metaclass=_WithCodes):
             "as tcp://HOST:PORT (transports: {schemes})")
     E221 = ("scheduler {address!r}: no Dask scheduler answered within {seconds} s ({type_name}: {err}); check the "
             "address and that `dask scheduler` runs there")
+    E222 = ("{where}: {n_labels:,} labels over {n_positions:,} positions need at least {need:.1f} GiB to train (a row per "
+            "previous label at every position), and {have:.1f} GiB are available: fewer labels (are they tags, not "
+            "free text?) or less data at once")
     E208 = ("evaluate: {path}, read with --format {format}, holds no gold annotation of {targets}, so every score "
             "would be 0: point --format (or --columns and --label-column) at the column that holds the labels")
     E200 = ("treecrf: 'rounds_per_pass' must be an integer from 1 to {maximum} (boosting rounds fitted on each pass's "

@@ -13,6 +13,7 @@ import numpy as np
 
 from .engine import booster as boost
 from .engine.booster import DECODERS, BoostParams, Ensemble
+from .engine.memory import check_training_memory
 from .engine.rules import Explanation, ensemble_rules, explain_sequence
 from .engine.transitions import first_forbidden, transitions_allowed
 from .engine import crf, missing, serialize
@@ -565,6 +566,8 @@ class TreeCRF:
         classes = label_set(y)
         if not classes:
             raise ValueError(Errors.E055)
+        if scheduler is None:  # (on a cluster the positions' rows live on the workers)
+            check_training_memory(sum(map(len, X)), len(classes), "TreeCRF.fit")
         if X_dev is None and self.early_stopping is not False:
             split = self._held_out(X, y)
             if split is not None:

@@ -41,6 +41,7 @@ from .engine.booster import DECODERS, BoostParams, Ensemble
 from .engine.missing import ENGINE_STRATEGIES, INDICATOR_STRATEGIES, N_SURROGATES, MissingRows
 from .engine.numeric import NumericIndex, numeric_index
 from .engine.predict_partition import partition_potentials
+from .engine.memory import check_training_memory
 from .engine.rules import Explanation, ensemble_rules, explain_sequence
 from .engine.transitions import bio_allowed, first_forbidden
 from .engine.trees import no_missing
@@ -440,6 +441,8 @@ class TreeCRFComponent(TrainablePipe):
             raise ValueError(Errors.E005.format(target=self.target))
         if not any(self.has_gold(eg.reference) for eg in examples):
             raise ValueError(Errors.E219.format(name=self.name, n=len(examples), target=self.target))
+        if not os.environ.get(SCHEDULER_ENV):  # (on a cluster the positions' rows live on the workers)
+            check_training_memory(sum(len(eg.predicted) for eg in examples), len(labels), f"Component '{self.name}'")
         check_labels(self.target, labels, self.name)
         self.cfg["labels"] = list(labels)
         self.cfg["rounds"] = 0

@@ -352,3 +352,18 @@ def test_training_data_without_any_gold_of_the_target_is_refused_at_initialize()
     examples = [Example(Doc(nlp.vocab, words=["a", "B"]), Doc(nlp.vocab, words=["a", "B"]))]
     with pytest.raises(ValueError, match=r"E219.*none of the 1 training examples.*'ner'"):
         crf.initialize(lambda: examples, nlp=nlp, labels=["B-X", "I-X", "O"])
+
+
+def test_more_labels_than_memory_allows_are_refused_before_any_label_sized_array():
+    """300,000 distinct labels: a (K + 1) x K transition mask alone would be 84 GiB. Refused at once with E222
+    by the estimator and the component, instead of numpy's MemoryError (or minutes of swapping) later."""
+    from spacy_treecrf import TreeCRF
+    n = 300_000
+    with pytest.raises(ValueError, match=r"E222.*TreeCRF.fit: 300,000 labels over 300,000 positions"):
+        TreeCRF(n_rounds=1).fit([["a"] * n], [[f"L{i}" for i in range(n)]])
+    nlp = spacy.blank(LANG)
+    crf = nlp.add_pipe("treecrf", config=component_config({"target": "tag"}))
+    words = [f"w{i}" for i in range(n)]
+    examples = [Example.from_dict(Doc(nlp.vocab, words=words), {"tags": [f"T{i}" for i in range(n)]})]
+    with pytest.raises(ValueError, match=r"E222.*Component 'treecrf': 300,000 labels"):
+        crf.initialize(lambda: examples, nlp=nlp)

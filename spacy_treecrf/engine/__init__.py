@@ -17,6 +17,7 @@ Data flows one way through its modules:
 - serialize.py: the one place where model state becomes msgpack bytes and back;
 - cluster.py: rounds on a Dask cluster (the optional extra), its shards growing each tree among themselves over
   peers.py's links, with wire.py's flat messages;
+- memory.py: what a fit will ask of memory, checked before label-sized arrays are made;
 - kernel_cache.py: where numba keeps the compiled kernels (an install's own, also where it is read-only).
 User-facing messages come from the package's Errors catalogue (errors.py, which imports nothing).
 """
