@@ -3,8 +3,9 @@ masks and, per position, a row for each previous label (S = K + 1) in the potent
 label tree and the forward-backward tables; numpy would otherwise fail (or the machine swap) minutes into
 training, or at once asking for 9.3 GiB for a mask of 100,000 labels.
 
-training_bytes is a lower bound of the largest of those, not an account of every array: a fit it refuses
-cannot run here, one it lets through may still need more (its trees, the feature rows).
+training_bytes counts those arrays, not every one (not the trees or the feature rows): with the defaults,
+2,000 random labels over 20,000 positions, it estimates 1.64 GiB where the fit's peak resident memory was
+1.43 GiB (5,000 positions: 0.38 GiB against 0.53, the interpreter and kernels included).
 """
 import os
 from typing import Optional
@@ -29,7 +30,7 @@ def available_bytes() -> Optional[int]:
 
 
 def training_bytes(n_positions: int, n_labels: int) -> int:
-    """A lower bound of what training n_labels labels over n_positions positions takes at once: the transition
+    """What training n_labels labels over n_positions positions takes at once (module docstring): the transition
     mask ((K + 1) x K bools), a label tree's residuals (T x S float64) and the potentials' group table
     (T x S int32), and the forward-backward tables (a few T x K float64)."""
     K, T = int(n_labels), int(n_positions)
