@@ -73,6 +73,16 @@ def _read_only(site: Path, command: list) -> list:
     return ["unshare", "--mount", "--map-root-user", "sh", "-c", script, "sh", str(site)] + command
 
 
+def _skip_without_read_only_mounts(folder: Path) -> None:
+    """Skip, saying why, where no read-only bind mount can be made in a new mount namespace (no `unshare`, or
+    no user namespaces for a user who is not root)."""
+    probe = subprocess.run(_read_only(folder, ["touch", str(folder / "probe")]), capture_output=True, text=True) \
+        if shutil.which("unshare") else None
+    if probe is None or "Read-only file system" not in probe.stderr:
+        reason = "no unshare" if probe is None else probe.stderr.strip()[-300:]
+        pytest.skip(f"no read-only bind mount in a new mount namespace here: {reason}")
+
+
 def _files(folder: Path) -> dict:
     return {str(p): p.stat().st_mtime_ns for p in folder.rglob("*")}
 
@@ -81,9 +91,7 @@ def test_read_only_install_loads_its_kernels_and_leaves_nothing(tmp_path):
     site, tmp, cwd = tmp_path / "site", tmp_path / "tmp", tmp_path / "cwd"
     for folder in (site, tmp, cwd):
         folder.mkdir()
-    probe = subprocess.run(_read_only(site, ["touch", str(site / "probe")]), capture_output=True, text=True)
-    if shutil.which("unshare") is None or "Read-only file system" not in probe.stderr:
-        pytest.skip(f"no read-only bind mount in a new mount namespace here: {probe.stderr.strip()[-300:]}")
+    _skip_without_read_only_mounts(site)
     package = _copy_package(site, with_kernels=True)
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(site), "HOME": str(tmp_path / "home")}
     model = tmp_path / "model"
@@ -122,9 +130,7 @@ def test_a_read_only_numba_cache_dir_holding_the_kernels_is_read(tmp_path):
     site, tmp, cwd, cache = tmp_path / "site", tmp_path / "tmp", tmp_path / "cwd", tmp_path / "cache"
     for folder in (site, tmp, cwd, cache):
         folder.mkdir()
-    probe = subprocess.run(_read_only(cache, ["touch", str(cache / "probe")]), capture_output=True, text=True)
-    if shutil.which("unshare") is None or "Read-only file system" not in probe.stderr:
-        pytest.skip(f"no read-only bind mount in a new mount namespace here: {probe.stderr.strip()[-300:]}")
+    _skip_without_read_only_mounts(cache)
     package = _copy_package(site, with_kernels=False)
     for folder in (package, package / "engine"):
         (folder / "__pycache__").write_text("")  # a file where numba would make its cache directory
