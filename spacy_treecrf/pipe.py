@@ -598,7 +598,8 @@ class TreeCRFComponent(TrainablePipe):
         if self.cfg["round_every"] == "corpus" and len(pending) < self.cfg["corpus_size"]:
             self._checked_labels(examples)
             self._pending = pending
-            if self._evaluation_follows() and not self._fresh_round and self._passes is None and self._trainer:
+            if (self._evaluation_follows() and not self._fresh_round and self._passes is None
+                    and self._trainer is not None):
                 self._passes = self._trainer.gradient_pass()  # the corpus of the last pass
                 losses[self.name] += -self._passes.objective
             return losses
