@@ -34,13 +34,14 @@ def main(results_path, out_dir):
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for r in tree + crf:
         pts = [(c["train_seconds"], c["score"]) for c in r["curve"]
-               if c.get("train_seconds") is not None and c.get("score") is not None]
+               if c.get("train_seconds") and c.get("score") is not None]  # (seconds > 0: a log axis)
         if not pts or r.get("curve_metric", r["metric"]) != r["metric"]:
             continue  # (results.json of older runs: CRFsuite's curve in token accuracy, another metric)
         label = r["system"] if r["kind"] == "treecrf" else f"{r['system']} c1={r['c1']:g} c2={r['c2']:g}"
         ax.plot([x for x, _ in pts], [y * 100 for _, y in pts], marker="." if r["kind"] == "treecrf" else "x",
                 label=label)
-    ax.set_xlabel("training seconds (evaluations excluded)")
+    ax.set_xscale("log")  # the learners' times differ by orders of magnitude on some tasks
+    ax.set_xlabel("training seconds (evaluations excluded; log scale)")
     ax.set_ylabel(f"dev {' / '.join(metrics)} (%)")
     ax.set_title(f"{task}: dev score against training time", fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
