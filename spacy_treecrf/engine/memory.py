@@ -5,7 +5,7 @@ training, or at once asking for 9.3 GiB for a mask of 100,000 labels.
 
 training_bytes counts those arrays, not every one (not the trees or the feature rows): with the defaults,
 2,000 random labels over 20,000 positions, it estimates 1.64 GiB where the fit's peak resident memory was
-1.43 GiB (5,000 positions: 0.38 GiB against 0.53, the interpreter and kernels included).
+1.43 GiB (benchmarks/memory_estimate.py; benchmarks/results/first_hour_checks.md).
 """
 import os
 from typing import Optional
