@@ -127,7 +127,7 @@ def main():
         nlp.update(train)
         if r % args.every == 0 or r == 1:
             seconds = time.perf_counter() - t0
-            P = pipe._trainer.P
+            P = pipe.feeder.trainer.P
             scores = nlp.evaluate(dev)
             print(f"round {r}: {seconds:.1f} s, groups per position {P.values.shape[0] / len(P.c):.2f}, "
                   f"resident {current_rss_mb():.0f} MB (peak {peak_rss_mb():.0f} MB), dev tag_acc "

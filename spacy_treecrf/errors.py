@@ -85,7 +85,7 @@ class Errors(metaclass=_WithCodes):
     E018 = "Model data: unsupported value of type {type_name} at '{where}'"
     E019 = '{kind} model data must be bytes, got {type_name}'
     E020 = '{kind} model data is not a spacy_treecrf model'
-    E021 = 'Model data holds a {found!r}, expected {kind!r}'
+    E021 = 'Model data holds a {found!r} model, expected a {kind!r} one'
     E022 = ('{kind} model data has format version {version!r}; this spacy_treecrf reads up to {format_version}: '
             'upgrade spacy_treecrf')
     E210 = ("{kind} model data has the format version {version!r}, which is no version number (a whole number from "
@@ -127,7 +127,6 @@ class Errors(metaclass=_WithCodes):
     E054 = '{call}: {x_name} has {n_x} sequences but {y_name} has {n_y}'
     E055 = 'fit: no known label in y: at least one position must be labelled'
     E056 = 'This TreeCRF is not fitted yet: call fit() or from_bytes() first'
-    E057 = 'TreeCRF model bytes: missing={missing!r} but the trees have {n_surrogates} surrogate slots'
     E059 = '{call}: sequence {q} of {x_name} has {n_xs} positions but {y_name} gives it {n_ys} labels'
     E149 = ('{call}: label {label!r} ({type_name}) at sequence {q}, position {t} of {y_name}: a label must be a '
             'string or an integer (None: unknown)')
@@ -136,13 +135,9 @@ class Errors(metaclass=_WithCodes):
     E151 = 'fit: X_dev and y_dev go together: one of them is None'
     E153 = 'TreeCRF model bytes: feature names must be distinct strings; {name!r} is not (or is repeated)'
     E154 = 'TreeCRF model bytes: best_round must be an integer in [0, n_rounds], got {best_round!r}'
-    E155 = "Label {label!r} of component '{name}' is listed twice."
-    E156 = ('fit: label {label!r} at sequence {q}, position {t} of y follows {prev}, which allowed_transitions '
-            'forbids: no label path can reach it. Fix the labels (IOB1 data needs converting to BIO) or the '
-            'constraints.')
-    E157 = ('Doc {doc}: gold label {label!r} of token {i} ({token!r}) follows {prev}, which the transition constraints '
-            "of component '{name}' forbid: no label path can reach it. IOB1 entities need converting to BIO "
-            "(IOB2), or set constrain_bio = false.")
+    E155 = "Label {label!r} of {name} is listed twice."
+    E156 = ('Gold label {label!r} at {where} follows {prev}, which the transition constraints forbid: no label path '
+            'can reach it. Fix the labels (IOB1 entities need converting to BIO, IOB2) or the constraints ({fix}).')
     E158 = ('The training loss of round {round} is not finite ({objective}): a gold label sequence has no path the '
             'transition constraints allow, or the settings overflow.')
     E159 = "window_features: '{name}' must be <= {maximum}, got {value}"
@@ -171,7 +166,7 @@ class Errors(metaclass=_WithCodes):
     E175 = ('explain: x must be one sequence (a list of positions, as one item of predict\'s X), got {kind}')
     E176 = ('explain: labels must be a list of {n} labels, one per position of x, each one of the model\'s classes; '
             'position {t} has {label!r}')
-    E152 = 'TreeCRF model bytes: class {label!r} is not a string or an integer, or two classes are equal'
+    E152 = 'The model data has no valid label list: {label!r} (labels are distinct strings or integers)'
     E060 = 'TreeCRF model bytes: invalid settings: {err}'
     E201 = ("Sequence {q}, position {t}, key {key!r}: the value {value!r}{where} is a {kind}; a value must be a "
             "string, a bool, a number or None (missing), or, as python-crfsuite reads them, a dict of such values "
@@ -231,7 +226,7 @@ class Errors(metaclass=_WithCodes):
     E104 = "The model data's setting 'decode' must be one of {decoders}, got {cfg!r}."
     E105 = "Cannot add label {label!r} to '{name}' after training started."
     E106 = "The model data is for target {found!r}, but component '{name}' has target {target!r}."
-    E107 = 'The model data has no valid label list.'
+    E107 = "The model data's labels {labels!r} are not strings: it was not saved by a treecrf component."
     E108 = 'The model data has missing={missing!r} but its trees have {n_surrogates} surrogate slots.'
     E109 = "No model file at {path}: was component '{name}' saved?"
     E110 = "The model data's setting {key!r} should be {type_name}, got {cfg!r}."

@@ -11,17 +11,17 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .engine import booster as boost
+from .engine import serialize
 from .engine.booster import DECODERS, BoostParams, Ensemble
-from .engine.memory import check_training_memory
-from .engine.rules import Explanation, ensemble_rules, explain_sequence
-from .engine.transitions import first_forbidden, transitions_allowed
-from .engine import crf, missing, serialize
 from .engine.crf import MAX_NBEST
-from .engine.missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
+from .engine.memory import check_training_memory
+from .engine.missing import ENGINE_STRATEGIES, MissingRows
 from .engine.numeric import NumericIndex, bin_uppers, bins_of, numeric_index
+from .engine.rules import Explanation
 from .engine.sparse import pairs_to_rows, window_rows
-from .engine.trees import no_missing
+from .engine.transitions import transitions_allowed
+from .engine import missing
+from .model import Columns, EngineRows, SequenceModel, is_label, load
 from .errors import Errors, Warnings, excerpt
 
 Position = Union[Dict[str, object], Iterable[str]]
@@ -477,13 +477,29 @@ class TreeCRF:
         for name, default in BOOST_SETTINGS.items():
             setattr(self, name, settings.get(name, default))
         self._check_settings()
-        self.classes_: List[str] = []
+        self.crf_: Optional[SequenceModel] = None  # the fitted model (model.py)
         self.features = FeatureIndex()
-        self.allowed: Optional[np.ndarray] = None
-        self.ensemble: Optional[Ensemble] = None
         self.history_: List[dict] = []
-        self.best_round_: int = 0
         self.window_: int = 0  # the fitted model's window (``window`` may change after fitting)
+
+    @property
+    def classes_(self) -> list:
+        """The fitted model's labels, in its label ids' order."""
+        return [] if self.crf_ is None else self.crf_.labels
+
+    @property
+    def best_round_(self) -> int:
+        """The boosting rounds the fitted model's trees come from (with validation data: the best round)."""
+        return 0 if self.crf_ is None else self.crf_.rounds
+
+    @property
+    def ensemble(self) -> Optional[Ensemble]:
+        return None if self.crf_ is None else self.crf_.ensemble
+
+    @property
+    def allowed(self) -> Optional[np.ndarray]:
+        """Which label may follow which ((labels + 1) x labels, row 0: the start)."""
+        return None if self.crf_ is None else self.crf_.allowed
 
     def _check_settings(self):
         if self.decode not in DECODERS:
@@ -597,7 +613,7 @@ class TreeCRF:
         return tuple([seq for seq, h in zip(data, held) if h == flag] for flag in (False, True) for data in (X, y))
 
     def _fit(self, classes, X, y, X_dev, y_dev, scheduler) -> "TreeCRF":
-        warm = self.warm_start and self.ensemble is not None and self.ensemble.n_trees > 0
+        warm = self.warm_start and self.crf_ is not None and self.crf_.n_trees > 0
         if warm:
             if self.params.shared_trees != self.ensemble.shared:
                 raise ValueError(Errors.E183.format(setting=self.params.shared_trees,
@@ -607,45 +623,37 @@ class TreeCRF:
                 raise ValueError(Errors.E204.format(window=self.window, fitted=self.window_))
         else:
             self.features = FeatureIndex()
-            self.best_round_ = 0
             self.window_ = int(self.window)
-        self.classes_ = classes
         n_before = len(self.features.names)
-        indptr, indices, seq_starts, missing_rows = self._rows(X, fit=True)
-        label_ids = self._label_ids(y)
-        self.allowed = transitions_allowed(self.classes_, self.allowed_transitions)
-        bad = first_forbidden(label_ids, seq_starts, self.allowed)
-        if bad is not None:
-            q, t, prev, k = bad
-            raise ValueError(Errors.E156.format(label=self.classes_[k], q=q, t=t, prev=(
-                "the start of the sequence" if prev < 0 else repr(self.classes_[prev]))))
-        K = len(self.classes_)
+        raw = self.features.rows(X, grow=True)
+        if self.params.missing not in ENGINE_STRATEGIES:
+            self.features.learn_fill(*raw[:2], raw[3], self.params.missing)
+        allowed = transitions_allowed(classes, self.allowed_transitions)
         if warm:
-            self.ensemble = self.ensemble.with_labels(K)
+            moved = None
             if self.window_ and len(self.features.names) > n_before:
-                self.ensemble = self.ensemble.with_feature_map(window_moves(n_before, len(self.features.names),
-                                                                            self.window_))
+                moved = window_moves(n_before, len(self.features.names), self.window_)
+            self.crf_ = self.crf_.extended(classes, moved, self._n_columns(), self._numeric_index(), allowed,
+                                           self._fill())
         else:
-            self.ensemble = Ensemble(K + 1, K, N_SURROGATES if self.params.missing == "surrogate" else 0,
-                                     shared=self.params.shared_trees)
-        numeric = self._numeric_index()
-        self.ensemble.set_numeric(numeric)
-        kept_rounds, kept_trees = self.best_round_, self.ensemble.n_trees
+            self.crf_ = SequenceModel(classes, allowed, self.params, self._n_columns(), self._numeric_index(),
+                                      self._fill())
+        rows = self._windowed(self.crf_.engine_rows(*raw))
+        label_ids = self.crf_.label_ids(y)
+        self.crf_.check_gold(label_ids, rows.seq_starts, lambda q, t: f"sequence {q}, position {t} of y",
+                             fix="allowed_transitions")
+        self._boost(self.crf_.trainer(rows, label_ids, scheduler), X_dev, y_dev, warm)
+        return self
 
-        def current(rows_of):  # the rows' potentials under the trees there are (None: no trees yet)
-            d_indptr, d_indices, d_starts, d_missing = rows_of
-            return self.ensemble.scaled_potentials(d_indptr, d_indices, self.allowed, d_starts, self.params.threads,
-                                                   d_missing) if kept_trees else None
-        trainer = boost.new_trainer(indptr, indices, self._n_columns(), label_ids, seq_starts, self.allowed,
-                                    self.params, scheduler,
-                                    initial=current((indptr, indices, seq_starts, missing_rows)),
-                                    missing_rows=missing_rows, numeric=numeric)
+    def _boost(self, trainer, X_dev, y_dev, warm: bool) -> None:
+        """Fit rounds up to n_rounds; with validation data keep the best round and stop after patience rounds
+        without a better one (fit's docstring)."""
+        crf_ = self.crf_
+        kept_rounds, kept_trees = crf_.rounds, crf_.n_trees
         dev = None
         best_acc, best_round = -1.0, 0
         if X_dev is not None:
-            dev_rows = self._rows(X_dev)
-            dev = boost.DevCache(*dev_rows[:3], self.allowed, missing_rows=dev_rows[3], initial=current(dev_rows),
-                                 numeric=numeric)
+            dev = crf_.dev_cache(self._rows(X_dev))
             dev_gold = np.array([self._label_index(label) for ys in y_dev for label in ys], dtype=np.int64)
             known = dev_gold != -1  # unseen labels (-2) count as errors
 
@@ -660,7 +668,7 @@ class TreeCRF:
             warnings.warn(Warnings.W006.format(rounds=kept_rounds, n_rounds=self.n_rounds))
         scores = []  # the round's validation accuracy, scored beside the round's last step (Trainer.fit_round)
         for r in range(1, self.n_rounds - kept_rounds + 1):
-            objective = trainer.fit_round(self.ensemble, on_tree=dev.add_tree if dev else None,
+            objective = trainer.fit_round(crf_.ensemble, on_tree=dev.add_tree if dev else None,
                                           beside=(lambda threads: scores.append(dev_accuracy(threads)))
                                           if dev else None)
             entry = {"round": kept_rounds + r, "train_loss_before": -objective, "seconds": time.perf_counter() - start,
@@ -675,27 +683,28 @@ class TreeCRF:
             if dev is not None and r - best_round >= (self.patience or DEFAULT_PATIENCE):
                 break
         new_rounds = best_round if dev is not None else len(self.history_)
-        self.best_round_ = kept_rounds + new_rounds
+        crf_.rounds = kept_rounds + new_rounds
         trainer.close()
         trainer = dev = None  # their caches (T x S x K each) go before the trees are joined into one array
-        self.ensemble.truncate(kept_trees + new_rounds * (1 if self.params.shared_trees else K))
-        return self
+        crf_.ensemble.truncate(kept_trees + new_rounds * (1 if crf_.params.shared_trees else len(crf_.labels)))
 
-    def _rows(self, X, fit: bool = False):
-        """Feature rows, sequence offsets and the missing variables for the engine (None when the strategy has
-        already put features in their place), over the fitted window's columns if there is one."""
-        indptr, indices, seq_starts, missing_rows = self.features.rows(X, grow=fit)
-        strategy = self.params.missing
-        if strategy not in ENGINE_STRATEGIES:
-            if fit:
-                self.features.learn_fill(indptr, indices, missing_rows, strategy)
-            indptr, indices = self.features.fill(indptr, indices, missing_rows, strategy)
-            missing_rows = None
+    def _fill(self) -> np.ndarray:
+        """The model's fill table (model.py): the imputed or indicator feature of each variable (-1: none)."""
+        return self.features.impute if self.params.missing == "imputation" else self.features.indicator
+
+    def _rows(self, X) -> EngineRows:
+        """The fitted model's rows of sequences X: their features (unknown names dropped), missing values as the
+        model's strategy handles them, over the fitted window's columns if there is one."""
+        return self._windowed(self.crf_.engine_rows(*self.features.rows(X, grow=False)))
+
+    def _windowed(self, rows: EngineRows) -> EngineRows:
+        """The rows over the window's columns (sparse.window_rows), where the model has a window."""
         if not self.window_:
-            return indptr, indices, seq_starts, missing_rows
-        self._check_window_input(indptr, indices, seq_starts, missing_rows)
+            return rows
+        self._check_window_input(*rows)
         colmap, padcol = window_columns(len(self.features.names), self.window_)
-        return (*window_rows(indptr, indices, seq_starts, self.window_, colmap, padcol), seq_starts, None)
+        return EngineRows(*window_rows(rows.indptr, rows.indices, rows.seq_starts, self.window_, colmap, padcol),
+                          rows.seq_starts, None)
 
     def _check_window_input(self, indptr, indices, seq_starts, missing_rows):
         """E205 at the first position holding what a window does not read: a number (a numeric column's bin) or
@@ -740,49 +749,37 @@ class TreeCRF:
         except ValueError:
             return -2  # unseen label: never predicted, counts as an error
 
-    def _label_ids(self, y) -> np.ndarray:
-        index = {label: k for k, label in enumerate(self.classes_)}
-        return np.array([-1 if label is None else index[label] for ys in y for label in ys], dtype=np.int32)
-
     # ---- prediction -----------------------------------------------------------------------------------------
     def _check_fitted(self):
-        if self.ensemble is None:
+        if self.crf_ is None:
             raise ValueError(Errors.E056)
 
-    def _scaled(self, X):
-        """The scaled Potentials of X under the transition mask, its sequence offsets and the threads."""
+    def _decoded(self, X, method: str, n_best: int = 0):
+        """SequenceModel.decode of sequences X, and their sequence offsets."""
         self._check_fitted()
-        indptr, indices, seq_starts, missing_rows = self._rows(as_sequences(X, "X"))
-        threads = self.params.threads
-        P = self.ensemble.scaled_potentials(indptr, indices, self.allowed, seq_starts, threads, missing_rows)
-        return P, seq_starts, threads
-
-    def _decode(self, X, method):
-        P, seq_starts, threads = self._scaled(X)
-        ids, gamma = boost.decode(P, seq_starts, method, threads)
-        return ids, gamma, seq_starts
+        rows = self._rows(as_sequences(X, "X"))
+        return self.crf_.decode(rows, method, n_best=n_best), rows.seq_starts.tolist()
 
     def predict(self, X) -> List[List[str]]:
-        ids, _, seq_starts = self._decode(X, self.decode)
-        labels = [self.classes_[k] for k in ids.tolist()]  # (python ints: indexing with numpy's costs 3x)
-        return [labels[a:b] for a, b in zip(seq_starts[:-1].tolist(), seq_starts[1:].tolist())]
+        decoded, bounds = self._decoded(X, self.decode)
+        labels = [self.classes_[k] for k in decoded.ids.tolist()]  # (python ints: indexing with numpy's costs 3x)
+        return [labels[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
     def predict_marginals(self, X) -> List[List[Dict[str, float]]]:
-        _, gamma, seq_starts = self._decode(X, "marginal")
-        return [[dict(zip(self.classes_, map(float, row))) for row in gamma[a:b]]
-                for a, b in zip(seq_starts[:-1], seq_starts[1:])]
+        decoded, bounds = self._decoded(X, "marginal")
+        return [[dict(zip(self.classes_, map(float, row))) for row in decoded.gamma[a:b]]
+                for a, b in zip(bounds[:-1], bounds[1:])]
 
     def predict_nbest(self, X, n: int = 5) -> List[List[Tuple[List, float]]]:
         """Per sequence, its n most probable label sequences with their probabilities P(Y | X), best first (exact:
         k-best Viterbi and the forward pass's Z; fewer where the transition constraints allow fewer paths)."""
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= MAX_NBEST:
             raise ValueError(Errors.E165.format(n=n, maximum=MAX_NBEST))
-        P, seq_starts, threads = self._scaled(X)
-        log_z = boost.forward_backward(P, seq_starts, np.full(len(P.c), -1, dtype=np.int32), False, threads)[3]
-        paths, logp = crf.nbest(P, seq_starts, log_z, int(n))
+        decoded, bounds = self._decoded(X, "viterbi", n_best=int(n))
+        paths, logp = decoded.nbest
         return [[([self.classes_[k] for k in paths[r, a:b]], float(np.exp(logp[q, r])))
                  for r in range(int(n)) if np.isfinite(logp[q, r])]
-                for q, (a, b) in enumerate(zip(seq_starts[:-1], seq_starts[1:]))]
+                for q, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
 
     def score(self, X, y) -> float:
         """Token accuracy over the known labels of y."""
@@ -798,7 +795,7 @@ class TreeCRF:
         leaves that hold at least ``min_support`` examples (W009 where none does); none that the transition
         constraints forbid."""
         self._check_fitted()
-        return ensemble_rules(self.ensemble, self._test_names(), self.classes_, top, min_support, self.allowed)
+        return self.crf_.rules(self._test_names(), top, min_support)
 
     def explain(self, x, labels=None) -> List[Explanation]:
         """Why each position of the sequence ``x`` (one item of predict's X) gets its label: per position an
@@ -808,9 +805,9 @@ class TreeCRF:
         self._check_fitted()
         if isinstance(x, (str, dict)) or not isinstance(x, Sequence):
             raise TypeError(Errors.E175.format(kind=type(x).__name__))
-        indptr, indices, _, missing_rows = self._rows([x])
+        rows = self._rows([x])
         if labels is None:
-            ids = self._decode([x], self.decode)[0]
+            ids = self.crf_.decode(rows, self.decode).ids
         else:
             index = {label: k for k, label in enumerate(self.classes_)}
             if isinstance(labels, str) or not isinstance(labels, Sequence) or len(labels) != len(x):
@@ -819,78 +816,70 @@ class TreeCRF:
                 if not is_label(label) or label not in index:
                     raise ValueError(Errors.E176.format(n=len(x), t=t, label=label))
             ids = np.array([index[label] for label in labels], dtype=np.int64)
-        route = missing_rows.index() if missing_rows is not None and missing_rows.any else no_missing()
-        return explain_sequence(self.ensemble.forest(), self.ensemble.kernel_rows(indptr, indices), route, 0, ids,
-                                self._test_names(), self.classes_, self.allowed, self.ensemble.path_tables())
+        return self.crf_.explain(rows, ids, self._test_names())
 
     # ---- serialization --------------------------------------------------------------------------------------
     def to_bytes(self) -> bytes:
+        """The model file (model.py's schema): the model, the feature map and the estimator's settings."""
         self._check_fitted()
-        return serialize.dumps("TreeCRF", {
-            "params": vars(self.params), "n_rounds": self.n_rounds, "decode": self.decode,
-            "patience": self.patience, "early_stopping": self.early_stopping,
-            "validation_fraction": self.validation_fraction, "classes": self.classes_, "features": self.features.names,
-            "allowed": self.allowed, "ensemble": self.ensemble.arrays(), "best_round": self.best_round_,
-            "variables": self.features.variables,
-            "feature_var": np.array(self.features.feature_var, dtype=np.int32),
-            "impute": self.features.impute, "indicator": self.features.indicator,
-            "numeric_keys": self.features.numeric_keys, "numeric_uppers": self.features.uppers,
-            "numeric_base": np.array(self.features.numeric_base, dtype=np.int64), "window": self.window_,
-        })
+        features = {"names": self.features.names, "variables": self.features.variables,
+                    "feature_var": np.array(self.features.feature_var, dtype=np.int32),
+                    "impute": self.features.impute, "indicator": self.features.indicator,
+                    "numeric_keys": self.features.numeric_keys, "numeric_uppers": self.features.uppers,
+                    "numeric_base": np.array(self.features.numeric_base, dtype=np.int64), "window": self.window_}
+        return self.crf_.to_bytes("estimator", features, {name: getattr(self, name) for name in SAVED_SETTINGS})
 
     def from_bytes(self, data: bytes) -> "TreeCRF":
-        msg = serialize.loads("TreeCRF", data)
-        classes = serialize.field(msg, "classes", list)
-        if not all(is_label(c) for c in classes) or len({str(c) for c in classes}) != len(classes):
-            raise ValueError(Errors.E152.format(label=classes))
-        features = serialize.field(msg, "features", list)
-        K = len(classes)
-        allowed = serialize.check_array(msg, "allowed", np.bool_, (K + 1, K))
-        numeric = serialize.check_numeric(msg, len(features))
-        window = msg.get("window", 0)  # (files from before windows have none)
+        """Load a model file (model.load, then read_estimator's checks of the feature map and settings); a
+        refused file leaves the estimator as it was."""
+        crf_, features, window, loaded = read_estimator(data, self)
+        for name, value in loaded.get_params().items():
+            setattr(self, name, value)
+        self.crf_, self.features, self.window_ = crf_, features, window
+        return self
+
+
+def read_estimator(data: bytes, est: TreeCRF) -> Tuple[SequenceModel, FeatureIndex, int, TreeCRF]:
+    """An estimator's model file, read by model.load: the feature map (distinct names, numeric columns, missing
+    tables, window) and the settings, checked as TreeCRF(...) checks them. Returns the model, the feature map, the
+    window and an estimator with the file's settings (``est``'s for what a file does not hold)."""
+    def columns(payload: dict, params: BoostParams) -> Columns:
+        state = payload["features"]
+        names = serialize.field(state, "names", list)
+        numeric = serialize.check_numeric(state, len(names))
+        window = state.get("window", 0)  # (files from before windows have none)
         if isinstance(window, bool) or not isinstance(window, int) or not 0 <= window <= MAX_WINDOW or (
                 window and numeric["keys"]):
             raise ValueError(Errors.E060.format(err=Errors.E203.format(maximum=MAX_WINDOW, value=window)))
-        n_columns = (2 * window + 1) * (len(features) + 1) if window else len(features)
-        ensemble = serialize.load_ensemble(serialize.field(msg, "ensemble", dict), K, n_columns,
-                                           numeric_index(n_columns, numeric["base"], numeric["end"]))
+        n_columns = (2 * window + 1) * (len(names) + 1) if window else len(names)
+        index = numeric_index(n_columns, numeric["base"], numeric["end"])
+        bins = set(np.flatnonzero(index.column >= 0).tolist())
         seen = set()
-        bins = set(np.flatnonzero(ensemble.numeric.column >= 0).tolist())
-        for f, name in enumerate(features):
+        for f, name in enumerate(names):
             if not isinstance(name, str) or (name in seen and f not in bins):
                 raise ValueError(Errors.E153.format(name=name))
             if f not in bins:
                 seen.add(name)
-        settings = {k: v for k, v in serialize.field(msg, "params", dict).items()
-                    if k in BOOST_SETTINGS}  # (older files kept a 'scheduler' setting: where they trained)
-        try:  # the file's settings, checked as TreeCRF(...) checks them
-            loaded = TreeCRF(n_rounds=serialize.field(msg, "n_rounds", int), decode=serialize.field(msg, "decode", str),
-                             patience=msg.get("patience"), early_stopping=msg.get("early_stopping", "auto"),
-                             validation_fraction=msg.get("validation_fraction", 0.1),
-                             allowed_transitions=self.allowed_transitions, verbose=self.verbose,
-                             warm_start=self.warm_start, window=window, **settings)
-        except (TypeError, ValueError) as err:
-            raise ValueError(Errors.E060.format(err=err)) from None
-        params = loaded.params
-        if (params.missing == "surrogate") != (ensemble.n_surrogates > 0):
-            raise ValueError(Errors.E057.format(missing=params.missing, n_surrogates=ensemble.n_surrogates))
-        if params.shared_trees != ensemble.shared:
-            raise ValueError(Errors.E170.format(setting=params.shared_trees,
-                                                kind="shared" if ensemble.shared else "per-label"))
-        best_round = msg.get("best_round", 0)
-        if not isinstance(best_round, int) or isinstance(best_round, bool) or not 0 <= best_round <= loaded.n_rounds:
-            raise ValueError(Errors.E154.format(best_round=best_round))
-        table = serialize.check_missing_table(msg, len(features))
-        for name, value in loaded.get_params().items():
-            setattr(self, name, value)
-        self.classes_ = classes
-        self.features = FeatureIndex(features, table["variables"], table["feature_var"], table["impute"],
-                                     table["indicator"], numeric["keys"], numeric["uppers"], numeric["base"])
-        self.allowed = allowed
-        self.ensemble = ensemble
-        self.best_round_ = best_round
-        self.window_ = window
-        return self
+        table = serialize.check_missing_table(state, len(names))
+        features = FeatureIndex(names, table["variables"], table["feature_var"], table["impute"], table["indicator"],
+                                numeric["keys"], numeric["uppers"], numeric["base"])
+        fill = table["impute"] if params.missing == "imputation" else table["indicator"]
+        return Columns(n_columns, index, len(table["variables"]), (features, window), fill)
+
+    loaded = load(data, "estimator", "the TreeCRF model", columns)
+    settings, params = loaded.settings, loaded.model.params
+    try:  # the file's settings, checked as TreeCRF(...) checks them
+        est = TreeCRF(n_rounds=serialize.field(settings, "n_rounds", int),
+                      decode=serialize.field(settings, "decode", str), patience=settings.get("patience"),
+                      early_stopping=settings.get("early_stopping", "auto"),
+                      validation_fraction=settings.get("validation_fraction", 0.1),
+                      allowed_transitions=est.allowed_transitions, verbose=est.verbose, warm_start=est.warm_start,
+                      window=loaded.state[1], **vars(params))
+    except (TypeError, ValueError) as err:
+        raise ValueError(Errors.E060.format(err=err)) from None
+    if not loaded.model.rounds <= est.n_rounds:
+        raise ValueError(Errors.E154.format(best_round=loaded.model.rounds))
+    return loaded.model, loaded.state[0], loaded.state[1], est
 
 
 def savable(text: str, what: str) -> None:
@@ -953,10 +942,6 @@ class TestNames:
         return f"{self.features.numeric_keys[c]} > {self.features.uppers[c][a - self.numeric.base[c]]:.6g}"
 
 
-def is_label(label) -> bool:
-    return isinstance(label, (str, int, np.integer)) and not isinstance(label, (bool, np.bool_))
-
-
 def as_sequences(X, name: str) -> list:
     """X as a list of sequences, each a list or tuple (any iterable of iterables is read, generators included);
     a string, a dict or something that is no iterable raises E202 (a string would read as letters)."""
@@ -1011,3 +996,4 @@ def _signature() -> inspect.Signature:
 TreeCRF.__init__.__signature__ = _signature()
 DEFAULTS = {name: p.default for name, p in list(TreeCRF.__init__.__signature__.parameters.items())[1:]}
 PARAM_NAMES = tuple(DEFAULTS)
+SAVED_SETTINGS = ("n_rounds", "decode", "patience", "early_stopping", "validation_fraction")  # (with the model's)

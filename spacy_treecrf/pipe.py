@@ -15,20 +15,16 @@ cached potentials the round before moved (the full-batch rounds of the estimator
 """
 import copy
 import dataclasses
-import hashlib
 import inspect
 import os
 import warnings
-from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 from spacy import util
 from spacy.language import Language
-from spacy.parts_of_speech import IDS as UPOS_IDS
 from spacy.pipeline import TrainablePipe
-from spacy.scorer import Scorer
-from spacy.attrs import DEP, ENT_IOB, ENT_TYPE, IDX, LEMMA, LENGTH, ORTH, POS, TAG
-from spacy.tokens import Doc, Span, SpanGroup, Token
+from spacy.tokens import Doc, Span
 from spacy.training import Example, validate_examples, validate_get_examples
 from spacy.util import registry
 from spacy.vocab import Vocab
@@ -37,32 +33,23 @@ from thinc.api import Model
 from . import engine
 from .engine import booster as boost
 from .engine import crf, missing, serialize
-from .engine.booster import DECODERS, BoostParams, Ensemble
-from .engine.missing import ENGINE_STRATEGIES, INDICATOR_STRATEGIES, N_SURROGATES, MissingRows
+from .engine.booster import DECODERS, BoostParams
+from .engine.missing import INDICATOR_STRATEGIES, MissingRows
 from .engine.numeric import NumericIndex, numeric_index
 from .engine.predict_partition import partition_potentials
 from .engine.memory import check_training_memory
-from .engine.rules import Explanation, ensemble_rules, explain_sequence
-from .engine.transitions import bio_allowed, first_forbidden
-from .engine.trees import no_missing
-from .features import (MISSING_EXT, readable_test, stored_token_values,  # noqa: F401 (registers the features)
-                       window_features)
+from .engine.rules import Explanation
+from .doc_scores import (NBEST_KEY, SCORES_KEY, BatchSpans, bio_span_arrays, bio_spans,  # noqa: F401 (API)
+                         per_sequence, sequence_bio_spans, spans_per_sequence, token_key)
+from .features import readable_test, window_features  # noqa: F401 (registers the features)
 from .errors import Errors, Warnings
+from .model import Columns, EngineRows, SequenceModel, load
+from .round_feeder import Entry, RoundFeeder, example_digest, extensions_read
+from .targets import TARGETS, Target, make_target, target_class  # noqa: F401 (TARGETS: API)
 
-TARGETS = ("ner", "spans", "tag", "pos", "token_attr")
-BIO_TARGETS = ("ner", "spans")
-TOKEN_ARRAY_ATTRS = {"tag": TAG, "pos": POS}  # targets written as a token attribute array
 ROUND_EVERY = ("corpus", "batch")
 MAX_ROUNDS_PER_PASS = 100  # beyond this a pass is the estimator's whole fit: a typo more likely than a plan
-MARGINALS_EXT = "treecrf_marginals"
-SPAN_PROB_EXT = "treecrf_prob"
-NBEST_EXT = "treecrf_nbest"
-# doc.user_data[SCORES_KEY]: {component name: (labels, marginals (tokens x labels, float32), and for ner / spans the
-# predicted spans' start_char, end_char, label and probability as arrays (else None each), then the tokenization
-# the marginals are of (token_key))}, from store_scores
-SCORES_KEY, NBEST_KEY = ("treecrf", "scores"), ("treecrf", "nbest")
 MAX_MODEL_BYTES = 2 ** 32  # a model file larger than this is refused before it is read
-INPUT_ATTRS = [ORTH, TAG, POS, LEMMA, DEP, ENT_IOB, ENT_TYPE]  # what the featurizer may read from a predicted doc
 
 
 @registry.architectures("spacy_treecrf.NoParams.v1")
@@ -77,24 +64,10 @@ def make_treecrf_scorer() -> Callable:
     return treecrf_score
 
 
-def score_attr(target: str, spans_key: str, token_attr: str) -> str:
-    """What treecrf_score names its scores after: <attr>_p/r/f for BIO targets, <attr>_acc for the others."""
-    return {"ner": "ents", "spans": f"spans_{spans_key}", "token_attr": token_attr}.get(target, target)
-
-
 def treecrf_score(examples: Iterable[Example], *, target: str = "ner", spans_key: str = "chunks",
                   token_attr: str = "", **kwargs) -> Dict[str, object]:
-    """ents_p/r/f (+ per type), spans_<key>_p/r/f, tag_acc, pos_acc or <extension>_acc, by target."""
-    attr = score_attr(target, spans_key, token_attr)
-    if target == "ner":
-        return Scorer.score_spans(examples, attr, **kwargs)
-    if target == "spans":
-        return Scorer.score_spans(examples, attr, getter=lambda doc, attr: doc.spans.get(spans_key, []),
-                                  has_annotation=lambda doc: spans_key in doc.spans, allow_overlap=True, **kwargs)
-    if target in ("tag", "pos"):
-        return Scorer.score_token_attr(examples, attr, **kwargs)
-    return Scorer.score_token_attr(examples, attr, getter=lambda token, attr: token._.get(attr),
-                                   missing_values={None, ""}, **kwargs)
+    """ents_p/r/f (+ per type), spans_<key>_p/r/f, tag_acc, pos_acc or <extension>_acc, by target (targets.py)."""
+    return make_target(target, spans_key, token_attr).score(examples, **kwargs)
 
 
 # Where `spacy train` sends a treecrf component's rounds: a Dask scheduler's address, read when a training pass
@@ -201,96 +174,6 @@ def with_moved_settings(booster: BoostParams, moved: dict, name: str) -> BoostPa
     return dataclasses.replace(booster, **moved)
 
 
-def token_key(doc: Doc) -> np.ndarray:
-    """The tokenization scores are stored with (uint64, (tokens + 1) x 3): the doc's text length, then each
-    token's start character, length and text (ORTH). A retokenized doc (merge_entities, a split) or another doc
-    given the same user_data (Span.as_doc(copy_user_data=True)) no longer matches it token for token."""
-    return np.concatenate([np.array([[len(doc.text), 0, 0]], dtype=np.uint64),
-                           doc.to_array([IDX, LENGTH, ORTH]).reshape(len(doc), 3)])
-
-
-def stored_row(entry: tuple, token: Token) -> Optional[int]:
-    """The row of ``token`` in a stored marginals array: the token with the same start, length and text in a doc
-    of the same text length as when they were stored; None where there is none (a token merged or split since,
-    a doc the scores were copied to), so no token is given another token's scores. (Entries without a
-    token_key, from before it: the index.)"""
-    if len(entry) < 7:
-        return token.i if token.i < len(entry[1]) else None
-    key = entry[6]
-    if len(key) == 0 or int(key[0, 0]) != len(token.doc.text):
-        return None
-    want = (token.idx, len(token), token.orth)
-    i = token.i + 1
-    if i < len(key) and tuple(key[i].tolist()) == want:  # an unchanged tokenization: the same index
-        return token.i
-    j = int(np.searchsorted(key[1:, 0], token.idx))
-    return j if j < len(key) - 1 and tuple(key[j + 1].tolist()) == want else None
-
-
-def marginals_getter(token: Token) -> Optional[Dict[str, Dict[str, float]]]:
-    """Token._.treecrf_marginals: {component name: {label: probability}} from every treecrf that stored scores
-    for this token (stored_row: not for a token retokenized since)."""
-    stored = token.doc.user_data.get(SCORES_KEY)
-    if not stored:
-        return None
-    out = {}
-    for name, entry in stored.items():
-        row = stored_row(entry, token)
-        if row is not None:
-            out[name] = dict(zip(entry[0], map(float, entry[1][row])))
-    return out or None
-
-
-def span_prob_getter(span: Span) -> Optional[float]:
-    """Span._.treecrf_prob: the probability under the CRF that exactly this span carries exactly this label
-    (the label over exactly these tokens, closed by a label other than its I-), as the treecrf component that
-    predicted it stored it (store_scores); None for a span no treecrf predicted. The values live in
-    doc.user_data (per component: the spans' character offsets, labels and probabilities), so they travel with
-    Doc.to_bytes / DocBin and nlp.pipe(n_process=...), and a span is matched by its characters and label, not by
-    the object: doc.ents, doc.spans[key] and doc.char_span(...) of the same span give the same value. Where two
-    treecrf components predicted the same span with the same label, the first in the pipeline answers."""
-    stored = span.doc.user_data.get(SCORES_KEY)
-    if not stored:
-        return None
-    start, end, label = span.start_char, span.end_char, span.label_
-    for entry in stored.values():
-        starts, ends, labels, probs = entry[2:6]
-        if starts is None or (len(entry) > 6 and int(entry[6][0, 0]) != len(span.doc.text)):
-            continue  # (no spans stored, or the scores of another doc's text: copied user_data)
-        hits = np.flatnonzero((np.asarray(starts) == start) & (np.asarray(ends) == end))
-        for i in hits.tolist():
-            if labels[i] == label:
-                return float(probs[i])
-    return None
-
-
-def nbest_getter(doc: Doc) -> Optional[Dict[str, List[dict]]]:
-    """Doc._.treecrf_nbest: {component name: its n most probable analyses of the doc, best first}, from every
-    treecrf with n_best > 0. An analysis is {"tags": one label per token, "probability": P(tags | doc) under the
-    CRF (exact: k-best Viterbi and the forward pass's Z), "spans": for ner / spans a SpanGroup of its spans
-    (named after the component, or spans_key), else None}. Fewer than n where the transition constraints allow
-    fewer. Kept in doc.user_data, so they travel with Doc.to_bytes, DocBin and n_process."""
-    stored = doc.user_data.get(NBEST_KEY)
-    if not stored:
-        return None
-    out = {}
-    for name, (target, key, analyses, probs) in stored.items():
-        out[name] = [{"tags": list(tags), "probability": p,
-                      "spans": SpanGroup(doc, name=key, attrs={"probability": p},
-                                         spans=[Span(doc, a, b, label) for a, b, label in bio_spans(tags)])
-                      if target in BIO_TARGETS else None}
-                     for tags, p in zip(analyses, probs)]
-    return out
-
-
-if not Token.has_extension(MARGINALS_EXT):
-    Token.set_extension(MARGINALS_EXT, getter=marginals_getter)
-if not Span.has_extension(SPAN_PROB_EXT):
-    Span.set_extension(SPAN_PROB_EXT, getter=span_prob_getter)
-if not Doc.has_extension(NBEST_EXT):
-    Doc.set_extension(NBEST_EXT, getter=nbest_getter)
-
-
 class ReadableTests(Sequence):
     """The feature columns' tests in words (features.readable_test), missing indicators included, made one at a
     time as rules and explanations read them (a model has tens of thousands of columns; a rule reads a few)."""
@@ -313,17 +196,15 @@ class ReadableTests(Sequence):
 
 
 class TreeCRFComponent(TrainablePipe):
+    """The trainable pipe over one SequenceModel (model.py): its ``target`` (targets.py) reads gold labels and
+    writes predictions; the featurizer turns Docs into rows; the RoundFeeder turns spaCy's steps into rounds."""
+
     def __init__(self, vocab: Vocab, model: Model, name: str = "treecrf", *, features, target: str = "ner",
                  spans_key: str = "chunks", token_attr: str = "", params: Optional[BoostParams] = None,
                  decode: str = "viterbi", constrain_bio: bool = True, store_scores: bool = False, n_best: int = 0,
                  overwrite: bool = True, round_every: str = "corpus", rounds_per_pass: int = 1,
                  scorer: Optional[Callable] = treecrf_score):
-        if target not in TARGETS:
-            raise ValueError(Errors.E001.format(target=target, targets=TARGETS))
-        if target == "spans" and not spans_key:
-            raise ValueError(Errors.E002)
-        if target == "token_attr" and not token_attr:
-            raise ValueError(Errors.E003)
+        self.task: Target = make_target(target, spans_key, token_attr)
         if decode not in DECODERS:
             raise ValueError(Errors.E004.format(decoders=DECODERS, decode=decode))
         if round_every not in ROUND_EVERY:
@@ -340,22 +221,11 @@ class TreeCRFComponent(TrainablePipe):
                     "constrain_bio": constrain_bio, "store_scores": store_scores, "n_best": n_best,
                     "overwrite": overwrite, "round_every": round_every,
                     "rounds_per_pass": rounds_per_pass, "labels": [], "rounds": 0, "corpus_size": 0}
-        if target == "token_attr" and not Token.has_extension(token_attr):
-            Token.set_extension(token_attr, default=None)
-        self.ensemble: Optional[Ensemble] = None
-        self.allowed: Optional[np.ndarray] = None
-        self.impute: Optional[np.ndarray] = None  # per featurizer variable: the imputed column (-1: none)
-        self._trainer: Optional[boost.Trainer] = None
-        self._trainer_key: Optional[tuple] = None
-        self._trainer_seqs: Dict[bytes, int] = {}  # the trainer's sequence of each content digest
-        self._pending: List[Tuple[bytes, Optional[Example]]] = []  # this pass's _entries so far
-        self._primed: List[Tuple[bytes, Optional[Example]]] = []  # initialize()'s corpus, for the first round
-        self._next_pass: List[Tuple[bytes, Optional[Example]]] = []  # the first round's batch, which opens pass 2
-        self._steps, self._eval_every, self._fresh_round = 0, 0, False  # (_forget_training)
-        self._passes = None
+        self.crf: Optional[SequenceModel] = None  # the trained (or initialized) model
+        self.feeder = RoundFeeder(round_every, rounds_per_pass)
         self._unseen_warned: set = set()  # gold labels outside cfg["labels"] already warned about
 
-    # ---- labels -------------------------------------------------------------------------------------------
+    # ---- labels and state ------------------------------------------------------------------------------------
     @property
     def labels(self) -> Tuple[str, ...]:
         return tuple(self.cfg["labels"])
@@ -365,7 +235,7 @@ class TreeCRFComponent(TrainablePipe):
         return list(self.cfg["labels"])
 
     def add_label(self, label: str) -> int:
-        if self.ensemble is not None and self.ensemble.n_trees:
+        if self.crf is not None and self.crf.n_trees:
             raise ValueError(Errors.E105.format(label=label, name=self.name))
         if label in self.cfg["labels"]:
             return 0
@@ -376,55 +246,34 @@ class TreeCRFComponent(TrainablePipe):
     def target(self) -> str:
         return self.cfg["target"]
 
-    def _reference_labels(self, doc: Doc) -> List[Optional[str]]:
-        """The gold label of each reference token, None where the annotation is missing."""
-        target = self.target
-        if target == "ner":
-            return [None if t.ent_iob_ == "" else ("O" if t.ent_iob_ == "O" else f"{t.ent_iob_}-{t.ent_type_}")
-                    for t in doc]
-        if target == "spans":
-            key = self.cfg["spans_key"]
-            if key not in doc.spans:
-                return [None] * len(doc)
-            labels: List[Optional[str]] = ["O"] * len(doc)
-            owner: List[Optional[Span]] = [None] * len(doc)
-            for span in doc.spans[key]:
-                for i in range(span.start, span.end):
-                    if owner[i] is not None:
-                        raise ValueError(Errors.E007.format(doc=repr(doc.text[:60]), a=repr(owner[i]),
-                                                            b=repr(span), where=f"doc.spans[{key!r}]"))
-                    owner[i] = span
-                    labels[i] = ("B-" if i == span.start else "I-") + span.label_
-            return labels
-        if target == "tag":
-            return [t.tag_ or None for t in doc]
-        if target == "pos":
-            return [t.pos_ or None for t in doc]
-        name = self.cfg["token_attr"]
-        return [None if t._.get(name) in (None, "") else str(t._.get(name)) for t in doc]
+    @property
+    def ensemble(self):
+        """The trees (None before initialize)."""
+        return None if self.crf is None else self.crf.ensemble
+
+    @property
+    def allowed(self) -> Optional[np.ndarray]:
+        """Which label may follow which ((labels + 1) x labels; None before initialize)."""
+        return None if self.crf is None else self.crf.allowed
 
     def has_gold(self, doc: Doc) -> bool:
-        """Whether the reference ``doc`` holds any gold annotation of this component's target (a scorer gives 0
-        or nothing where none does)."""
-        if self.target == "spans":
-            return self.cfg["spans_key"] in doc.spans
-        return any(label is not None for label in self._reference_labels(doc))
+        """Whether the reference ``doc`` holds any gold annotation of this component's target."""
+        return self.task.has_gold(doc)
 
     def _gold(self, eg: Example) -> List[Optional[str]]:
         """Reference labels moved onto the predicted tokens; misaligned tokens are unknown (summed over)."""
-        ref = self._reference_labels(eg.reference)
+        ref = self.task.reference_labels(eg.reference)
         if len(eg.predicted) == len(eg.reference) and all(
                 a.text == b.text for a, b in zip(eg.predicted, eg.reference)):
             return ref
-        x2y = eg.alignment.x2y
-        y2x = eg.alignment.y2x
+        x2y, y2x = eg.alignment.x2y, eg.alignment.y2x
         gold: List[Optional[str]] = []
         for i, n in enumerate(x2y.lengths):
             j = int(x2y[i][0]) if n == 1 else -1
             gold.append(ref[j] if j >= 0 and y2x.lengths[j] == 1 else None)
         return gold
 
-    # ---- initialize / update ---------------------------------------------------------------------------------
+    # ---- initialize ------------------------------------------------------------------------------------------
     def initialize(self, get_examples: Callable[[], Iterable[Example]], *, nlp: Optional[Language] = None,
                    labels: Optional[Sequence[str]] = None, lexicons: Optional[Dict[str, str]] = None,
                    resume_from: Optional[str] = None):
@@ -439,90 +288,40 @@ class TreeCRFComponent(TrainablePipe):
         labels = labels if labels is not None else self._found_labels(examples)
         if not labels:
             raise ValueError(Errors.E005.format(target=self.target))
-        if not any(self.has_gold(eg.reference) for eg in examples):
+        if not any(self.task.has_gold(eg.reference) for eg in examples):
             raise ValueError(Errors.E219.format(name=self.name, n=len(examples), target=self.target))
         if not os.environ.get(SCHEDULER_ENV):  # (on a cluster the positions' rows live on the workers)
             check_training_memory(sum(len(eg.predicted) for eg in examples), len(labels), f"Component '{self.name}'")
-        check_labels(self.target, labels, self.name)
-        self.cfg["labels"] = list(labels)
-        self.cfg["rounds"] = 0
-        self.cfg["corpus_size"] = len(examples)
+        self.task.check_labels(labels, self.name)
+        self.cfg.update(labels=list(labels), rounds=0, corpus_size=len(examples))
         # spaCy's training docs are these, unless components before it annotate them during training
         in_spacy_loop = self.cfg["round_every"] == "corpus" and nlp is not None and \
             not nlp.config.get("training", {}).get("annotating_components")
         if nlp is not None:
-            self._check_score_weights(nlp)
+            check_score_weights(nlp, self)
             if self.cfg["round_every"] == "corpus" and not in_spacy_loop:
-                self._check_pass_length(nlp, examples)
+                check_pass_length(nlp, self, examples)
         if lexicons:
             self.featurizer.lexicons = {**self.featurizer.lexicons, **lexicons}
         docs = [eg.predicted for eg in examples]
         own = self._own_labels(examples)
         self.featurizer.initialize(docs, **({"labels": own["own_labels"]} if own else {}))
-        self.impute = np.full(self.featurizer.n_variables, -1, dtype=np.int32)
+        impute = None
         if self.params.missing == "imputation":
             indptr, indices, _, found = self.featurizer(docs, with_missing=True, **own)
-            self.impute = missing.most_common_columns(indptr, indices, self._missing_rows(found))
-        self.allowed = self._transition_mask(labels)
-        K = len(labels)
-        self.ensemble = Ensemble(K + 1, K, N_SURROGATES if self.params.missing == "surrogate" else 0,
-                                 shared=self.params.shared_trees)
-        self.ensemble.set_numeric(self._numeric())
+            impute = missing.most_common_columns(indptr, indices, self._missing_rows(found))
+        self.crf = SequenceModel(labels, self.task.allowed(labels, self.cfg["constrain_bio"]), self.params,
+                                 self.n_features, self._numeric(), self._fill(impute))
         self._forget_training()
         if in_spacy_loop:
-            self._primed = self._entries(examples)
-            self._eval_every = max(0, int(nlp.config["training"].get("eval_frequency") or 0))
+            self.feeder.primed = self._entries(examples)
+            self.feeder.eval_every = max(0, int(nlp.config["training"].get("eval_frequency") or 0))
 
     def score_keys(self) -> List[str]:
-        """The scores this component's scorer gives, by target (the keys [training.score_weights] can weigh)."""
-        attr = score_attr(self.target, self.cfg["spans_key"], self.cfg["token_attr"])
-        return [f"{attr}_{m}" for m in ("f", "p", "r")] if self.target in BIO_TARGETS else [f"{attr}_acc"]
+        """The scores this component's scorer gives (the keys [training.score_weights] can weigh)."""
+        return self.task.score_keys()
 
-    def _check_score_weights(self, nlp: Language) -> None:
-        """Warn when [training.score_weights] weighs only scores that no component of nlp gives, as after `spacy
-        init config` (whose weights are the factory's NER ones) and a change of target: spaCy would keep the
-        untrained model of step 0 as model-best and stop when patience runs out."""
-        weights = nlp.config.get("training", {}).get("score_weights") or {}
-        weighted = {key for key, value in weights.items() if value}
-        shown = {key for key, value in weights.items() if value is not None}  # the log's columns
-        given = set(self.score_keys())
-        for name in nlp.pipe_names:
-            pipe = nlp.get_pipe(name)
-            if pipe is not self:
-                given |= set(pipe.score_keys() if isinstance(pipe, TreeCRFComponent)
-                             else nlp.get_pipe_meta(name).default_score_weights)
-        if weighted and not weighted & given:
-            mine = self.score_keys()
-            warnings.warn(Warnings.W005.format(name=self.name, weighted=sorted(weighted), target=self.target,
-                                               keys=mine, key=mine[0], unset=" ".join(
-                                                   f"--training.score_weights.{key} null"
-                                                   for key in sorted(shown - given))))
-
-    def _check_pass_length(self, nlp: Language, examples: List[Example]) -> None:
-        """Warn when spaCy's loop, as nlp's [training] block configures it, would stop before the first round or
-        between rounds: a round takes a pass over the corpus, as many steps as [training.batcher] makes of it
-        (counted here on the first pass, whose batches are the smallest a size schedule makes)."""
-        training = nlp.config.get("training", {})
-        limits = {key: training.get(key) for key in ("patience", "max_steps")}
-        limits = {key: value for key, value in limits.items() if isinstance(value, int) and value > 0}
-        if not limits or not isinstance(training.get("batcher"), dict):
-            return
-        try:
-            batcher = registry.resolve({"batcher": training["batcher"]})["batcher"]
-            steps = sum(1 for _ in batcher(examples))
-        except (ValueError, TypeError, KeyError):  # an unresolved reference or a batcher of other input: no estimate
-            return
-        for key, value in limits.items():
-            if steps >= value:
-                warnings.warn(Warnings.W004.format(name=self.name, docs=len(examples), words=sum(
-                    len(eg.predicted) for eg in examples), steps=steps, key=key, value=value, more=2 * steps + 1))
-
-    def _transition_mask(self, labels: Sequence[str]) -> np.ndarray:
-        """Which label may follow which: BIO's rules for BIO targets with constrain_bio, else anything."""
-        if self.target in BIO_TARGETS and self.cfg["constrain_bio"]:
-            return bio_allowed(labels)
-        return np.ones((len(labels) + 1, len(labels)), dtype=np.bool_)
-
+    # ---- rows ------------------------------------------------------------------------------------------------
     @property
     def n_features(self) -> int:
         """The featurizer's columns, plus one indicator column per variable with missing='indicator'."""
@@ -532,6 +331,14 @@ class TreeCRFComponent(TrainablePipe):
     def _numeric(self) -> NumericIndex:
         """The engine's view of the featurizer's numeric columns (engine/numeric.py), among all n_features."""
         return numeric_index(self.n_features, *self.featurizer.numeric_columns())
+
+    def _fill(self, impute: Optional[np.ndarray]) -> np.ndarray:
+        """The model's fill table: per featurizer variable the imputed column ('imputation'), its indicator column
+        (after the featurizer's: 'indicator', 'learned_direction'), else -1."""
+        V = self.featurizer.n_variables
+        if self.params.missing in INDICATOR_STRATEGIES:
+            return (self.featurizer.n_features + np.arange(V)).astype(np.int32)
+        return np.full(V, -1, dtype=np.int32) if impute is None else impute.astype(np.int32)
 
     def _missing_rows(self, found) -> MissingRows:
         """MissingRows of the featurizer's missing_rows result ``found`` (its call's with_missing item)."""
@@ -546,27 +353,20 @@ class TreeCRFComponent(TrainablePipe):
             return {}
         return {"own_labels": gold if gold is not None else [self._gold(eg) for eg in examples]}
 
-    def _rows(self, docs: List[Doc], own: Optional[Dict[str, List[List[Optional[str]]]]] = None):
-        """Feature rows, doc offsets and the missing variables for the engine (None once the strategy has put
-        imputed or indicator columns in their place); ``own``: ``_own_labels`` of training docs."""
+    def _rows(self, docs: List[Doc], own: Optional[Dict[str, List[List[Optional[str]]]]] = None) -> EngineRows:
+        """The docs' rows as the trees read them (SequenceModel.engine_rows); ``own``: ``_own_labels`` of training
+        docs."""
         indptr, indices, seq_starts, found = self.featurizer(docs, with_missing=True, **(own or {}))
-        missing_rows = self._missing_rows(found)
-        strategy = self.params.missing
-        if strategy in ENGINE_STRATEGIES:
-            return indptr, indices, seq_starts, missing_rows
-        if missing_rows.any:
-            n = self.featurizer.n_features
-            table = self.impute if strategy == "imputation" else n + np.arange(missing_rows.n_vars, dtype=np.int32)
-            indptr, indices = missing.fill_rows(indptr, indices, missing_rows, table, self.n_features)
-        return indptr, indices, seq_starts, None
+        return self.crf.engine_rows(indptr, indices, seq_starts, self._missing_rows(found))
 
     def _check_initialized(self):
-        if self.ensemble is None:
+        if self.crf is None:
             raise ValueError(Errors.E008.format(name=self.name))
 
+    # ---- training --------------------------------------------------------------------------------------------
     def update(self, examples: Iterable[Example], *, drop: float = 0.0, sgd=None,
                losses: Optional[Dict[str, float]] = None) -> Dict[str, float]:
-        """Keep the examples (_entries: only the content of those the trainer does not hold already); once a
+        """Keep the examples (RoundFeeder: only the content of those the trainer does not hold already); once a
         round's worth is kept (round_every "corpus": as many examples as the training corpus initialize() saw;
         "batch": this batch) run the gradient pass over all of them for the next finish_update() (for loss="crf"
         the loss is the NLL; it is reported by the update that completes a round). A batch with a gold label the
@@ -586,157 +386,67 @@ class TreeCRFComponent(TrainablePipe):
         examples = list(examples)
         validate_examples(examples, "TreeCRFComponent.update")
         self._check_initialized()
-        batch = self._entries(examples)
-        pending = self._pending + batch
-        if self._primed and len(batch) < self.cfg["corpus_size"]:
-            # the first round: on the corpus initialize() saw (and what this batch adds to it); this batch begins
-            # the next pass, so that passes stay spaCy's epochs
-            primed = {digest for digest, _ in self._primed}
-            pending = self._primed + [entry for entry in batch if entry[0] not in primed]
-            self._next_pass = batch
-        self._primed = []
-        if self.cfg["round_every"] == "corpus" and len(pending) < self.cfg["corpus_size"]:
-            self._checked_labels(examples)
-            self._pending = pending
-            if (self._evaluation_follows() and not self._fresh_round and self._passes is None
-                    and self._trainer is not None):
-                self._passes = self._trainer.gradient_pass()  # the corpus of the last pass
-                losses[self.name] += -self._passes.objective
-            return losses
-        trainer = self._trainer_for(pending)
-        self._passes = trainer.gradient_pass()
-        self._pending = pending
-        losses[self.name] += -self._passes.objective
+        loss = self.feeder.update(self._entries(examples), self._trainer_for, lambda: self._checked_labels(examples))
+        if loss is not None:
+            losses[self.name] += loss
         return losses
-
-    def _evaluation_follows(self) -> bool:
-        """Whether spaCy's loop evaluates after this step's finish_update ([training] eval_frequency)."""
-        return self._eval_every > 0 and self._steps % self._eval_every == 0
 
     def finish_update(self, sgd=None) -> None:
         """rounds_per_pass boosting rounds on what update() kept, once it has run the first one's gradient pass;
-        each later one runs its own over the trainer's potentials, which every round moves. Counts spaCy's steps
-        (one finish_update each), for update()'s rounds before an evaluation."""
-        if self._passes is not None:
-            passes = self._passes
-            ends_pass = self.cfg["round_every"] == "batch" or len(self._pending) >= self.cfg["corpus_size"]
-            # the trainer holds all the rounds need, so what a finished pass kept of its examples goes first; an
-            # evaluation's round leaves the pass under way as it is
-            going_on = [] if ends_pass else self._pending
-            self._pending = []
-            self._passes = None
-            for _ in range(self.cfg["rounds_per_pass"]):
-                self._trainer.fit_round(self.ensemble, passes=passes)
-                self.cfg["rounds"] += 1
-                passes = None
-            self._pending = self._next_pass if ends_pass else going_on
-            self._next_pass = []
-            self._fresh_round = True
-        if self._evaluation_follows():
-            self._fresh_round = False
-        self._steps += 1
-
-    def _digest(self, eg: Example, stored: Tuple[str, ...], computed: List[str], salt: bytes) -> bytes:
-        """A content key of one example: spaCy copies examples every step, so identity cannot key the cache.
-        Extension values kept in user_data (``stored``) are hashed from one pass over it; only ``computed``
-        extensions (getters, methods) are read token by token. ``salt``: the extensions read and their
-        defaults, which the rows depend on too."""
-        h = hashlib.blake2b(salt, digest_size=16)
-        h.update(eg.predicted.to_array(INPUT_ATTRS).tobytes())
-        ref = eg.reference
-        h.update(ref.to_array([ORTH]).tobytes())
-        if self.target == "ner":
-            h.update(ref.to_array([ENT_IOB, ENT_TYPE]).tobytes())
-        elif self.target == "tag":
-            h.update(ref.to_array([TAG]).tobytes())
-        elif self.target == "pos":
-            h.update(ref.to_array([POS]).tobytes())
-        else:
-            h.update(repr(self._reference_labels(ref)).encode("utf8"))
-        h.update(repr(stored_token_values(eg.predicted, stored)).encode("utf8"))
-        if computed:
-            h.update(repr([[t._.get(name) for name in computed] for t in eg.predicted]).encode("utf8"))
-        tensor = eg.predicted.tensor
-        if getattr(self.featurizer, "tensor", False) and getattr(tensor, "size", 0):  # a numeric source then
-            h.update(np.ascontiguousarray(tensor if isinstance(tensor, np.ndarray) else tensor.get()).tobytes())
-        return h.digest()
-
-    def _extensions_read(self) -> Tuple[Tuple[str, ...], List[str], list]:
-        """The Token extensions the featurizer reads (and the missing marker), split into those whose values
-        spaCy stores in user_data and those it computes, plus their defaults (part of the content too)."""
-        read = list(getattr(self.featurizer, "attrs", [])) + list(getattr(self.featurizer, "numeric_attrs", []))
-        names = [MISSING_EXT] + list(dict.fromkeys(a[2:] for a in read if a.startswith("_.")))
-        specs = {name: Token.get_extension(name) for name in names if Token.has_extension(name)}
-        stored = tuple(name for name, (_, method, getter, _) in specs.items() if method is None and getter is None)
-        computed = [name for name in specs if name not in stored]
-        return stored, computed, [repr(specs[name][0]) for name in stored]
+        each later one runs its own over the trainer's potentials, which every round moves."""
+        def fit_round(passes) -> None:
+            self.feeder.trainer.fit_round(self.crf.ensemble, passes=passes)
+            self.crf.rounds += 1
+            self.cfg["rounds"] = self.crf.rounds
+        self.feeder.finish(fit_round)
 
     def _forget_training(self) -> None:
         """No trainer and no pass under way: the next update() starts a pass that makes its trainer anew."""
-        self._trainer = self._trainer_key = self._passes = None
-        self._trainer_seqs = {}
-        self._pending = []
-        self._primed = []
-        self._next_pass = []
-        self._steps = 0  # finish_update() calls: spaCy's training steps
-        self._eval_every = 0  # spaCy's eval_frequency where initialize() was given its nlp (see update)
-        self._fresh_round = False  # a round fitted since spaCy's last evaluation
+        self.feeder.forget()
+        self.feeder.corpus_size = self.cfg["corpus_size"]
 
-    def _entries(self, examples: List[Example]) -> List[Tuple[bytes, Optional[Example]]]:
+    def _entries(self, examples: List[Example]) -> List[Entry]:
         """(content digest, example) per example, the example None where the trainer holds a sequence with that
-        content: its rows are then taken from the trainer, not made again, and a pass over an unchanged corpus
-        keeps no copy of it (spaCy's loop hands update() copies of its examples: a whole second corpus). A
-        trainer on a cluster keeps its rows on the workers, so there every example is kept."""
-        stored, computed, defaults = self._extensions_read()
-        salt = repr((stored, computed, defaults)).encode("utf8")
-        held = {} if os.environ.get(SCHEDULER_ENV) else self._trainer_seqs
-        digests = [self._digest(eg, stored, computed, salt) for eg in examples]
+        content (round_feeder.py); on a cluster every example is kept."""
+        read = extensions_read(self.featurizer)
+        held = self.feeder.held(bool(os.environ.get(SCHEDULER_ENV)))
+        digests = [example_digest(eg, self.task.gold_bytes, self.featurizer, read) for eg in examples]
         return [(d, None if d in held else eg) for d, eg in zip(digests, examples)]
 
-    def _trainer_for(self, entries: List[Tuple[bytes, Optional[Example]]]) -> boost.Trainer:
-        """The Trainer over the _entries' examples, in the order of their digests: the same contents as the
-        trainer's reuse its cached potentials; others start from the ensemble's potentials."""
+    def _trainer_for(self, entries: List[Entry]) -> boost.Trainer:
+        """The Trainer over the entries' examples, in the order of their digests: the same contents as the
+        trainer's reuse its cached potentials; others start from the model's potentials."""
+        feeder = self.feeder
         order = sorted(range(len(entries)), key=lambda i: entries[i][0])
         key = tuple(entries[i][0] for i in order)
-        if key == self._trainer_key:
-            return self._trainer
+        if key == feeder.trainer_key:
+            return feeder.trainer
         fresh = [entries[i][1] for i in order if entries[i][1] is not None]
         is_held = np.array([entries[i][1] is None for i in order], dtype=bool)
         parts, pick = [], np.empty(len(order), dtype=np.int64)  # pick: the sequences of the parts, in key order
         if is_held.any():
-            parts.append(self._trainer.training_set())
-            pick[is_held] = [self._trainer_seqs[entries[i][0]] for i in order if entries[i][1] is None]
+            parts.append(feeder.trainer.training_set())
+            pick[is_held] = [feeder.trainer_seqs[entries[i][0]] for i in order if entries[i][1] is None]
         if fresh or not parts:
             gold, y = self._checked_labels(fresh)
-            indptr, indices, seq_starts, missing_rows = self._rows([eg.predicted for eg in fresh],
-                                                                   self._own_labels(fresh, gold))
+            rows = self._rows([eg.predicted for eg in fresh], self._own_labels(fresh, gold))
             pick[~is_held] = sum(len(part.seq_starts) - 1 for part in parts) + np.arange(len(fresh))
-            parts.append(boost.TrainingSet(indptr, indices, y, seq_starts, missing_rows))
+            parts.append(boost.TrainingSet(rows.indptr, rows.indices, y, rows.seq_starts, rows.missing))
         rows = boost.picked_sequences(parts, pick) if is_held.any() else parts[0]
-        initial = None
-        if self.ensemble.n_trees:
-            initial = self.ensemble.scaled_potentials(rows.indptr, rows.indices, self.allowed, rows.seq_starts,
-                                                      self.params.threads, rows.missing_rows)
-        if self._trainer is not None:
-            self._trainer.close()
+        feeder.close_trainer()
         try:
-            self._trainer = boost.new_trainer(rows.indptr, rows.indices, self.n_features, rows.y, rows.seq_starts,
-                                              self.allowed, self.params, os.environ.get(SCHEDULER_ENV) or None,
-                                              initial=initial,
-                                              missing_rows=rows.missing_rows, numeric=self._numeric())
+            trainer = self.crf.trainer(EngineRows(rows.indptr, rows.indices, rows.seq_starts, rows.missing_rows),
+                                       rows.y, os.environ.get(SCHEDULER_ENV) or None)
         except Exception:  # the old trainer is closed: a pass that kept only digests of its rows cannot go on
             self._forget_training()
             raise
-        self._trainer_key = key
-        self._trainer_seqs = {digest: q for q, digest in enumerate(key)}
-        return self._trainer
+        feeder.adopt(trainer, key)
+        return trainer
 
     def _found_labels(self, examples: List[Example]) -> List[str]:
-        """The labels the examples' gold annotation holds (BIO targets: with O and the B- of every I-)."""
-        found = {label for eg in examples for label in self._reference_labels(eg.reference) if label}
-        if self.target in BIO_TARGETS and found:  # no annotation at all stays an error (E005)
-            found |= {"O"} | {"B-" + lab[2:] for lab in found if lab.startswith("I-")}
-        return sorted(found)
+        """The labels the examples' gold annotation holds (targets.py: for BIO, with O and the B- of every I-)."""
+        return self.task.found_labels({label for eg in examples for label in self.task.reference_labels(
+            eg.reference) if label})
 
     def _resume(self, examples: List[Example], resume_from, nlp: Optional[Language], labels) -> None:
         """Initialize from a trained model to go on training it on ``examples``: its trees, labels, feature
@@ -748,44 +458,37 @@ class TreeCRFComponent(TrainablePipe):
         self.from_disk(path if (path / "model.msgpack").exists() else path / self.name)
         old = self.cfg["labels"]
         wanted = list(labels) if labels is not None else self._found_labels(examples)
-        new = sorted(set(wanted) - set(old))
-        check_labels(self.target, old + new, self.name)
+        labels = old + sorted(set(wanted) - set(old))
+        self.task.check_labels(labels, self.name)
         if nlp is not None:
-            self._check_score_weights(nlp)
-        docs = [eg.predicted for eg in examples]
-        moved = self.featurizer.extend(docs, self._own_labels(examples).get("own_labels"))
+            check_score_weights(nlp, self)
+        moved = self.featurizer.extend([eg.predicted for eg in examples],
+                                       self._own_labels(examples).get("own_labels"))
         if self.params.missing in INDICATOR_STRATEGIES:  # the indicator columns come after the featurizer's
             added = self.featurizer.n_features - len(moved)
             moved = np.concatenate([moved, len(moved) + added + np.arange(self.featurizer.n_variables)])
-        ensemble = self.ensemble.with_labels(len(old) + len(new)) if new else self.ensemble
-        self.ensemble = ensemble.with_feature_map(moved, self._numeric())
-        self.impute = np.where(self.impute >= 0, moved[np.maximum(self.impute, 0)], -1).astype(np.int32)
-        self.cfg["labels"] = old + new
-        self.allowed = self._transition_mask(self.cfg["labels"])
-        self.cfg["corpus_size"] = len(examples)
+        impute = self.crf.fill
+        impute = np.where(impute >= 0, moved[np.maximum(impute, 0)], -1).astype(np.int32)
+        self.crf = self.crf.extended(labels, moved, self.n_features, self._numeric(),
+                                     self.task.allowed(labels, self.cfg["constrain_bio"]), self._fill(impute))
+        self.cfg.update(labels=labels, corpus_size=len(examples))
         if nlp is not None and self.cfg["round_every"] == "corpus":
-            self._check_pass_length(nlp, examples)
+            check_pass_length(nlp, self, examples)
         self._forget_training()
 
     def _checked_labels(self, examples: List[Example]) -> Tuple[List[List[Optional[str]]], np.ndarray]:
         """The gold labels of the examples (per example, on the predicted tokens) and their label ids, one array
         (-1: unknown); a label that follows one the transition constraints forbid is an error naming the doc."""
-        index = {label: k for k, label in enumerate(self.cfg["labels"])}
         gold = [self._gold(eg) for eg in examples]
-        y = np.array([index.get(label, -1) if label is not None else -1 for labels in gold for label in labels],
-                     dtype=np.int32)
-        unseen = {label for labels in gold for label in labels if label is not None and label not in index}
+        y = self.crf.label_ids(gold)
+        unseen = {label for labels in gold for label in labels if label is not None and label not in self.crf.labels}
         if unseen - self._unseen_warned:  # trained as unknown; once per label
             self._unseen_warned |= unseen
             warnings.warn(Warnings.W007.format(name=self.name, labels=sorted(unseen), known=self.cfg["labels"]))
         seq_starts = np.cumsum([0] + [len(labels) for labels in gold], dtype=np.int64)
-        bad = first_forbidden(y, seq_starts, self.allowed)
-        if bad is not None:
-            q, i, prev, k = bad
-            labels = self.cfg["labels"]
-            doc = examples[q].predicted
-            raise ValueError(Errors.E157.format(doc=doc.text[:60], label=labels[k], i=i, token=doc[i].text, prev=(
-                "the start of the doc" if prev < 0 else repr(labels[prev])), name=self.name))
+        self.crf.check_gold(y, seq_starts, lambda q, i: "doc {!r}, token {} ({!r})".format(
+            examples[q].predicted.text[:60], i, examples[q].predicted[i].text), fix=(
+            f"constrain_bio = false for component '{self.name}'"))
         return gold, y
 
     def get_loss(self, examples, scores):
@@ -793,106 +496,54 @@ class TreeCRFComponent(TrainablePipe):
 
     # ---- prediction ------------------------------------------------------------------------------------------
     def predict(self, docs: Iterable[Doc]):
-        """Label ids per token, the per-token marginals and the forward-backward pieces for span scores."""
-        docs = list(docs)
+        """Label ids per token, the per-token marginals and the forward-backward pieces for span scores
+        (SequenceModel.decode's Decoded, and the docs' sequence offsets)."""
         self._check_initialized()
-        indptr, indices, seq_starts, missing_rows = self._rows(docs)
-        threads = self.params.threads
-        P = self.ensemble.scaled_potentials(indptr, indices, self.allowed, seq_starts, threads, missing_rows)
-        need_fb = self.cfg["decode"] == "marginal" or self.cfg["store_scores"] or self.cfg["n_best"]
-        fb = None
-        if need_fb:
-            y = np.full(len(P.c), -1, dtype=np.int32)
-            fb = boost.forward_backward(P, seq_starts, y, False, threads)
-            gamma = crf.marginals(fb[0], fb[1])
-        if self.cfg["decode"] == "viterbi":
-            ids = boost.viterbi(P, seq_starts, threads)
-        else:
-            ids = gamma.argmax(axis=1).astype(np.int32)
-        nbest = crf.nbest(P, seq_starts, fb[3], self.cfg["n_best"]) if self.cfg["n_best"] else None
-        return {"ids": ids, "seq_starts": seq_starts, "potentials": P, "fb": fb,
-                "gamma": gamma if need_fb else None, "nbest": nbest}
+        rows = self._rows(list(docs))
+        decoded = self.crf.decode(rows, self.cfg["decode"], self.cfg["store_scores"], self.cfg["n_best"])
+        return {"ids": decoded.ids, "seq_starts": rows.seq_starts, "gamma": decoded.gamma, "decoded": decoded}
 
     def set_annotations(self, docs: Iterable[Doc], scores) -> None:
         docs = list(docs)
+        starts, decoded = np.asarray(scores["seq_starts"], dtype=np.int64), scores["decoded"]
         labels = self.cfg["labels"]
-        starts = np.asarray(scores["seq_starts"], dtype=np.int64)
         bounds = starts.tolist()
-        ids = scores["ids"]
-        offsets = tags = span_p = None  # (sliced per doc in the loop below: see BatchSpans)
-        if self.target in BIO_TARGETS:
-            spans = bio_span_arrays(ids, starts, labels)
+        tags = self.task.tag_values(labels, decoded.ids, self.vocab)
+        offsets = span_p = None  # (sliced per doc in the loop below: see BatchSpans)
+        if self.task.bio:
+            spans = bio_span_arrays(decoded.ids, starts, labels)
             offsets = spans_per_sequence(spans, starts)
-            if scores["fb"] and self.cfg["store_scores"]:  # (marginal decoding runs forward-backward too)
-                span_p = per_sequence(spans[0], self._span_probabilities(spans, scores), len(docs))
-        elif self.target in TOKEN_ARRAY_ATTRS:  # a doc's tags as the hashes / ids Doc.from_array writes
-            attr = TOKEN_ARRAY_ATTRS[self.target]
-            tags = np.array([self.vocab.strings.add(label) if attr == TAG else UPOS_IDS[label] for label in labels],
-                            dtype=np.uint64)[ids]
-        else:
-            tags = [labels[k] for k in ids.tolist()]
-        gamma = None
-        if self.cfg["store_scores"] and scores["gamma"] is not None:
-            gamma = scores["gamma"].astype(np.float32)
+            if decoded.fb is not None and self.cfg["store_scores"]:  # (marginal decoding runs forward-backward too)
+                span_p = per_sequence(spans[0], self._span_probabilities(spans, starts, decoded), len(docs))
+        gamma = decoded.gamma.astype(np.float32) if self.cfg["store_scores"] and decoded.gamma is not None else None
         # What a doc keeps is one dict and one tuple of arrays per component (and the SpanGroup with its attrs):
         # every container a doc keeps is walked by each of the process's full garbage collections, and enough of
         # them set one off. A tuple per span field and a dict per extension made 12 a doc, and a full collection
         # (~120 ms) in most passes of spacy evaluate over CoNLL-2003 test; 5 now.
         label_tuple = tuple(labels)
         for q, doc in enumerate(docs):
-            if scores.get("nbest") is not None:  # Doc._.treecrf_nbest's analyses (nbest_getter)
-                paths, logp = scores["nbest"]
+            a, b = bounds[q], bounds[q + 1]
+            if decoded.nbest is not None:  # Doc._.treecrf_nbest's analyses (doc_scores.nbest_getter)
+                paths, logp = decoded.nbest
                 kept = np.flatnonzero(np.isfinite(logp[q])).tolist()
                 doc.user_data.setdefault(NBEST_KEY, {})[self.name] = (
-                    self.target, self.cfg["spans_key"] if self.target == "spans" else self.name,
-                    [[labels[k] for k in paths[r, bounds[q]:bounds[q + 1]].tolist()] for r in kept],
-                    np.exp(logp[q, kept]).tolist())
-            spans = self._write(doc, None if tags is None else tags[bounds[q]:bounds[q + 1]],
-                                None if offsets is None else offsets.of(q), None if span_p is None else span_p[q])
+                    self.target, self.task.spans_key_of(self.name),
+                    [[labels[k] for k in paths[r, a:b].tolist()] for r in kept], np.exp(logp[q, kept]).tolist())
+            spans = None
+            if self.task.bio:
+                spans = self.task.write_spans(doc, offsets.of(q), None if span_p is None else span_p[q],
+                                              self.cfg["overwrite"], self.name)
+            else:
+                self.task.write(doc, tags[a:b], self.cfg["overwrite"], self.name)
             if gamma is not None:  # Token._.treecrf_marginals' and Span._.treecrf_prob's values (SCORES_KEY)
                 span_fields = (None,) * 4 if span_p is None else (
                     np.array([span.start_char for span in spans], np.int64),
                     np.array([span.end_char for span in spans], np.int64),
                     np.array([span.label_ for span in spans], np.str_), span_p[q].copy())  # (not the SpanGroup's)
                 doc.user_data.setdefault(SCORES_KEY, {})[self.name] = (
-                    label_tuple, gamma[bounds[q]:bounds[q + 1]].copy(), *span_fields, token_key(doc))
+                    label_tuple, gamma[a:b].copy(), *span_fields, token_key(doc))
 
-    def _write(self, doc: Doc, tags, offsets, probs: Optional[np.ndarray]):
-        """Write tags (tag / pos: a uint64 array of TAG hashes / UPOS ids; token_attr: label strings; for BIO
-        targets, the spans at ``offsets``, from sequence_bio_spans) onto the doc. Returns the predicted spans
-        (BIO targets; None for tags)."""
-        target = self.target
-        overwrite = self.cfg["overwrite"]
-        if target in BIO_TARGETS:
-            spans = [Span(doc, s, e, label=lab) for s, e, lab in offsets]
-            if target == "ner":
-                if overwrite:
-                    doc.set_ents(spans, default="outside")
-                else:
-                    doc.set_ents(filter_new(spans, list(doc.ents)), default="unmodified")
-                if probs is None:  # doc.ents has no attrs: with scores, the entities also go to doc.spans[name]
-                    return spans
-                key = self.name
-            else:
-                key = self.cfg["spans_key"]
-                if not overwrite and key in doc.spans:
-                    return spans
-            doc.spans[key] = SpanGroup(doc, name=key, spans=spans,
-                                       attrs={"scores": probs if probs is not None else np.zeros(0)})
-            return spans
-        if target in TOKEN_ARRAY_ATTRS:  # tags: their hashes / UPOS ids, one Doc.from_array, not a Token each
-            attr = TOKEN_ARRAY_ATTRS[target]
-            if not overwrite:
-                old = doc.to_array([attr]).reshape(-1)
-                tags = np.where(old == 0, tags, old)
-            doc.from_array([attr], tags)
-            return
-        name = self.cfg["token_attr"]
-        for token, tag in zip(doc, tags):
-            if overwrite or token._.get(name) in (None, ""):
-                token._.set(name, tag)
-
-    def _span_probabilities(self, spans, scores) -> np.ndarray:
+    def _span_probabilities(self, spans, seq_starts: np.ndarray, decoded) -> np.ndarray:
         """Each predicted span's probability of being labelled exactly so under the CRF (``spans``: the
         bio_span_arrays of the predicted tags)."""
         owner, start, end, kind, kinds = spans
@@ -901,17 +552,14 @@ class TreeCRFComponent(TrainablePipe):
         index = {lab: k for k, lab in enumerate(self.cfg["labels"])}
         first = np.array([index.get("B-" + lab, index.get("I-" + lab, 0)) for lab in kinds], dtype=np.int64)
         inside = np.array([index.get("I-" + lab, -1) for lab in kinds], dtype=np.int64)
-        seq_starts = np.asarray(scores["seq_starts"], dtype=np.int64)
-        alpha, beta, scale, _ = scores["fb"]
-        return crf.span_probs(scores["potentials"], alpha, beta, scale, seq_starts[owner + 1], start, end, first[kind],
-                              inside[kind])
+        return self.crf.span_probabilities(decoded, seq_starts, owner, start, end, first[kind], inside[kind])
 
     # ---- inspection ------------------------------------------------------------------------------------------
     def rules(self, top: int = 10, min_support: float = 5.0) -> List[Tuple[str, str, float, float]]:
         """The strongest root-to-leaf paths as (label, conjunction of tests in words, value, support), none that
         the transition constraints forbid (engine/rules.py)."""
         self._check_initialized()
-        return ensemble_rules(self.ensemble, self._test_names(), self.cfg["labels"], top, min_support, self.allowed)
+        return self.crf.rules(self._test_names(), top, min_support)
 
     def explain(self, doc: Doc, labels: Optional[List[str]] = None) -> List[Explanation]:
         """Why each token of ``doc`` gets its label: per token an Explanation (label, previous label, the
@@ -921,97 +569,54 @@ class TreeCRFComponent(TrainablePipe):
         self._check_initialized()
         if not isinstance(doc, Doc):
             raise TypeError(Errors.E177.format(kind=type(doc).__name__))
-        indptr, indices, _, missing_rows = self._rows([doc])
+        rows = self._rows([doc])
         index = {label: k for k, label in enumerate(self.cfg["labels"])}
         if labels is None:
-            ids = self.predict([doc])["ids"]
+            ids = self.crf.decode(rows, self.cfg["decode"]).ids
         elif isinstance(labels, str) or len(labels) != len(doc) or not all(label in index for label in labels):
             raise ValueError(Errors.E178.format(n=len(doc), labels=labels, known=self.cfg["labels"]))
         else:
             ids = np.array([index[label] for label in labels], dtype=np.int64)
-        route = missing_rows.index() if missing_rows is not None and missing_rows.any else no_missing()
-        return explain_sequence(self.ensemble.forest(), self.ensemble.kernel_rows(indptr, indices), route, 0, ids,
-                                self._test_names(), self.cfg["labels"], self.allowed, self.ensemble.path_tables())
+        return self.crf.explain(rows, ids, self._test_names())
 
     def explain_span(self, span: Span) -> List[Explanation]:
         """The Explanations of a span's tokens labelled as the span says (B- and I- of its label), the doc's
         other tokens as the component predicts them (ner / spans): what each tree added to the span, token by
         token; their potentials' sum is the span's share of the labelling's score."""
-        if self.target not in BIO_TARGETS:
+        if not self.task.bio:
             raise ValueError(Errors.E184.format(name=self.name, target=self.target))
         if not isinstance(span, Span) or len(span) == 0 or not span.label_:
             raise ValueError(Errors.E216.format(name=self.name, span=repr(span)))
         doc = span.doc
         labels = [self.cfg["labels"][k] for k in self.predict([doc])["ids"]]
-        inside = [f"B-{span.label_}"] + [f"I-{span.label_}"] * (len(span) - 1)
-        labels[span.start:span.end] = inside
+        labels[span.start:span.end] = [f"B-{span.label_}"] + [f"I-{span.label_}"] * (len(span) - 1)
         if span.end < len(doc) and labels[span.end] == f"I-{span.label_}":  # the span ends where it says
             labels[span.end] = "O"
         return self.explain(doc, labels)[span.start:span.end]
 
     def _test_names(self) -> "ReadableTests":
-        return ReadableTests(self.featurizer, self.params.missing in INDICATOR_STRATEGIES)
+        return ReadableTests(self.featurizer, self.crf.params.missing in INDICATOR_STRATEGIES)
 
     # ---- serialization ---------------------------------------------------------------------------------------
     def to_bytes(self, *, exclude=tuple()) -> bytes:
         self._check_initialized()
-        return serialize.dumps("treecrf", {
-            "cfg": self.cfg, "params": vars(self.params), "features": self.featurizer.to_dict(),
-            "allowed": self.allowed, "ensemble": self.ensemble.arrays(), "impute": self.impute,
-        })
+        settings = {key: value for key, value in self.cfg.items() if key not in ("labels", "rounds")}
+        return self.crf.to_bytes("component", self.featurizer.to_dict(), settings)
 
     def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "TreeCRFComponent":
         """The learned state of a saved component: labels, rounds, the featurizer's columns, the trees and the
-        missing-value strategy they were grown with. Settings stay the ones this component was made with (its
-        config, with whatever a user set at load time): decode, store_scores, overwrite, spans_key, token_attr,
-        constrain_bio and the boosting settings; the file's are only checked. Everything is checked before
-        anything is replaced: a refused model leaves the component as it was."""
-        msg = serialize.loads("treecrf", bytes_data)
-        cfg = serialize.field(msg, "cfg", dict)
-        if cfg.get("target") != self.target:
-            raise ValueError(Errors.E106.format(found=cfg.get('target'), name=self.name, target=self.target))
-        labels = cfg.get("labels")
-        if not isinstance(labels, list) or not labels or not all(isinstance(x, str) for x in labels):
-            raise ValueError(Errors.E107)
-        check_labels(self.target, labels, self.name)
-        _check_loaded_cfg({key: cfg[key] for key in self.cfg if key in cfg})
-        rounds = cfg.get("rounds", 0)
-        featurizer = copy.copy(self.featurizer)  # from_dict replaces its state, never mutates it in place
-        featurizer.from_dict(serialize.field(msg, "features", dict))
-        asked, kept = self.featurizer.config(), featurizer.config()
-        K = len(labels)
-        serialize.check_array(msg, "allowed", np.bool_, (K + 1, K))  # the mask is this component's (constrain_bio)
-        params = serialize.field(msg, "params", dict)
-        try:
-            params = BoostParams(**{k: v for k, v in params.items() if k in BoostParams.__dataclass_fields__})
-        except (TypeError, ValueError) as err:
-            raise ValueError(Errors.E111.format(err=err)) from None
-        if params.missing != self.params.missing:
-            warnings.warn(Warnings.W002.format(name=self.name, trained=params.missing, configured=self.params.missing))
-        params = dataclasses.replace(self.params, missing=params.missing)
-        V = featurizer.n_variables
-        n_features = featurizer.n_features + (V if params.missing in INDICATOR_STRATEGIES else 0)
-        ensemble = serialize.load_ensemble(serialize.field(msg, "ensemble", dict), K, n_features,
-                                           numeric_index(n_features, *featurizer.numeric_columns()))
-        if (params.missing == "surrogate") != (ensemble.n_surrogates > 0):
-            raise ValueError(Errors.E108.format(missing=params.missing, n_surrogates=ensemble.n_surrogates))
-        replaced = {f"features.{key}": (kept[key], asked[key]) for key in kept
-                    if key != "lexicons" and key in asked and kept[key] != asked[key]}  # (lexicons: see features.py)
-        if ensemble.shared != self.params.shared_trees:
-            replaced["booster.shared_trees"] = (ensemble.shared, self.params.shared_trees)
-        if replaced:
-            warnings.warn(Warnings.W011.format(name=self.name, settings=", ".join(
-                f"{key} = {model!r} (configured: {configured!r})" for key, (model, configured) in replaced.items())))
-        params = dataclasses.replace(params, shared_trees=ensemble.shared)  # the trees' kind is the model's
-        impute = np.full(V, -1, dtype=np.int32)  # files from before missing values have no table
-        if "impute" in msg:
-            impute = serialize.check_array(msg, "impute", np.int32, (V,))
-            if np.any((impute < -1) | (impute >= featurizer.n_features)):
-                raise ValueError(Errors.E112)
-        self.featurizer, self.ensemble, self.params = featurizer, ensemble, params
-        self.allowed = self._transition_mask(labels)
-        self.impute = impute
-        self.cfg.update(labels=list(labels), rounds=rounds, corpus_size=cfg.get("corpus_size", 0))
+        missing-value strategy they were grown with (model.load, then this component's checks: read_component).
+        Settings stay the ones this component was made with (its config, with whatever a user set at load time):
+        decode, store_scores, overwrite, spans_key, token_attr, constrain_bio and the boosting settings; the
+        file's are only checked. Everything is checked before anything is replaced: a refused model leaves the
+        component as it was."""
+        crf_model, featurizer, params, settings = read_component(self, bytes_data)
+        self.featurizer, self.params = featurizer, params
+        self.crf = SequenceModel(crf_model.labels, self.task.allowed(crf_model.labels, self.cfg["constrain_bio"]),
+                                 params, crf_model.n_features, crf_model.numeric, crf_model.fill, crf_model.ensemble,
+                                 crf_model.rounds)
+        self.cfg.update(labels=list(crf_model.labels), rounds=crf_model.rounds,
+                        corpus_size=settings.get("corpus_size", 0))
         self._forget_training()  # a pass begun on the old model is dropped
         self._warm_up()
         return self
@@ -1055,22 +660,92 @@ class TreeCRFComponent(TrainablePipe):
             raise ValueError(Errors.E113.format(err=err, path=path)) from None
 
 
-def check_labels(target: str, labels: Sequence[str], name: str) -> None:
-    """The label set of a component, the same check whether it comes from initialize or from a model file:
-    distinct labels; UPOS tags for target pos; O, B-X or I-X with a non-empty X for BIO targets."""
-    seen = set()
-    for label in labels:
-        if label in seen:
-            raise ValueError(Errors.E155.format(label=label, name=name))
-        seen.add(label)
-    if target == "pos":
-        bad = [label for label in labels if label not in UPOS_IDS]
-        if bad:
-            raise ValueError(Errors.E006.format(labels=bad))
-    if target in BIO_TARGETS:
-        for label in labels:
-            if label != "O" and not (label[:2] in ("B-", "I-") and len(label) > 2):
-                raise ValueError(Errors.E009.format(label=label, name=name))
+def read_component(component: TreeCRFComponent, data: bytes
+                   ) -> Tuple[SequenceModel, object, BoostParams, Dict[str, object]]:
+    """A component's model file, read by model.load and checked against ``component``: the same target, labels
+    as its target checks them, settings as its constructor checks them, the featurizer state its featurizer
+    reads. Returns the model, the featurizer, the boosting settings (this component's, with the file's missing
+    strategy and kind of trees: what its trees were grown with) and the file's settings; W002 / W011 where they
+    differ from the component's config."""
+    def columns(payload: dict, params: BoostParams) -> Columns:
+        featurizer = copy.copy(component.featurizer)  # from_dict replaces its state, never mutates it in place
+        featurizer.from_dict(payload["features"])
+        V = featurizer.n_variables
+        n = featurizer.n_features + (V if params.missing in INDICATOR_STRATEGIES else 0)
+        fill = None
+        if "impute" in payload:  # (files from before the model's fill table: the imputation table)
+            fill = serialize.check_array(payload, "impute", np.int32, (V,))
+            if np.any((fill < -1) | (fill >= featurizer.n_features)):
+                raise ValueError(Errors.E112)
+            if params.missing in INDICATOR_STRATEGIES:
+                fill = (featurizer.n_features + np.arange(V)).astype(np.int32)
+        return Columns(n, numeric_index(n, *featurizer.numeric_columns()), V, featurizer, fill)
+
+    loaded = load(data, "component", f"component '{component.name}'", columns)
+    settings = loaded.settings
+    if settings.get("target") != component.target:
+        raise ValueError(Errors.E106.format(found=settings.get("target"), name=component.name,
+                                            target=component.target))
+    labels = loaded.model.labels
+    if not all(isinstance(label, str) for label in labels):
+        raise ValueError(Errors.E107.format(labels=labels))
+    component.task.check_labels(labels, component.name)
+    _check_loaded_cfg({key: settings[key] for key in component.cfg if key in settings})
+    featurizer, trained = loaded.state, loaded.model.params
+    if trained.missing != component.params.missing:
+        warnings.warn(Warnings.W002.format(name=component.name, trained=trained.missing,
+                                           configured=component.params.missing))
+    asked, kept = component.featurizer.config(), featurizer.config()
+    replaced = {f"features.{key}": (kept[key], asked[key]) for key in kept
+                if key != "lexicons" and key in asked and kept[key] != asked[key]}  # (lexicons: see features.py)
+    if trained.shared_trees != component.params.shared_trees:
+        replaced["booster.shared_trees"] = (trained.shared_trees, component.params.shared_trees)
+    if replaced:
+        warnings.warn(Warnings.W011.format(name=component.name, settings=", ".join(
+            f"{key} = {model!r} (configured: {configured!r})" for key, (model, configured) in replaced.items())))
+    params = dataclasses.replace(component.params, missing=trained.missing, shared_trees=trained.shared_trees)
+    return loaded.model, featurizer, params, settings
+
+
+def check_score_weights(nlp: Language, component: TreeCRFComponent) -> None:
+    """Warn when [training.score_weights] weighs only scores that no component of nlp gives, as after `spacy
+    init config` (whose weights are the factory's NER ones) and a change of target: spaCy would keep the
+    untrained model of step 0 as model-best and stop when patience runs out."""
+    weights = nlp.config.get("training", {}).get("score_weights") or {}
+    weighted = {key for key, value in weights.items() if value}
+    shown = {key for key, value in weights.items() if value is not None}  # the log's columns
+    given = set(component.score_keys())
+    for name in nlp.pipe_names:
+        pipe = nlp.get_pipe(name)
+        if pipe is not component:
+            given |= set(pipe.score_keys() if isinstance(pipe, TreeCRFComponent)
+                         else nlp.get_pipe_meta(name).default_score_weights)
+    if weighted and not weighted & given:
+        mine = component.score_keys()
+        warnings.warn(Warnings.W005.format(name=component.name, weighted=sorted(weighted), target=component.target,
+                                           keys=mine, key=mine[0], unset=" ".join(
+                                               f"--training.score_weights.{key} null"
+                                               for key in sorted(shown - given))))
+
+
+def check_pass_length(nlp: Language, component: TreeCRFComponent, examples: List[Example]) -> None:
+    """Warn when spaCy's loop, as nlp's [training] block configures it, would stop before the first round or
+    between rounds: a round takes a pass over the corpus, as many steps as [training.batcher] makes of it
+    (counted here on the first pass, whose batches are the smallest a size schedule makes)."""
+    training = nlp.config.get("training", {})
+    limits = {key: training.get(key) for key in ("patience", "max_steps")}
+    limits = {key: value for key, value in limits.items() if isinstance(value, int) and value > 0}
+    if not limits or not isinstance(training.get("batcher"), dict):
+        return
+    try:
+        batcher = registry.resolve({"batcher": training["batcher"]})["batcher"]
+        steps = sum(1 for _ in batcher(examples))
+    except (ValueError, TypeError, KeyError):  # an unresolved reference or a batcher of other input: no estimate
+        return
+    for key, value in limits.items():
+        if steps >= value:
+            warnings.warn(Warnings.W004.format(name=component.name, docs=len(examples), words=sum(
+                len(eg.predicted) for eg in examples), steps=steps, key=key, value=value, more=2 * steps + 1))
 
 
 def _check_n_best(n_best) -> None:
@@ -1102,82 +777,4 @@ def _check_loaded_cfg(cfg: dict) -> None:
     for key in ("rounds", "corpus_size"):
         if key in cfg and cfg[key] < 0:
             raise ValueError(Errors.E110.format(key=key, type_name="non-negative int", cfg=cfg[key]))
-    if cfg["target"] == "spans" and not cfg.get("spans_key", "x"):
-        raise ValueError(Errors.E002)
-    if cfg["target"] == "token_attr" and not cfg.get("token_attr", "x"):
-        raise ValueError(Errors.E003)
-
-
-def bio_spans(tags: Sequence[str]) -> List[Tuple[int, int, str]]:
-    """(start, end, type) of BIO tags; an I-X that does not continue an X span opens one (as CoNLL's eval)."""
-    labels = list(dict.fromkeys(tags))
-    index = {label: k for k, label in enumerate(labels)}
-    ids = np.array([index[tag] for tag in tags], dtype=np.int64)
-    return sequence_bio_spans(ids, np.array([0, len(ids)], dtype=np.int64), labels)[0]
-
-
-def bio_span_arrays(ids: np.ndarray, seq_starts: np.ndarray, labels: Sequence[str]):
-    """The BIO spans of every sequence of label ids at once, in array operations over all tokens: (owner, start,
-    end, kind, kinds), span i covering positions start[i]:end[i] of the batch in sequence owner[i] with type
-    kinds[kind[i]], in order of position."""
-    parts = [label.partition("-") for label in labels]
-    kinds = sorted({kind for _, _, kind in parts})
-    kind_id = {kind: i for i, kind in enumerate(kinds)}
-    prefix = np.array([{"B": 1, "I": 2}.get(pre, 0) for pre, _, _ in parts] + [0], dtype=np.int8)[ids]
-    kind = np.array([kind_id[k] for _, _, k in parts] + [0], dtype=np.int64)[ids]
-    T = len(ids)
-    first = np.zeros(T, dtype=bool)
-    first[seq_starts[:-1][seq_starts[:-1] < seq_starts[1:]]] = True
-    cont = np.zeros(T, dtype=bool)  # an I-X right after a B-X or I-X of the same sequence
-    cont[1:] = (prefix[1:] == 2) & ~first[1:] & (prefix[:-1] > 0) & (kind[1:] == kind[:-1])
-    begins = np.flatnonzero((prefix > 0) & ~cont)
-    breaks = np.append(np.flatnonzero(~cont), T)
-    ends = breaks[np.searchsorted(breaks, begins, side="right")]
-    owners = np.searchsorted(seq_starts, begins, side="right") - 1
-    return owners, begins, ends, kind[begins], kinds
-
-
-def per_sequence(owner: np.ndarray, values, n_sequences: int) -> list:
-    """``values`` (a list or an array, one per span, in order of position) grouped by the sequence that owns
-    each (slices of it)."""
-    bounds = np.searchsorted(owner, np.arange(n_sequences + 1)).tolist()
-    return [values[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
-
-
-class BatchSpans(NamedTuple):
-    """The BIO spans of a batch of sequences as flat lists: span i covers start[i]:end[i] of its sequence (offsets
-    within it) with type label[i], and sequence q's spans are i in bounds[q]:bounds[q + 1]. Flat lists of ints and
-    strings rather than a list of (start, end, type) tuples per sequence: those are thousands of containers alive
-    at once (a batch's entities), which set off Python's collector inside ``spacy evaluate``'s timed section, and
-    with it, every few passes, a full collection over every object of the process (about 130 ms on CoNLL-2003
-    test, a quarter of the pass). Sliced one sequence at a time (``of``), they never are."""
-    bounds: List[int]
-    start: List[int]
-    end: List[int]
-    label: List[str]
-
-    def of(self, q: int) -> List[Tuple[int, int, str]]:
-        """Sequence q's spans as (start, end, type)."""
-        a, b = self.bounds[q], self.bounds[q + 1]
-        return list(zip(self.start[a:b], self.end[a:b], self.label[a:b]))
-
-
-def spans_per_sequence(spans, seq_starts: np.ndarray) -> BatchSpans:
-    """bio_span_arrays as BatchSpans (offsets within each sequence)."""
-    owner, start, end, kind, kinds = spans
-    base = seq_starts[owner]
-    bounds = np.searchsorted(owner, np.arange(len(seq_starts))).tolist()
-    return BatchSpans(bounds, (start - base).tolist(), (end - base).tolist(), [kinds[k] for k in kind.tolist()])
-
-
-def sequence_bio_spans(ids: np.ndarray, seq_starts: np.ndarray, labels: Sequence[str]
-                       ) -> List[List[Tuple[int, int, str]]]:
-    """bio_spans of every sequence of label ids at once (offsets within each sequence)."""
-    spans = spans_per_sequence(bio_span_arrays(ids, seq_starts, labels), seq_starts)
-    return [spans.of(q) for q in range(len(seq_starts) - 1)]
-
-
-def filter_new(new: List[Span], old: List[Span]) -> List[Span]:
-    """New spans that overlap no existing entity (overwrite=False keeps what was there)."""
-    taken = {i for span in old for i in range(span.start, span.end)}
-    return old + [s for s in new if not any(i in taken for i in range(s.start, s.end))]
+    target_class(cfg["target"]).check_settings(cfg.get("spans_key", "x"), cfg.get("token_attr", "x"))

@@ -30,12 +30,12 @@ from spacy.tokens import Doc, Span, Token
 from spacy.training import Corpus, Example
 from spacy.vocab import Vocab
 from .errors import Errors, excerpt
+from .targets import READER_SCHEMES
 
 ColumnRef = Union[str, int]
 Row = Tuple[str, ...]
 
 LABEL_SCHEMES = ("bio_ents", "bio_spans", "tag", "pos", "token_attr")
-TARGETS = {"ner": "bio_ents", "spans": "bio_spans", "tag": "tag", "pos": "pos", "token_attr": "token_attr"}
 SETTABLE_ATTRS = ("tag_", "pos_", "lemma_")
 UPOS = frozenset(tag for tag in POS_IDS if tag.isupper() and tag != "")
 
@@ -458,8 +458,8 @@ class ColumnCorpus:
             words = words_column or words
             label = label_column or label
         target = target or default_target
-        if target not in TARGETS:
-            raise ValueError(Errors.E130.format(targets=list(TARGETS), target=target))
+        if target not in READER_SCHEMES:
+            raise ValueError(Errors.E130.format(targets=list(READER_SCHEMES), target=target))
         if format == "nettalk":
             split = split or "train_1000"
             if split not in NETTALK_SPLITS:
@@ -475,7 +475,7 @@ class ColumnCorpus:
         self.limit = limit
         self.split = split
         self.sep = sep
-        self.layout = _Layout(names, words, label, TARGETS[target], keep_columns, token_attr)
+        self.layout = _Layout(names, words, label, READER_SCHEMES[target], keep_columns, token_attr)
         self.spans_opened_by_inside = 0  # read so far: spans whose first tag is I- (module docstring, BIO repair)
 
     def _sentences(self) -> Iterator[Tuple[List[Row], List[int], object]]:

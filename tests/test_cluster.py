@@ -246,7 +246,7 @@ def test_the_component_trains_through_a_local_cluster(local_cluster, monkeypatch
 
     here, there = trained(""), trained(local_cluster.scheduler_address)
     assert_same_forest(here.get_pipe("treecrf").ensemble.forest(), there.get_pipe("treecrf").ensemble.forest())
-    there.get_pipe("treecrf")._trainer.close()
+    there.get_pipe("treecrf").feeder.trainer.close()
     address = local_cluster.scheduler_address.encode()
     assert address not in there.config.to_str().encode() and address not in there.get_pipe("treecrf").to_bytes()
 

@@ -305,7 +305,7 @@ def test_subsampling_and_trimming_keep_cached_potentials_exact(leaf_values):
     model = paper_crf(n_rounds=0).fit(X, y)
     indptr, indices, starts, _ = model.features.rows(X, grow=False)
     params = paper_params(max_leaves=6, subsample=0.6, trim=0.05, leaf_values=leaf_values)
-    trainer = B.Trainer(indptr, indices, len(model.features.names), model._label_ids(y), starts, model.allowed,
+    trainer = B.Trainer(indptr, indices, len(model.features.names), model.crf_.label_ids(y), starts, model.allowed,
                         params)
     ens = B.Ensemble(4, 3)
     for _ in range(4):
@@ -328,7 +328,7 @@ def test_fit_round_runs_beside_once_its_trees_are_added_and_raises_its_error(thr
     indptr, indices, starts, _ = model.features.rows(X, grow=False)
 
     def trainer():
-        return B.Trainer(indptr, indices, len(model.features.names), model._label_ids(y), starts, model.allowed,
+        return B.Trainer(indptr, indices, len(model.features.names), model.crf_.label_ids(y), starts, model.allowed,
                          paper_params(max_leaves=6, n_threads=threads, loss=loss))
     plain, seen = (trainer(), B.Ensemble(4, 3)), (trainer(), B.Ensemble(4, 3))
     trees_seen = []

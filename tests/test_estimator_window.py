@@ -108,11 +108,11 @@ def test_window_refuses_what_it_cannot_read():
 def test_window_in_model_bytes_is_checked():
     X, y = next_letter_data(20)
     model = TreeCRF(n_rounds=2, window=1, early_stopping=False).fit(X, y)
-    msg = serialize.loads("TreeCRF", model.to_bytes())
+    msg = serialize.loads("model", model.to_bytes())
     for bad in (-1, 51, "1", True):
-        msg["window"] = bad
+        msg["features"]["window"] = bad
         with pytest.raises(ValueError, match=r"E060.*E203"):
-            TreeCRF().from_bytes(serialize.dumps("TreeCRF", msg))
+            TreeCRF().from_bytes(serialize.dumps("model", msg))
 
 
 def test_a_string_position_is_its_one_feature():

@@ -181,5 +181,5 @@ def test_component_reports_the_loss_it_boosts(loss):
     values = [nlp.update(examples, losses={})["treecrf"] for _ in range(10)]
     assert values[-1] < values[0] / 2
     assert nlp.evaluate(examples)["ents_f"] == 1.0
-    trainer = nlp.get_pipe("treecrf")._trainer
+    trainer = nlp.get_pipe("treecrf").feeder.trainer
     assert trainer.params.loss == loss

@@ -239,7 +239,7 @@ def test_cached_training_potentials_equal_a_fresh_evaluation(strategy, loss, sha
     model = paper_crf(n_rounds=0, missing=strategy).fit(X, y)
     indptr, indices, starts, mr = model._rows(X)
     assert mr.any
-    trainer = B.Trainer(indptr, indices, len(model.features.names), model._label_ids(y), starts, model.allowed,
+    trainer = B.Trainer(indptr, indices, len(model.features.names), model.crf_.label_ids(y), starts, model.allowed,
                         paper_params(max_leaves=6, n_threads=1, missing=strategy, loss=loss, shared_trees=shared,
                                      **leaves),
                         missing_rows=mr)
@@ -279,22 +279,25 @@ def test_bad_strategy_is_refused_by_name():
 def test_corrupt_surrogates_and_tables_are_refused():
     X, y = toy(40, 0.2, 0)
     model = paper_crf(n_rounds=2, max_leaves=4, missing="surrogate").fit(X, y)
-    msg = serialize.loads("TreeCRF", model.to_bytes())
+    msg = serialize.loads("model", model.to_bytes())
     bad = dict(msg, ensemble=dict(msg["ensemble"], surr_feature=np.full_like(msg["ensemble"]["surr_feature"], 10 ** 6)))
     with pytest.raises(ValueError, match="surrogate"):
-        paper_crf().from_bytes(serialize.dumps("TreeCRF", bad))
-    bad = dict(msg, impute=np.full_like(msg["impute"], 10 ** 6))
+        paper_crf().from_bytes(serialize.dumps("model", bad))
+    bad = dict(msg, features=dict(msg["features"], impute=np.full_like(msg["features"]["impute"], 10 ** 6)))
     with pytest.raises(ValueError, match="impute"):
-        paper_crf().from_bytes(serialize.dumps("TreeCRF", bad))
+        paper_crf().from_bytes(serialize.dumps("model", bad))
+    bad = dict(msg, fill=np.full_like(msg["fill"], 10 ** 6))
+    with pytest.raises(ValueError, match="E112"):
+        paper_crf().from_bytes(serialize.dumps("model", bad))
 
 
 def test_version_1_models_still_load():
     """A file written before missing values existed: no surrogates, no tables, no 'missing' setting."""
     X, y = toy(40, 0.0, 0)
     model = paper_crf(n_rounds=2, max_leaves=4).fit(X, y)
-    msg = serialize.loads("TreeCRF", model.to_bytes())
-    for key in ("variables", "feature_var", "impute", "indicator"):
-        del msg[key]
+    new = serialize.loads("model", model.to_bytes())
+    msg = {**new["settings"], "params": new["params"], "classes": new["labels"], "features": new["features"]["names"],
+           "allowed": new["allowed"], "ensemble": new["ensemble"], "best_round": new["rounds"]}  # version 1's layout
     del msg["params"]["missing"]
     import srsly
     old = srsly.msgpack_dumps({"format": "spacy_treecrf", "kind": "TreeCRF", "version": 1,

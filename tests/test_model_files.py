@@ -104,15 +104,15 @@ def test_model_from_another_target_or_kind(ner_model):
     _, data = ner_model
     assert_refused(data, match="target 'ner'", target="tag")
     est = paper_crf(n_rounds=1, max_leaves=2).fit([[{"w": "a"}, {"w": "b"}]], [["X", "Y"]])
-    assert_refused(est.to_bytes(), match="'TreeCRF', expected 'treecrf'")
-    with pytest.raises(ValueError, match="'treecrf', expected 'TreeCRF'"):
+    assert_refused(est.to_bytes(), match="E021.*'estimator' model, expected a 'component'")
+    with pytest.raises(ValueError, match="E021.*'component' model, expected a 'estimator'"):
         paper_crf().from_bytes(data)
 
 
 def test_model_from_a_newer_format_version(ner_model, model_msg, monkeypatch):
     with monkeypatch.context() as m:
         m.setattr(serialize, "FORMAT_VERSION", serialize.FORMAT_VERSION + 1)
-        newer = serialize.dumps("treecrf", model_msg["payload"])
+        newer = serialize.dumps("model", model_msg["payload"])
     assert_refused(newer, match=f"format version {serialize.FORMAT_VERSION + 1}.*upgrade")
     for damaged in ("1", 0, -3, True, None, 1.5):  # no version number: a damaged file, not a newer one
         msg = copy.deepcopy(model_msg)
@@ -157,9 +157,9 @@ DTYPE_SHAPE_CASES = {
     "negative shape": ((["payload", "ensemble", "count", "shape"], lambda n, k: n.__setitem__(k, [-1])),
                        "malformed"),
     "no ensemble": ((["payload", "ensemble"], lambda n, k: n.pop(k)), "ensemble"),
-    "labels not strings": ((["payload", "cfg", "labels"], lambda n, k: n.__setitem__(k, [1, 2, 3, 4])), "label"),
-    "decode unknown": ((["payload", "cfg", "decode"], lambda n, k: n.__setitem__(k, "beam")), "decode"),
-    "store_scores not bool": ((["payload", "cfg", "store_scores"], lambda n, k: n.__setitem__(k, "yes")),
+    "labels not strings": ((["payload", "labels"], lambda n, k: n.__setitem__(k, [1, 2, 3, 4])), "label"),
+    "decode unknown": ((["payload", "settings", "decode"], lambda n, k: n.__setitem__(k, "beam")), "decode"),
+    "store_scores not bool": ((["payload", "settings", "store_scores"], lambda n, k: n.__setitem__(k, "yes")),
                               "store_scores"),
     "max_leaves not a number": ((["payload", "params", "max_leaves"], lambda n, k: n.__setitem__(k, "many")),
                                 "settings"),
@@ -178,7 +178,7 @@ def _tree_case(mutate):
     """Mutate the ensemble arrays (a dict of numpy arrays, plus the model's feature and label counts) in place."""
     def fn(node, key):
         arrays = {k: _arr(v) for k, v in node[key].items()}
-        counts = {"n_features": len(node["features"]["column_atoms"]), "n_labels": len(node["cfg"]["labels"])}
+        counts = {"n_features": len(node["features"]["column_atoms"]), "n_labels": len(node["labels"])}
         mutate({**arrays, **counts})
         for k, v in arrays.items():
             _put(node[key][k], v)
@@ -235,7 +235,7 @@ def test_model_with_tree_indices_out_of_range(model_msg, case):
 def test_deep_shared_subtree_is_refused_not_run(model_msg):
     """A chain of state splits reached by a long and by a short path: before the loader checked that every
     node has one parent, the traversal stack was sized by the short path and the kernel wrote past it."""
-    S = len(model_msg["payload"]["cfg"]["labels"]) + 1
+    S = len(model_msg["payload"]["labels"]) + 1
     chain, tail = 150, 150
     X, J = chain + 1, chain + 2
     n_inner = J + tail
@@ -283,9 +283,9 @@ def test_loader_never_unpickles_or_interprets_extensions(model_msg, monkeypatch)
     assert fresh_component().from_bytes(_reencode(model_msg)).labels  # the real thing loads without pickle
     n = len(_arr(model_msg["payload"]["ensemble"]["value"]))
     payloads = {
-        "ext type in cfg": (["payload", "cfg", "labels"], srsly.msgpack.ExtType(1, evil), "ExtType"),
+        "ext type in cfg": (["payload", "labels"], srsly.msgpack.ExtType(1, evil), "ExtType"),
         "ext type as array": (["payload", "ensemble", "value"], srsly.msgpack.ExtType(42, evil), "ExtType"),
-        "ext type in an unused key": (["payload", "cfg", "extra"], srsly.msgpack.ExtType(0, evil), "ExtType"),
+        "ext type in an unused key": (["payload", "settings", "extra"], srsly.msgpack.ExtType(0, evil), "ExtType"),
         "timestamp ext type": (["payload", "params", "n_threads"], Timestamp(1, 0), "Timestamp"),
         "object dtype": (["payload", "ensemble", "value"],
                          {"__ndarray__": True, "dtype": "object", "shape": [1], "data": evil}, "malformed array"),
@@ -298,7 +298,7 @@ def test_loader_never_unpickles_or_interprets_extensions(model_msg, monkeypatch)
         "srsly numpy encoding, float dtype": (["payload", "ensemble", "value"],
                                               {b"nd": True, b"type": "<f8", b"kind": b"", b"shape": [n],
                                                b"data": np.zeros(n).tobytes()}, "ndarray"),
-        "srsly complex encoding": (["payload", "cfg", "rounds"], {b"complex": True, b"data": "1j"}, "rounds"),
+        "srsly complex encoding": (["payload", "rounds"], {b"complex": True, b"data": "1j"}, "rounds"),
     }
     for name, (path, value, match) in payloads.items():
         data = _mutated(model_msg, path, lambda node, key: node.__setitem__(key, value))
@@ -335,25 +335,28 @@ def test_component_labels_a_model_file_gives_are_checked_as_initialize_checks_th
     def put(node, key):
         assert old in node[key]
         node[key] = [new if label == old else label for label in node[key]]
-    assert_refused(_mutated(model_msg, ["payload", "cfg", "labels"], put), match)
+    assert_refused(_mutated(model_msg, ["payload", "labels"], put), match)
 
 
 def estimator_bytes_with(change):
     X = [[{"w": "a"}, {"w": "b"}]] * 3
-    msg = serialize.loads("TreeCRF", paper_crf(n_rounds=2, max_leaves=2).fit(X, [["A", "B"]] * 3).to_bytes())
+    msg = serialize.loads("model", paper_crf(n_rounds=2, max_leaves=2).fit(X, [["A", "B"]] * 3).to_bytes())
     change(msg)
-    return serialize.dumps("TreeCRF", msg)
+    return serialize.dumps("model", msg)
 
 
 @pytest.mark.parametrize("change, match", [
-    (lambda m: m.update(best_round=float("inf")), "best_round must be an integer"),
-    (lambda m: m.update(best_round=-1), "best_round must be an integer"),
-    (lambda m: m.update(features=m["features"][:1] * len(m["features"])), "feature names must be distinct"),
-    (lambda m: m.update(features=[None] + m["features"][1:]), "feature names must be distinct"),
-    (lambda m: m.update(classes=[1, "1"]), "is not a string or an integer"),
+    (lambda m: m.update(rounds=float("inf")), "E110.*'rounds'"),
+    (lambda m: m.update(rounds=-1), "E110.*'rounds'"),
+    (lambda m: m.update(rounds=3), "best_round must be an integer"),
+    (lambda m: m["features"].update(names=m["features"]["names"][:1] * len(m["features"]["names"])),
+     "feature names must be distinct"),
+    (lambda m: m["features"].update(names=[None] + m["features"]["names"][1:]), "feature names must be distinct"),
+    (lambda m: m.update(labels=[1, "1"]), "E155.*listed twice"),
+    (lambda m: m.update(labels=[1.5, "1"]), "E152.*distinct strings or integers"),
     (lambda m: m["params"].update(n_threads=10 ** 6), "'n_threads' must be in"),
     (lambda m: m["params"].update(max_leaves="10"), "'max_leaves' must be an integer"),
-    (lambda m: m.update(n_rounds=float("inf")), "n_rounds"),
+    (lambda m: m["settings"].update(n_rounds=float("inf")), "n_rounds"),
 ])
 def test_estimator_model_bytes_with_bad_fields_are_refused_and_change_nothing(change, match):
     X = [[{"w": "a"}, {"w": "c"}]] * 3
@@ -491,3 +494,61 @@ def test_one_huge_tree_among_many_small_ones_does_not_blow_up_single_row_predict
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["(1,", "3,", "2)", "100.01"]  # 10,000 one-leaf trees and the chain's leaf
+
+
+FORMAT_4 = Path(__file__).parent / "data" / "format_4"
+
+
+def test_files_of_format_version_4_still_load_and_predict_as_they_did():
+    """Model files written by the last release before one schema for both front ends (format version 4, kinds
+    'treecrf' and 'TreeCRF'; made by that code: an estimator with imputation and numbers, one with a window, an NER
+    component with indicator columns), and what that code predicted with them (expected.json)."""
+    expected = json.loads((FORMAT_4 / "expected.json").read_text())
+    assert srsly.msgpack_loads((FORMAT_4 / "estimator.msgpack").read_bytes())["version"] == 4
+    X = [[{"w": w, "title": w.istitle(), "n": float(len(w))} for w in s.split()] for s in
+         ["Alice met Bob", "Bob saw a cat", "the cat met Alice", "a dog saw Bob"]]
+    est = paper_crf().from_bytes((FORMAT_4 / "estimator.msgpack").read_bytes())
+    assert est.predict(X) == expected["estimator"] and est.missing == "imputation"
+    got = [[round(p["P"], 12) for p in seq] for seq in est.predict_marginals(X)]
+    assert [len(seq) for seq in got] == [len(seq) for seq in expected["estimator_marginals"]]
+    assert np.allclose(sum(got, []), sum(expected["estimator_marginals"], []), atol=1e-12, rtol=0)
+    Xw = [[w.lower() for w in s.split()] for s in ["Alice met Bob", "Bob saw a cat", "the cat met Alice"]]
+    window = paper_crf().from_bytes((FORMAT_4 / "estimator_window.msgpack").read_bytes())
+    assert window.window_ == 1 and window.predict(Xw) == expected["estimator_window"]
+    nlp = spacy.blank("en")
+    nlp.add_pipe("treecrf", config={"booster": {"missing": "indicator"}}).from_disk(FORMAT_4 / "ner")
+    assert [[list(e) for e in ((ent.start, ent.end, ent.label_) for ent in nlp(text).ents)]
+            for text in expected["ner_texts"]] == expected["ner"]
+    again = paper_crf().from_bytes(est.to_bytes())  # saved again: in this version's schema, the same model
+    assert srsly.msgpack_loads(est.to_bytes())["kind"] == "model" and again.predict(X) == expected["estimator"]
+
+
+def test_a_damaged_file_gets_the_same_error_from_either_front_end(ner_model):
+    """One loader: the same damage to a component's and to an estimator's file is refused with the same code."""
+    _, data = ner_model
+    est = paper_crf(n_rounds=2, max_leaves=2).fit([[{"w": "a"}, {"w": "b"}]] * 3, [["A", "B"]] * 3).to_bytes()
+    damages = {
+        "E039": lambda b: b[: len(b) // 2],
+        "E022": lambda b: _bump(b, version=serialize.FORMAT_VERSION + 1),
+        "E028": lambda b: _bump(b, payload=lambda p: p["ensemble"]["roots"].update(serialize._encode(
+            np.zeros(0, np.int64)))),
+        "E027": lambda b: _bump(b, payload=lambda p: p["allowed"].update(serialize._encode(np.ones((2, 2), bool)))),
+        "E111": lambda b: _bump(b, payload=lambda p: p["params"].update(max_leaves="many")),
+        "E110": lambda b: _bump(b, payload=lambda p: p.update(rounds=-2)),
+        "E170": lambda b: _bump(b, payload=lambda p: p["params"].update(shared_trees=True)),
+        "E152": lambda b: _bump(b, payload=lambda p: p.update(labels=[])),
+    }
+    for code, damage in damages.items():
+        with pytest.raises(ValueError, match=code):
+            fresh_component("ner").from_bytes(damage(data))
+        with pytest.raises(ValueError, match=code):
+            paper_crf().from_bytes(damage(est))
+
+
+def _bump(data: bytes, version=None, payload=None) -> bytes:
+    msg = srsly.msgpack_loads(data)
+    if version is not None:
+        msg["version"] = version
+    if payload is not None:
+        payload(msg["payload"])
+    return _reencode(msg)

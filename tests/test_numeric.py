@@ -547,7 +547,8 @@ def test_a_changed_numeric_extension_is_new_training_content():
     (and doc.tensor, when read) are part of that content."""
     nlp, crf = numeric_nlp({"numeric_attrs": ["_.score"]})
     examples = numeric_examples(nlp, 10, 0)
-    stored, computed, _ = crf._extensions_read()
+    from spacy_treecrf.round_feeder import extensions_read
+    stored, computed, _ = extensions_read(crf.featurizer)
     assert "score" in stored + tuple(computed)
     before = crf._entries(examples[:1])[0][0]  # (content digest, example)
     examples[0].predicted[0]._.score = -1.0

@@ -391,12 +391,12 @@ def test_full_batch_rounds_reuse_the_cached_potentials_although_spacy_copies_exa
     examples = ner_examples(nlp)
     nlp.initialize(lambda: examples)
     nlp.update(examples)
-    trainer = crf._trainer
+    trainer = crf.feeder.trainer
     nlp.update(list(reversed(examples)))  # nlp.update copies the examples; order differs too
-    assert crf._trainer is trainer
+    assert crf.feeder.trainer is trainer
     changed = examples[:-1]
     nlp.update(changed)
-    assert crf._trainer is not trainer
+    assert crf.feeder.trainer is not trainer
 
 
 def trees_of(crf) -> dict:
@@ -463,15 +463,15 @@ def test_the_rounds_run_without_the_pass_examples_held(monkeypatch):
     fit_round = booster.Trainer.fit_round
 
     def watched(self, *args, **kwargs):
-        held.append(len(crf._pending))
+        held.append(len(crf.feeder.pending))
         return fit_round(self, *args, **kwargs)
     monkeypatch.setattr(booster.Trainer, "fit_round", watched)
     for _ in range(2):
-        trainer = crf._trainer
+        trainer = crf.feeder.trainer
         for batch in (examples[:2], examples[2:]):
             nlp.update(batch, losses={})
     # (the first two: the first update's, on the corpus initialize() saw)
-    assert held == [0] * 6 and crf._trainer is trainer and crf.cfg["rounds"] == 6
+    assert held == [0] * 6 and crf.feeder.trainer is trainer and crf.cfg["rounds"] == 6
 
 
 def test_a_pass_keeps_only_the_examples_the_trainer_lacks_and_takes_the_others_rows_from_it():
@@ -482,22 +482,22 @@ def test_a_pass_keeps_only_the_examples_the_trainer_lacks_and_takes_the_others_r
     examples = ner_examples(nlp)
     nlp.initialize(lambda: examples)
     nlp.update(examples)
-    first = crf._trainer
+    first = crf.feeder.trainer
     nlp.update(examples[:2])
-    assert [eg for _, eg in crf._pending] == [None, None]
+    assert [eg for _, eg in crf.feeder.pending] == [None, None]
     nlp.update(examples[2:])
-    assert crf._trainer is first and crf.cfg["rounds"] == 2
+    assert crf.feeder.trainer is first and crf.cfg["rounds"] == 2
     new = ner_examples(nlp, [("Carol visited Paris .", [(0, 5, "PER"), (14, 19, "LOC")])])
     second = examples[:1] + examples[:1] + examples[2:-1] + new
     assert len(second) == len(examples)
     nlp.update(second[:-1])
-    assert all(eg is None for _, eg in crf._pending)
+    assert all(eg is None for _, eg in crf.feeder.pending)
     nlp.update(second[-1:])
     fresh_nlp, fresh_crf = make_nlp()
     fresh_nlp.initialize(lambda: examples)
     fresh_nlp.update(second)
-    got, want = crf._trainer.training_set(), fresh_crf._trainer.training_set()
-    assert crf._trainer is not first and crf.cfg["rounds"] == 3
+    got, want = crf.feeder.trainer.training_set(), fresh_crf.feeder.trainer.training_set()
+    assert crf.feeder.trainer is not first and crf.cfg["rounds"] == 3
     for name in ("indptr", "indices", "y", "seq_starts"):
         assert np.array_equal(getattr(got, name), getattr(want, name)), name
 
@@ -527,7 +527,7 @@ def test_a_refused_batch_in_the_middle_of_a_pass_keeps_nothing_of_it():
     nlp.update(examples[:1])  # round 1, on the corpus initialize() saw; this batch opens the next pass
     with pytest.raises(ValueError, match="E007.*overlapping"):
         nlp.update([chunk_example(nlp, ["a", "b", "c"], [(0, 2, "NP"), (1, 3, "VP")])])
-    assert len(crf._pending) == 1 and crf.cfg["rounds"] == 1
+    assert len(crf.feeder.pending) == 1 and crf.cfg["rounds"] == 1
     nlp.update(examples[1:])
     assert crf.cfg["rounds"] == 2
 
@@ -565,16 +565,16 @@ def test_cached_potentials_follow_the_extension_values_the_featurizer_reads(comp
         set_cue(eg.predicted, 0, "first")
     nlp.initialize(lambda: examples)
     nlp.update(examples)
-    trainer = crf._trainer
+    trainer = crf.feeder.trainer
     nlp.update([Example(eg.predicted.copy(), eg.reference) for eg in examples])
-    assert crf._trainer is trainer
+    assert crf.feeder.trainer is trainer
     set_cue(examples[1].predicted, 1, "second")
     nlp.update(examples)
-    assert crf._trainer is not trainer
-    trainer = crf._trainer
+    assert crf.feeder.trainer is not trainer
+    trainer = crf.feeder.trainer
     examples[2].predicted[0]._.treecrf_missing = True
     nlp.update(examples)
-    assert crf._trainer is not trainer
+    assert crf.feeder.trainer is not trainer
 
 
 def _bio_spans_loop(tags):

@@ -156,10 +156,10 @@ def test_gold_entities_misaligned_with_tokens_are_unknown_not_outside():
     losses = train(nlp, examples, rounds=3)
     assert np.all(np.isfinite(losses))
     assert crf._gold(examples[-1]) == [None, "O", "B-PER"]
-    y = crf._trainer.y
+    y = crf.feeder.trainer.y
     labels = crf.labels
     # the sorted-by-content trainer holds the sentence somewhere: find it by its gold
-    rows = [y[a:b].tolist() for a, b in zip(crf._trainer.seq_starts[:-1], crf._trainer.seq_starts[1:])]
+    rows = [y[a:b].tolist() for a, b in zip(crf.feeder.trainer.seq_starts[:-1], crf.feeder.trainer.seq_starts[1:])]
     assert [-1, labels.index("O"), labels.index("B-PER")] in rows
     # a tokenization that differs from the gold's: tokens that map to several gold tokens are unknown too
     pred = Doc(nlp.vocab, words=["New York", "is", "big"])
@@ -211,7 +211,7 @@ def test_docs_with_every_label_missing():
     assert [t.ent_iob_ for t in examples[-1].reference] == [""] * 4
     losses = train(nlp, examples, rounds=4)
     assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
-    y, starts = crf._trainer.y, crf._trainer.seq_starts
+    y, starts = crf.feeder.trainer.y, crf.feeder.trainer.seq_starts
     assert sum(np.all(y[a:b] == -1) for a, b in zip(starts[:-1], starts[1:])) == 1
     assert_normalised(nlp("Dave walks to Oslo"))
     # tag target: a sentence with every tag missing

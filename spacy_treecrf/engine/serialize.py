@@ -13,8 +13,9 @@ from ..errors import Errors
 # 2: surrogate splits in the ensemble and the missing-value settings and tables (absent in version 1 files, which
 # load as models without them); 3: shared trees (the ensemble's leaf vectors, dense; version 2 files have per-label
 # trees); 4: shared trees' leaf vectors sparse (vector_ptr, vector_label, vector_value; version 3's dense ``vector``
-# still loads)
-FORMAT_VERSION = 4
+# still loads); 5: one schema for both front ends (kind "model", model.py), the kinds "treecrf" and "TreeCRF" of
+# versions 1-4 read through model.legacy_payload
+FORMAT_VERSION = 5
 DTYPES = {"bool": np.bool_, "int8": np.int8, "int32": np.int32, "int64": np.int64, "float32": np.float32,
           "float64": np.float64, "uint8": np.uint8}
 DTYPE_NAMES = {np.dtype(v): k for k, v in DTYPES.items()}
@@ -65,6 +66,15 @@ def dumps(kind: str, payload: Dict[str, Any]) -> bytes:
 
 def loads(kind: str, data: bytes) -> Dict[str, Any]:
     """Decode and check the envelope: a truncated, foreign or newer file is a ValueError, never a crash."""
+    msg = envelope(data, kind)
+    if msg.get("kind") != kind:
+        raise ValueError(Errors.E021.format(found=msg.get('kind'), kind=kind))
+    return payload(msg)
+
+
+def envelope(data: bytes, kind: str) -> Dict[str, Any]:
+    """The file's envelope (format, kind, version, payload), its format and version checked: a truncated,
+    foreign or newer file is a ValueError, never a crash. ``kind``: what the caller expects, for the messages."""
     if not isinstance(data, (bytes, bytearray)):
         raise ValueError(Errors.E019.format(kind=kind, type_name=type(data).__name__))
     try:
@@ -74,17 +84,20 @@ def loads(kind: str, data: bytes) -> Dict[str, Any]:
         raise ValueError(Errors.E039.format(kind=kind, type_name=type(err).__name__, err=err)) from None
     if not isinstance(msg, dict) or msg.get("format") != "spacy_treecrf":
         raise ValueError(Errors.E020.format(kind=kind))
-    if msg.get("kind") != kind:
-        raise ValueError(Errors.E021.format(found=msg.get('kind'), kind=kind))
     version = msg.get("version")
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise ValueError(Errors.E210.format(kind=kind, version=version))
     if version > FORMAT_VERSION:
         raise ValueError(Errors.E022.format(kind=kind, version=version, format_version=FORMAT_VERSION))
-    payload = msg.get("payload")
-    if not isinstance(payload, dict):
+    return msg
+
+
+def payload(msg: Dict[str, Any]) -> Dict[str, Any]:
+    """An envelope's payload, its arrays decoded and checked."""
+    kind = str(msg.get("kind"))
+    if not isinstance(msg.get("payload"), dict):
         raise ValueError(Errors.E023.format(kind=kind))
-    return _decode(payload, kind)
+    return _decode(msg["payload"], kind)
 
 
 def field(msg: Dict[str, Any], name: str, typ):

@@ -1,0 +1,298 @@
+"""The one model layer under both front ends (the spaCy component and `TreeCRF`), as LightGBM's Booster sits under
+its sklearn and dask front ends.
+
+A front end turns its input (Docs, or lists of feature dicts) into engine rows with its own featurizer and turns
+label ids back into its output (spans and tags on Docs, lists of labels); everything between is here, once:
+- what a model is: its labels and which may follow which (``allowed``), the boosting settings it was trained with
+  (BoostParams), its trees (booster.Ensemble), its columns (``n_features`` atoms, of which the numeric ones are
+  described by a NumericIndex), the column that stands in for each variable where it is missing under the
+  input-rewriting missing-value strategies (``fill``), and how many boosting rounds made it;
+- what is done with it: a Trainer over training rows (from the model's potentials when it has trees: continued
+  training), the gold check against the transition constraints, decoding (Viterbi or marginals, n-best, span
+  probabilities), explanations and rules over readable test names the front end gives;
+- its file: one schema, written by ``to_bytes`` and read by ``load`` with one set of checks and error codes. The
+  front end's own state (its featurizer's, its settings) rides in the same file as two dicts the front end writes
+  and checks, the featurizer's first, since the columns it describes are what the trees are checked against.
+
+Nothing here imports spaCy: labels are whatever the front end names them with (strings, or the estimator's
+integers too).
+"""
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .engine import booster as boost
+from .engine import crf, missing, serialize
+from .engine.booster import BoostParams, Ensemble
+from .engine.crf import ForwardBackward
+from .engine.missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
+from .engine.numeric import NumericIndex
+from .engine.rules import Explanation, ensemble_rules, explain_sequence
+from .engine.transitions import first_forbidden
+from .engine.trees import no_missing
+from .errors import Errors
+
+MODEL_KIND = "model"  # the envelope's kind of a version 5 file, whichever front end wrote it
+FRONT_ENDS = {"component": "treecrf", "estimator": "TreeCRF"}  # front end -> the kind its files had before
+
+
+class EngineRows(NamedTuple):
+    """A batch of sequences as the engine reads them: CSR rows of atom ids (indptr: int64, rows + 1; indices:
+    int32, sorted within a row), sequence offsets (int64, sequences + 1) and the variables missing at each row
+    (None where none is, or where the missing-value strategy rewrote the rows)."""
+    indptr: np.ndarray
+    indices: np.ndarray
+    seq_starts: np.ndarray
+    missing: Optional[MissingRows]
+
+
+class Decoded(NamedTuple):
+    """SequenceModel.decode's results: label ids per position (int32), the batch's scaled Potentials, and where
+    asked for, the forward-backward pass (its alpha, beta, scale and log Z), the marginals (positions x labels,
+    float64) and the n best paths ((n x positions) label ids and (sequences x n) log probabilities, crf.nbest)."""
+    ids: np.ndarray
+    potentials: crf.Potentials
+    fb: Optional[ForwardBackward]
+    gamma: Optional[np.ndarray]
+    nbest: Optional[Tuple[np.ndarray, np.ndarray]]
+
+
+class Columns(NamedTuple):
+    """What a front end's featurizer state says of the engine's columns, for the loader to check the trees
+    against: the number of atoms, their NumericIndex, the variables a missing value can belong to, the front end's
+    restored state (returned to it by ``load``), and for files from before the model kept ``fill``, the table
+    the front end kept in its place (None: no column stands in for a missing variable)."""
+    n_features: int
+    numeric: NumericIndex
+    n_variables: int
+    state: object
+    fill: Optional[np.ndarray] = None
+
+
+class Loaded(NamedTuple):
+    """``load``'s result: the model and the front end's own state (Columns.state) and settings dict."""
+    model: "SequenceModel"
+    state: object
+    settings: Dict[str, object]
+
+
+class SequenceModel:
+    """A trained (or initialized) TreeCRF: labels, transition mask, settings, trees, columns and missing-value
+    table (see the module docstring). ``rounds``: the boosting rounds its trees come from."""
+
+    def __init__(self, labels: Sequence, allowed: np.ndarray, params: BoostParams, n_features: int,
+                 numeric: NumericIndex, fill: Optional[np.ndarray] = None, ensemble: Optional[Ensemble] = None,
+                 rounds: int = 0):
+        self.labels = list(labels)
+        self.allowed = np.ascontiguousarray(allowed, dtype=np.bool_)
+        self.params = params
+        self.n_features = int(n_features)
+        self.numeric = numeric
+        self.fill = np.zeros(0, dtype=np.int32) if fill is None else np.asarray(fill, dtype=np.int32)
+        K = len(self.labels)
+        if ensemble is None:
+            ensemble = Ensemble(K + 1, K, N_SURROGATES if params.missing == "surrogate" else 0,
+                                shared=params.shared_trees)
+        ensemble.set_numeric(numeric)
+        self.ensemble = ensemble
+        self.rounds = int(rounds)
+
+    @property
+    def n_trees(self) -> int:
+        return self.ensemble.n_trees
+
+    # ---- rows ------------------------------------------------------------------------------------------------
+    def engine_rows(self, indptr, indices, seq_starts, missing_rows: Optional[MissingRows]) -> EngineRows:
+        """A front end's rows as the trees read them: under "instance_weighting" and "surrogate" the missing
+        variables travel with the rows (the trees route them); under the other strategies each missing variable is
+        replaced by its ``fill`` column (the imputed value, or its indicator), if it has one."""
+        if self.params.missing in ENGINE_STRATEGIES:
+            return EngineRows(indptr, indices, seq_starts, missing_rows)
+        if missing_rows is not None and missing_rows.any:
+            indptr, indices = missing.fill_rows(indptr, indices, missing_rows, self.fill, self.n_features)
+        return EngineRows(indptr, indices, seq_starts, None)
+
+    def label_ids(self, labels_per_sequence) -> np.ndarray:
+        """Label ids (int32, -1 where a label is None: unknown) of sequences of labels the model knows."""
+        index = {label: k for k, label in enumerate(self.labels)}
+        return np.array([-1 if label is None else index.get(label, -1) for labels in labels_per_sequence
+                         for label in labels], dtype=np.int32)
+
+    def check_gold(self, y: np.ndarray, seq_starts: np.ndarray, where: Callable[[int, int], str], fix: str) -> None:
+        """E156 at the first gold label that follows one the transition constraints forbid. ``where(q, t)``: the
+        front end's words for position t of sequence q (a doc's token, or an index); ``fix``: the setting that
+        relaxes the constraints."""
+        bad = first_forbidden(y, seq_starts, self.allowed)
+        if bad is not None:
+            q, t, prev, k = bad
+            raise ValueError(Errors.E156.format(label=self.labels[k], where=where(q, t), prev=(
+                "the start of the sequence" if prev < 0 else repr(self.labels[prev])), fix=fix))
+
+    # ---- training --------------------------------------------------------------------------------------------
+    def potentials(self, rows: EngineRows) -> crf.Potentials:
+        """The scaled Potentials of the rows under the trees and the transition mask."""
+        return self.ensemble.scaled_potentials(rows.indptr, rows.indices, self.allowed, rows.seq_starts,
+                                               self.params.threads, rows.missing)
+
+    def trainer(self, rows: EngineRows, y: np.ndarray, scheduler=None) -> boost.Trainer:
+        """A Trainer over the rows (labels ``y``, int32, -1 unknown), in this process or on a Dask ``scheduler``'s
+        workers, starting from the model's potentials of the rows when it has trees (continued training)."""
+        return boost.new_trainer(rows.indptr, rows.indices, self.n_features, y, rows.seq_starts, self.allowed,
+                                 self.params, scheduler, initial=self.potentials(rows) if self.n_trees else None,
+                                 missing_rows=rows.missing, numeric=self.numeric)
+
+    def dev_cache(self, rows: EngineRows) -> boost.DevCache:
+        """Held-out rows whose potentials follow the trees a fit adds (per-round validation scores)."""
+        return boost.DevCache(rows.indptr, rows.indices, rows.seq_starts, self.allowed, missing_rows=rows.missing,
+                              initial=self.potentials(rows) if self.n_trees else None, numeric=self.numeric)
+
+    def extended(self, labels: Sequence, moved: Optional[np.ndarray], n_features: int, numeric: NumericIndex,
+                 allowed: np.ndarray, fill: Optional[np.ndarray] = None) -> "SequenceModel":
+        """The model for continued training with ``labels`` (the old ones first, new ones after: their trees start
+        from zero, the old trees keep their meaning) and new columns: ``moved`` maps each old column to its new one
+        (None: unchanged)."""
+        if list(labels[:len(self.labels)]) != self.labels:
+            raise ValueError(Errors.E181.format(had=len(self.labels), n_labels=len(labels)))
+        ensemble = self.ensemble.with_labels(len(labels)) if len(labels) > len(self.labels) else self.ensemble
+        if moved is not None:
+            ensemble = ensemble.with_feature_map(moved, numeric)
+        return SequenceModel(labels, allowed, self.params, n_features, numeric,
+                             self.fill if fill is None else fill, ensemble, self.rounds)
+
+    # ---- prediction ------------------------------------------------------------------------------------------
+    def decode(self, rows: EngineRows, method: str, scores: bool = False, n_best: int = 0) -> Decoded:
+        """Label ids by Viterbi or per-position marginal argmax (``method``); with ``scores`` or ``n_best`` also the
+        forward-backward pass and the marginals, and the n_best most probable paths."""
+        P = self.potentials(rows)
+        threads = self.params.threads
+        fb = gamma = paths = None
+        if method == "marginal" or scores or n_best:
+            fb = boost.forward_backward(P, rows.seq_starts, np.full(len(P.c), -1, dtype=np.int32), False, threads)
+            gamma = crf.marginals(fb.alpha, fb.beta)
+        if method == "viterbi":
+            ids = boost.viterbi(P, rows.seq_starts, threads)
+        else:
+            ids = gamma.argmax(axis=1).astype(np.int32)
+        if n_best:
+            paths = crf.nbest(P, rows.seq_starts, fb.logz, int(n_best))
+        return Decoded(ids, P, fb, gamma, paths)
+
+    def span_probabilities(self, decoded: Decoded, seq_starts: np.ndarray, owner, start, end, first, inside
+                           ) -> np.ndarray:
+        """P(the CRF labels exactly span i: ``first`` at start[i], ``inside`` up to end[i], and not ``inside``
+        after) per span of sequence owner[i] (positions of the batch; label ids), from decode(..., scores=True)."""
+        fb = decoded.fb
+        return crf.span_probs(decoded.potentials, fb.alpha, fb.beta, fb.scale, seq_starts[owner + 1], start, end,
+                              first, inside)
+
+    def explain(self, rows: EngineRows, ids: np.ndarray, tests: Sequence[str]) -> List[Explanation]:
+        """The Explanation of each position of the one sequence of ``rows`` labelled ``ids`` (rules.py);
+        ``tests``: the columns' tests in words, by test id."""
+        route = rows.missing.index() if rows.missing is not None and rows.missing.any else no_missing()
+        return explain_sequence(self.ensemble.forest(), self.ensemble.kernel_rows(rows.indptr, rows.indices), route,
+                                0, ids, tests, self.labels, self.allowed, self.ensemble.path_tables())
+
+    def rules(self, tests: Sequence[str], top: int, min_support: float) -> List[Tuple[str, str, float, float]]:
+        """The strongest root-to-leaf paths as (label, conjunction of tests, value, support) (rules.py)."""
+        return ensemble_rules(self.ensemble, tests, self.labels, top, min_support, self.allowed)
+
+    # ---- the model file --------------------------------------------------------------------------------------
+    def to_bytes(self, front: str, features: dict, settings: dict) -> bytes:
+        """The model file: this model, and the front end's featurizer state and settings (plain dicts)."""
+        return serialize.dumps(MODEL_KIND, {
+            "front": front, "labels": self.labels, "allowed": self.allowed, "params": vars(self.params),
+            "ensemble": self.ensemble.arrays(), "rounds": self.rounds, "fill": self.fill,
+            "features": features, "settings": settings})
+
+
+def load(data: bytes, front: str, owner: str, columns: Callable[[dict, BoostParams], Columns]) -> Loaded:
+    """A model file of either front end, checked before anything is made of it: a file of another front end, a
+    damaged, foreign or newer one is a ValueError whose code says what is wrong, the same code whichever front
+    end wrote it. ``owner``: who loads it, in words (E155). ``columns(payload, params)``: the front end reads its
+    featurizer state from the payload (checking it) and says what columns it describes; the trees are then
+    checked against them. Files written before this
+    schema (format versions 1-4, one kind per front end) are read through legacy_payload."""
+    payload = _payload(data, front)
+    if payload.get("front") != front:
+        raise ValueError(Errors.E021.format(found=payload.get("front"), kind=front))
+    labels = serialize.field(payload, "labels", list)
+    if not labels or not all(is_label(label) for label in labels):
+        raise ValueError(Errors.E152.format(label=labels))
+    check_distinct(labels, owner)
+    K = len(labels)
+    allowed = serialize.check_array(payload, "allowed", np.bool_, (K + 1, K))
+    settings = {k: v for k, v in serialize.field(payload, "params", dict).items()
+                if k in BoostParams.__dataclass_fields__}  # (older files kept a 'scheduler': where they trained)
+    try:
+        params = BoostParams(**settings)
+    except (TypeError, ValueError) as err:
+        raise ValueError(Errors.E111.format(err=err)) from None
+    rounds = payload.get("rounds", 0)
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 0:
+        raise ValueError(Errors.E110.format(key="rounds", type_name="non-negative int", cfg=rounds))
+    serialize.field(payload, "features", dict)
+    cols = columns(payload, params)
+    ensemble = serialize.load_ensemble(serialize.field(payload, "ensemble", dict), K, cols.n_features, cols.numeric)
+    if (params.missing == "surrogate") != (ensemble.n_surrogates > 0):
+        raise ValueError(Errors.E108.format(missing=params.missing, n_surrogates=ensemble.n_surrogates))
+    if params.shared_trees != ensemble.shared:
+        raise ValueError(Errors.E170.format(setting=params.shared_trees,
+                                            kind="shared" if ensemble.shared else "per-label"))
+    fill = np.full(cols.n_variables, -1, dtype=np.int32) if cols.fill is None else cols.fill
+    if "fill" in payload:
+        fill = serialize.check_array(payload, "fill", np.int32, (cols.n_variables,))
+    if np.any((fill < -1) | (fill >= cols.n_features)):
+        raise ValueError(Errors.E112)
+    model = SequenceModel(labels, allowed, params, cols.n_features, cols.numeric, fill, ensemble, rounds)
+    return Loaded(model, cols.state, serialize.field(payload, "settings", dict))
+
+
+def _payload(data: bytes, front: str) -> dict:
+    """The file's payload in this schema: a version 5 file's as it is, an older file's through legacy_payload."""
+    envelope = serialize.envelope(data, MODEL_KIND)
+    kind = envelope["kind"]
+    if kind != MODEL_KIND:
+        legacy = {old: name for name, old in FRONT_ENDS.items()}
+        if not isinstance(kind, str) or kind not in legacy:
+            raise ValueError(Errors.E021.format(found=kind, kind=front))
+        return legacy_payload(legacy[kind], serialize.payload(envelope))
+    return serialize.payload(envelope)
+
+
+def legacy_payload(front: str, old: dict) -> dict:
+    """A format version 1-4 file's payload in this schema. The component's kept its labels, rounds and settings
+    in ``cfg``, its featurizer in ``features``, its missing-value table in ``impute``; the estimator's kept its
+    settings, labels (``classes``), rounds (``best_round``) and feature map side by side."""
+    out = {"front": front, "allowed": old.get("allowed"), "params": old.get("params"),
+           "ensemble": old.get("ensemble")}
+    if front == "component":
+        cfg = old.get("cfg") if isinstance(old.get("cfg"), dict) else {}
+        out.update(labels=cfg.get("labels"), rounds=cfg.get("rounds", 0), features=old.get("features"),
+                   settings={key: value for key, value in cfg.items() if key not in ("labels", "rounds")})
+        if isinstance(out["params"], dict) and isinstance(out["ensemble"], dict):  # the trees' kind is the model's
+            out["params"] = {**out["params"],
+                             "shared_trees": "vector" in out["ensemble"] or "vector_ptr" in out["ensemble"]}
+        if "impute" in old:  # (the component reads it: Columns.fill)
+            out["impute"] = old["impute"]
+        return out
+    settings = ("n_rounds", "decode", "patience", "early_stopping", "validation_fraction")
+    features = ("variables", "feature_var", "impute", "indicator", "numeric_keys", "numeric_uppers", "numeric_base",
+                "window")
+    out.update(labels=old.get("classes"), rounds=old.get("best_round", 0),
+               settings={key: old[key] for key in settings if key in old},
+               features={"names": old.get("features"), **{key: old[key] for key in features if key in old}})
+    return out
+
+
+def check_distinct(labels: Sequence, owner: str) -> None:
+    """E155 for a label listed twice (labels that read the same as text are one label to a model file)."""
+    seen = set()
+    for label in labels:
+        if str(label) in seen:
+            raise ValueError(Errors.E155.format(label=label, name=owner))
+        seen.add(str(label))
+
+
+def is_label(label) -> bool:
+    """A label a model can hold: a string or an integer (not a bool)."""
+    return isinstance(label, (str, int, np.integer)) and not isinstance(label, (bool, np.bool_))
