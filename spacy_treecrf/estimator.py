@@ -359,10 +359,28 @@ class FeatureIndex:
             self.indicator = np.array([-1 if v in numeric else self.ids[n] if n in self.ids else self._column(n, -1)
                                        for v, n in enumerate(names)], dtype=np.int32)
 
-    def fill(self, indptr, indices, missing_rows: MissingRows, strategy: str):
-        """Rows where each missing variable is replaced by its imputed / indicator feature (if any)."""
-        table = self.impute if strategy == "imputation" else self.indicator
-        return missing.fill_rows(indptr, indices, missing_rows, table, len(self.names))
+    def check_window_input(self, indptr, indices, seq_starts, missing_rows, window: int):
+        """E205 at the first position holding what a window does not read: a number (a numeric column's bin) or
+        a variable missing under an engine strategy."""
+        found = []
+        if self.numeric_keys:  # (no mask and no pass over the input without numeric columns)
+            is_bin = np.zeros(len(self.names), dtype=bool)
+            for base, uppers in zip(self.numeric_base, self.uppers):
+                is_bin[base:base + len(uppers) + 1] = True
+            if is_bin[indices].any():
+                p = int(np.argmax(is_bin[indices]))
+                row = int(np.searchsorted(indptr, p, side="right")) - 1
+                key = self.variables[self.feature_var[int(indices[p])]]
+                found.append((row, key, "a number", "give it as strings (a bin's name)"))
+        if missing_rows is not None and missing_rows.any:
+            row = int(missing_rows.rows()[0])
+            key = self.variables[int(missing_rows.indices[missing_rows.indptr[row]])]
+            found.append((row, key, "missing (None or NaN)", "use missing='imputation' or 'indicator'"))
+        if found:
+            row, key, what, fix = min(found)
+            q = int(np.searchsorted(seq_starts, row, side="right")) - 1
+            raise ValueError(Errors.E205.format(window=window, q=q, t=row - int(seq_starts[q]), key=key,
+                                                what=what, fix=fix))
 
 
 @functools.lru_cache(maxsize=8)
@@ -476,7 +494,7 @@ class TreeCRF:
         self.window = window
         for name, default in BOOST_SETTINGS.items():
             setattr(self, name, settings.get(name, default))
-        self._check_settings()
+        check_settings(self)
         self.crf_: Optional[SequenceModel] = None  # the fitted model (model.py)
         self.features = FeatureIndex()
         self.history_: List[dict] = []
@@ -501,28 +519,6 @@ class TreeCRF:
         """Which label may follow which ((labels + 1) x labels, row 0: the start)."""
         return None if self.crf_ is None else self.crf_.allowed
 
-    def _check_settings(self):
-        if self.decode not in DECODERS:
-            raise ValueError(Errors.E050.format(decoders=DECODERS, decode=self.decode))
-        if isinstance(self.n_rounds, bool) or not isinstance(self.n_rounds, (int, np.integer)) or self.n_rounds < 0:
-            raise ValueError(Errors.E051.format(n_rounds=self.n_rounds))
-        if self.patience is not None and (isinstance(self.patience, bool) or not isinstance(
-                self.patience, (int, np.integer)) or self.patience < 1):
-            raise ValueError(Errors.E052.format(patience=self.patience))
-        if not any(self.early_stopping is choice or (isinstance(choice, str) and self.early_stopping == choice)
-                   for choice in EARLY_STOPPING):
-            raise ValueError(Errors.E172.format(choices=EARLY_STOPPING, value=self.early_stopping))
-        if not isinstance(self.warm_start, (bool, np.bool_)):
-            raise ValueError(Errors.E182.format(value=self.warm_start))
-        fraction = self.validation_fraction
-        if (isinstance(fraction, (bool, np.bool_)) or not isinstance(fraction, (int, float, np.integer, np.floating))
-                or not 0 < fraction < 1):
-            raise ValueError(Errors.E173.format(value=fraction))
-        if (isinstance(self.window, (bool, np.bool_)) or not isinstance(self.window, (int, np.integer))
-                or not 0 <= self.window <= MAX_WINDOW):
-            raise ValueError(Errors.E203.format(maximum=MAX_WINDOW, value=self.window))
-        _ = self.params  # the boosting settings are checked by BoostParams
-
     @property
     def params(self) -> BoostParams:
         """The boosting settings as the engine takes them."""
@@ -540,7 +536,7 @@ class TreeCRF:
         for name, value in params.items():
             setattr(self, name, value)
         try:
-            self._check_settings()
+            check_settings(self)
         except (TypeError, ValueError):
             for name, value in old.items():  # a refused setting leaves the estimator as it was
                 setattr(self, name, value)
@@ -585,7 +581,7 @@ class TreeCRF:
         if scheduler is None:  # (on a cluster the positions' rows live on the workers)
             check_training_memory(sum(map(len, X)), len(classes), "TreeCRF.fit")
         if X_dev is None and self.early_stopping is not False:
-            split = self._held_out(X, y)
+            split = held_out(self, X, y)
             if split is not None:
                 X, y, X_dev, y_dev = split
         before = dict(vars(self))
@@ -595,22 +591,6 @@ class TreeCRF:
             vars(self).clear()
             vars(self).update(before)  # a refused fit leaves the estimator as it was
             raise
-
-    def _held_out(self, X, y) -> Optional[tuple]:
-        """(X, y) without the validation sequences, then the validation sequences: a validation_fraction of them
-        (at least one, and one fewer than all), drawn with random_state, in their original order; None where
-        early_stopping "auto" finds them too small (see the class docstring) or there are fewer than 2 sequences."""
-        n = len(y)
-        if n < 2:
-            if self.early_stopping is True:
-                raise ValueError(Errors.E174.format(n=n))
-            return None
-        n_val = min(n - 1, max(1, int(round(self.validation_fraction * n))))
-        held = np.zeros(n, dtype=bool)
-        held[np.random.default_rng(self.random_state).choice(n, n_val, replace=False)] = True
-        if self.early_stopping == "auto" and sum(len(ys) for ys, h in zip(y, held) if h) < AUTO_MIN_VALIDATION:
-            return None
-        return tuple([seq for seq, h in zip(data, held) if h == flag] for flag in (False, True) for data in (X, y))
 
     def _fit(self, classes, X, y, X_dev, y_dev, scheduler) -> "TreeCRF":
         warm = self.warm_start and self.crf_ is not None and self.crf_.n_trees > 0
@@ -701,33 +681,10 @@ class TreeCRF:
         """The rows over the window's columns (sparse.window_rows), where the model has a window."""
         if not self.window_:
             return rows
-        self._check_window_input(*rows)
+        self.features.check_window_input(*rows, self.window_)
         colmap, padcol = window_columns(len(self.features.names), self.window_)
         return EngineRows(*window_rows(rows.indptr, rows.indices, rows.seq_starts, self.window_, colmap, padcol),
                           rows.seq_starts, None)
-
-    def _check_window_input(self, indptr, indices, seq_starts, missing_rows):
-        """E205 at the first position holding what a window does not read: a number (a numeric column's bin) or
-        a variable missing under an engine strategy."""
-        found = []
-        if self.features.numeric_keys:  # (no mask and no pass over the input without numeric columns)
-            is_bin = np.zeros(len(self.features.names), dtype=bool)
-            for base, uppers in zip(self.features.numeric_base, self.features.uppers):
-                is_bin[base:base + len(uppers) + 1] = True
-            if is_bin[indices].any():
-                p = int(np.argmax(is_bin[indices]))
-                row = int(np.searchsorted(indptr, p, side="right")) - 1
-                key = self.features.variables[self.features.feature_var[int(indices[p])]]
-                found.append((row, key, "a number", "give it as strings (a bin's name)"))
-        if missing_rows is not None and missing_rows.any:
-            row = int(missing_rows.rows()[0])
-            key = self.features.variables[int(missing_rows.indices[missing_rows.indptr[row]])]
-            found.append((row, key, "missing (None or NaN)", "use missing='imputation' or 'indicator'"))
-        if found:
-            row, key, what, fix = min(found)
-            q = int(np.searchsorted(seq_starts, row, side="right")) - 1
-            raise ValueError(Errors.E205.format(window=self.window_, q=q, t=row - int(seq_starts[q]), key=key,
-                                                what=what, fix=fix))
 
     def _n_columns(self) -> int:
         """The engine's feature columns: the token features, or (their number + 1) per slot of a window."""
@@ -837,6 +794,49 @@ class TreeCRF:
             setattr(self, name, value)
         self.crf_, self.features, self.window_ = crf_, features, window
         return self
+
+
+def check_settings(est: "TreeCRF") -> None:
+    """TreeCRF's own settings, checked where they are set (the constructor, set_params); BoostParams checks the
+    boosting settings."""
+    if est.decode not in DECODERS:
+        raise ValueError(Errors.E050.format(decoders=DECODERS, decode=est.decode))
+    if isinstance(est.n_rounds, bool) or not isinstance(est.n_rounds, (int, np.integer)) or est.n_rounds < 0:
+        raise ValueError(Errors.E051.format(n_rounds=est.n_rounds))
+    if est.patience is not None and (isinstance(est.patience, bool) or not isinstance(
+            est.patience, (int, np.integer)) or est.patience < 1):
+        raise ValueError(Errors.E052.format(patience=est.patience))
+    if not any(est.early_stopping is choice or (isinstance(choice, str) and est.early_stopping == choice)
+               for choice in EARLY_STOPPING):
+        raise ValueError(Errors.E172.format(choices=EARLY_STOPPING, value=est.early_stopping))
+    if not isinstance(est.warm_start, (bool, np.bool_)):
+        raise ValueError(Errors.E182.format(value=est.warm_start))
+    fraction = est.validation_fraction
+    if (isinstance(fraction, (bool, np.bool_)) or not isinstance(fraction, (int, float, np.integer, np.floating))
+            or not 0 < fraction < 1):
+        raise ValueError(Errors.E173.format(value=fraction))
+    if (isinstance(est.window, (bool, np.bool_)) or not isinstance(est.window, (int, np.integer))
+            or not 0 <= est.window <= MAX_WINDOW):
+        raise ValueError(Errors.E203.format(maximum=MAX_WINDOW, value=est.window))
+    _ = est.params
+
+
+def held_out(est: "TreeCRF", X, y) -> Optional[tuple]:
+    """For ``est``'s fit: (X, y) without the validation sequences, then the validation sequences: a
+    validation_fraction of them (at least one, and one fewer than all), drawn with random_state, in their original
+    order; None where early_stopping "auto" finds them too small (see the class docstring) or there are fewer than
+    2 sequences."""
+    n = len(y)
+    if n < 2:
+        if est.early_stopping is True:
+            raise ValueError(Errors.E174.format(n=n))
+        return None
+    n_val = min(n - 1, max(1, int(round(est.validation_fraction * n))))
+    held = np.zeros(n, dtype=bool)
+    held[np.random.default_rng(est.random_state).choice(n, n_val, replace=False)] = True
+    if est.early_stopping == "auto" and sum(len(ys) for ys, h in zip(y, held) if h) < AUTO_MIN_VALIDATION:
+        return None
+    return tuple([seq for seq, h in zip(data, held) if h == flag] for flag in (False, True) for data in (X, y))
 
 
 def read_estimator(data: bytes, est: TreeCRF) -> Tuple[SequenceModel, FeatureIndex, int, TreeCRF]:

@@ -283,7 +283,7 @@ class TreeCRFComponent(TrainablePipe):
         validate_get_examples(get_examples, "TreeCRFComponent.initialize")
         examples = list(get_examples())
         if resume_from is not None:
-            self._resume(examples, resume_from, nlp, labels)
+            resume(self, examples, resume_from, nlp, labels)
             return
         labels = labels if labels is not None else self._found_labels(examples)
         if not labels:
@@ -370,23 +370,16 @@ class TreeCRFComponent(TrainablePipe):
         round's worth is kept (round_every "corpus": as many examples as the training corpus initialize() saw;
         "batch": this batch) run the gradient pass over all of them for the next finish_update() (for loss="crf"
         the loss is the NLL; it is reported by the update that completes a round). A batch with a gold label the
-        transition constraints forbid is refused here and nothing of it is kept.
-
-        In spaCy's loop (initialize() was given its nlp, round_every "corpus", and no [training]
-        annotating_components change the docs), every row of spaCy's training log is a new round:
-        - the first update fits the first round at once, on the corpus initialize() read (its batch then opens
-          the first pass, so that passes stay spaCy's epochs), so spaCy's evaluation of step 0 scores a round;
-        - an update of a step that spaCy evaluates after ([training] eval_frequency) runs the gradient pass of a
-          round on the corpus of the last pass when no round has been fitted since the last evaluation (a pass of
-          small batches can take longer than eval_frequency steps). Every round is a full-gradient round over
-          the whole corpus either way."""
+        transition constraints forbid is refused here and nothing of it is kept. In spaCy's loop every row of its
+        training log is a new round (the module docstring says how)."""
         if losses is None:
             losses = {}
         losses.setdefault(self.name, 0.0)
         examples = list(examples)
         validate_examples(examples, "TreeCRFComponent.update")
         self._check_initialized()
-        loss = self.feeder.update(self._entries(examples), self._trainer_for, lambda: self._checked_labels(examples))
+        loss = self.feeder.update(self._entries(examples), self._training_set, self._trainer,
+                                  lambda: self._checked_labels(examples))
         if loss is not None:
             losses[self.name] += loss
         return losses
@@ -413,68 +406,21 @@ class TreeCRFComponent(TrainablePipe):
         digests = [example_digest(eg, self.task.gold_bytes, self.featurizer, read) for eg in examples]
         return [(d, None if d in held else eg) for d, eg in zip(digests, examples)]
 
-    def _trainer_for(self, entries: List[Entry]) -> boost.Trainer:
-        """The Trainer over the entries' examples, in the order of their digests: the same contents as the
-        trainer's reuse its cached potentials; others start from the model's potentials."""
-        feeder = self.feeder
-        order = sorted(range(len(entries)), key=lambda i: entries[i][0])
-        key = tuple(entries[i][0] for i in order)
-        if key == feeder.trainer_key:
-            return feeder.trainer
-        fresh = [entries[i][1] for i in order if entries[i][1] is not None]
-        is_held = np.array([entries[i][1] is None for i in order], dtype=bool)
-        parts, pick = [], np.empty(len(order), dtype=np.int64)  # pick: the sequences of the parts, in key order
-        if is_held.any():
-            parts.append(feeder.trainer.training_set())
-            pick[is_held] = [feeder.trainer_seqs[entries[i][0]] for i in order if entries[i][1] is None]
-        if fresh or not parts:
-            gold, y = self._checked_labels(fresh)
-            rows = self._rows([eg.predicted for eg in fresh], self._own_labels(fresh, gold))
-            pick[~is_held] = sum(len(part.seq_starts) - 1 for part in parts) + np.arange(len(fresh))
-            parts.append(boost.TrainingSet(rows.indptr, rows.indices, y, rows.seq_starts, rows.missing))
-        rows = boost.picked_sequences(parts, pick) if is_held.any() else parts[0]
-        feeder.close_trainer()
-        try:
-            trainer = self.crf.trainer(EngineRows(rows.indptr, rows.indices, rows.seq_starts, rows.missing_rows),
-                                       rows.y, os.environ.get(SCHEDULER_ENV) or None)
-        except Exception:  # the old trainer is closed: a pass that kept only digests of its rows cannot go on
-            self._forget_training()
-            raise
-        feeder.adopt(trainer, key)
-        return trainer
+    def _training_set(self, examples: List[Example]) -> boost.TrainingSet:
+        """The rows and checked gold label ids of training examples."""
+        gold, y = self._checked_labels(examples)
+        rows = self._rows([eg.predicted for eg in examples], self._own_labels(examples, gold))
+        return boost.TrainingSet(rows.indptr, rows.indices, y, rows.seq_starts, rows.missing)
+
+    def _trainer(self, rows: boost.TrainingSet) -> boost.Trainer:
+        """A Trainer over training rows, on the cluster SCHEDULER_ENV names if it names one."""
+        return self.crf.trainer(EngineRows(rows.indptr, rows.indices, rows.seq_starts, rows.missing_rows), rows.y,
+                                os.environ.get(SCHEDULER_ENV) or None)
 
     def _found_labels(self, examples: List[Example]) -> List[str]:
         """The labels the examples' gold annotation holds (targets.py: for BIO, with O and the B- of every I-)."""
         return self.task.found_labels({label for eg in examples for label in self.task.reference_labels(
             eg.reference) if label})
-
-    def _resume(self, examples: List[Example], resume_from, nlp: Optional[Language], labels) -> None:
-        """Initialize from a trained model to go on training it on ``examples``: its trees, labels, feature
-        index and rounds, with this component's settings (as from_disk). Labels the examples bring (or
-        ``labels`` names) that the model lacks join it, their trees starting from zero (Ensemble.with_labels:
-        the old trees keep their meaning); the feature index grows with the examples' words and labels
-        (featurizer.extend: new columns after the old); a round is again one pass over these examples."""
-        path = util.ensure_path(resume_from)
-        self.from_disk(path if (path / "model.msgpack").exists() else path / self.name)
-        old = self.cfg["labels"]
-        wanted = list(labels) if labels is not None else self._found_labels(examples)
-        labels = old + sorted(set(wanted) - set(old))
-        self.task.check_labels(labels, self.name)
-        if nlp is not None:
-            check_score_weights(nlp, self)
-        moved = self.featurizer.extend([eg.predicted for eg in examples],
-                                       self._own_labels(examples).get("own_labels"))
-        if self.params.missing in INDICATOR_STRATEGIES:  # the indicator columns come after the featurizer's
-            added = self.featurizer.n_features - len(moved)
-            moved = np.concatenate([moved, len(moved) + added + np.arange(self.featurizer.n_variables)])
-        impute = self.crf.fill
-        impute = np.where(impute >= 0, moved[np.maximum(impute, 0)], -1).astype(np.int32)
-        self.crf = self.crf.extended(labels, moved, self.n_features, self._numeric(),
-                                     self.task.allowed(labels, self.cfg["constrain_bio"]), self._fill(impute))
-        self.cfg.update(labels=labels, corpus_size=len(examples))
-        if nlp is not None and self.cfg["round_every"] == "corpus":
-            check_pass_length(nlp, self, examples)
-        self._forget_training()
 
     def _checked_labels(self, examples: List[Example]) -> Tuple[List[List[Optional[str]]], np.ndarray]:
         """The gold labels of the examples (per example, on the predicted tokens) and their label ids, one array
@@ -514,7 +460,10 @@ class TreeCRFComponent(TrainablePipe):
             spans = bio_span_arrays(decoded.ids, starts, labels)
             offsets = spans_per_sequence(spans, starts)
             if decoded.fb is not None and self.cfg["store_scores"]:  # (marginal decoding runs forward-backward too)
-                span_p = per_sequence(spans[0], self._span_probabilities(spans, starts, decoded), len(docs))
+                owner, start, end, kind, kinds = spans
+                first, inside = self.task.span_label_ids(labels, kinds)
+                span_p = per_sequence(owner, self.crf.span_probabilities(
+                    decoded, starts, owner, start, end, first[kind], inside[kind]), len(docs))
         gamma = decoded.gamma.astype(np.float32) if self.cfg["store_scores"] and decoded.gamma is not None else None
         # What a doc keeps is one dict and one tuple of arrays per component (and the SpanGroup with its attrs):
         # every container a doc keeps is walked by each of the process's full garbage collections, and enough of
@@ -542,17 +491,6 @@ class TreeCRFComponent(TrainablePipe):
                     np.array([span.label_ for span in spans], np.str_), span_p[q].copy())  # (not the SpanGroup's)
                 doc.user_data.setdefault(SCORES_KEY, {})[self.name] = (
                     label_tuple, gamma[a:b].copy(), *span_fields, token_key(doc))
-
-    def _span_probabilities(self, spans, seq_starts: np.ndarray, decoded) -> np.ndarray:
-        """Each predicted span's probability of being labelled exactly so under the CRF (``spans``: the
-        bio_span_arrays of the predicted tags)."""
-        owner, start, end, kind, kinds = spans
-        if not len(start):
-            return np.zeros(0)
-        index = {lab: k for k, lab in enumerate(self.cfg["labels"])}
-        first = np.array([index.get("B-" + lab, index.get("I-" + lab, 0)) for lab in kinds], dtype=np.int64)
-        inside = np.array([index.get("I-" + lab, -1) for lab in kinds], dtype=np.int64)
-        return self.crf.span_probabilities(decoded, seq_starts, owner, start, end, first[kind], inside[kind])
 
     # ---- inspection ------------------------------------------------------------------------------------------
     def rules(self, top: int = 10, min_support: float = 5.0) -> List[Tuple[str, str, float, float]]:
@@ -622,15 +560,11 @@ class TreeCRFComponent(TrainablePipe):
         return self
 
     def _warm_up(self) -> None:
-        """Ready the model as part of loading it, not in the first call: the lexeme tests of the words it has word
-        tests for, and the compiled prediction kernels. One doc of one token goes through the small-batch kernels
-        with this component's decoding and scores (shared trees: the partition kernel serves every batch);
-        where numba's cache holds the partition kernel, one doc of PARTITION_ROWS tokens readies it too (a load
-        from the cache). Where it does not (the first processes after an install or an upgrade), a model whose
-        small batches take the bit-mask kernel leaves it to the first batch that large: compiling it is the
-        largest part of a cold start (benchmarks/results/cold_start.md). Where numba's cache lasts only as long
-        as the process (engine.KERNEL_CACHE_PERSISTS), the kernels would be compiled at every load, also those a
-        process never uses: they are all left to the first call then."""
+        """Ready the model as part of loading it, not in the first call: the lexeme tests of its known words and
+        the compiled prediction kernels, by tagging a one-token doc (the small-batch kernels), and where numba's
+        cache holds the partition kernel a doc of PARTITION_ROWS tokens (a load from the cache; compiling it is
+        most of a cold start: benchmarks/results/cold_start.md). Where the cache lasts only as long as the process
+        (engine.KERNEL_CACHE_PERSISTS), kernels are left to the first call."""
         if hasattr(self.featurizer, "prepare_known_words"):
             self.featurizer.prepare_known_words(self.vocab)
         if not engine.KERNEL_CACHE_PERSISTS:
@@ -683,9 +617,7 @@ def read_component(component: TreeCRFComponent, data: bytes
 
     loaded = load(data, "component", f"component '{component.name}'", columns)
     settings = loaded.settings
-    if settings.get("target") != component.target:
-        raise ValueError(Errors.E106.format(found=settings.get("target"), name=component.name,
-                                            target=component.target))
+    component.task.check_saved(settings.get("target"), component.name)
     labels = loaded.model.labels
     if not all(isinstance(label, str) for label in labels):
         raise ValueError(Errors.E107.format(labels=labels))
@@ -705,6 +637,37 @@ def read_component(component: TreeCRFComponent, data: bytes
             f"{key} = {model!r} (configured: {configured!r})" for key, (model, configured) in replaced.items())))
     params = dataclasses.replace(component.params, missing=trained.missing, shared_trees=trained.shared_trees)
     return loaded.model, featurizer, params, settings
+
+
+def resume(component: TreeCRFComponent, examples: List[Example], resume_from, nlp: Optional[Language], labels
+           ) -> None:
+    """Initialize ``component`` from a trained model (initialize's ``resume_from``) to go on training it on
+    ``examples``: its trees, labels, feature index and rounds, with the component's settings (as from_disk).
+    Labels the examples bring (or ``labels`` names) that the model lacks join it, their trees starting from zero
+    (SequenceModel.extended: the old trees keep their meaning); the feature index grows with the examples' words
+    and labels (featurizer.extend: new columns after the old); a round is again one pass over these examples."""
+    path = util.ensure_path(resume_from)
+    component.from_disk(path if (path / "model.msgpack").exists() else path / component.name)
+    old = component.cfg["labels"]
+    wanted = list(labels) if labels is not None else component._found_labels(examples)
+    labels = old + sorted(set(wanted) - set(old))
+    component.task.check_labels(labels, component.name)
+    if nlp is not None:
+        check_score_weights(nlp, component)
+    moved = component.featurizer.extend([eg.predicted for eg in examples],
+                                        component._own_labels(examples).get("own_labels"))
+    if component.params.missing in INDICATOR_STRATEGIES:  # the indicator columns come after the featurizer's
+        added = component.featurizer.n_features - len(moved)
+        moved = np.concatenate([moved, len(moved) + added + np.arange(component.featurizer.n_variables)])
+    impute = component.crf.fill
+    impute = np.where(impute >= 0, moved[np.maximum(impute, 0)], -1).astype(np.int32)
+    component.crf = component.crf.extended(labels, moved, component.n_features, component._numeric(),
+                                           component.task.allowed(labels, component.cfg["constrain_bio"]),
+                                           component._fill(impute))
+    component.cfg.update(labels=labels, corpus_size=len(examples))
+    if nlp is not None and component.cfg["round_every"] == "corpus":
+        check_pass_length(nlp, component, examples)
+    component._forget_training()
 
 
 def check_score_weights(nlp: Language, component: TreeCRFComponent) -> None:

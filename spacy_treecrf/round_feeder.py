@@ -82,11 +82,12 @@ class RoundFeeder:
         the workers, so there every example is kept)."""
         return {} if keep_all else self.trainer_seqs
 
-    def update(self, batch: List[Entry], trainer_for: Callable[[List[Entry]], boost.Trainer],
-               check: Callable[[], object]) -> Optional[float]:
-        """Keep the batch's entries; once a round's worth is kept run the gradient pass over all of them (through
-        ``trainer_for``, which makes or reuses the trainer of a list of entries) and return the loss; before that,
-        only ``check`` the batch's gold labels, and run an evaluation's round where one is due (pipe.py)."""
+    def update(self, batch: List[Entry], training_set: Callable[[List[Example]], boost.TrainingSet],
+               make: Callable[[boost.TrainingSet], boost.Trainer], check: Callable[[], object]) -> Optional[float]:
+        """Keep the batch's entries; once a round's worth is kept run the gradient pass over all of them (on
+        trainer_for's trainer: ``training_set`` makes the rows of examples, ``make`` a trainer over rows) and
+        return the loss; before that, only ``check`` the batch's gold labels, and run an evaluation's round where
+        one is due (pipe.py)."""
         pending = self.pending + batch
         if self.primed and len(batch) < self.corpus_size:
             # the first round: on the corpus initialize() saw (and what this batch adds to it); this batch begins
@@ -102,7 +103,7 @@ class RoundFeeder:
                 self.passes = self.trainer.gradient_pass()  # the corpus of the last pass
                 return -self.passes.objective
             return None
-        trainer = trainer_for(pending)
+        trainer = self.trainer_for(pending, training_set, make)
         self.passes = trainer.gradient_pass()
         self.pending = pending
         return -self.passes.objective
@@ -132,12 +133,33 @@ class RoundFeeder:
             self.fresh_round = False
         self.steps += 1
 
-    def close_trainer(self) -> None:
-        """Release the trainer's memory before a new one is made (what the pass kept of it must be read first)."""
-        if self.trainer is not None:
+    def trainer_for(self, entries: List[Entry], training_set: Callable[[List[Example]], boost.TrainingSet],
+                    make: Callable[[boost.TrainingSet], boost.Trainer]) -> boost.Trainer:
+        """The Trainer over the entries' examples, in the order of their digests: the current one where the
+        contents are its own (its cached potentials go on); else a new one over the rows the current trainer holds
+        and ``training_set``'s rows of the other examples (their potentials start from the model's)."""
+        order = sorted(range(len(entries)), key=lambda i: entries[i][0])
+        key = tuple(entries[i][0] for i in order)
+        if key == self.trainer_key:
+            return self.trainer
+        fresh = [entries[i][1] for i in order if entries[i][1] is not None]
+        is_held = np.array([entries[i][1] is None for i in order], dtype=bool)
+        parts, pick = [], np.empty(len(order), dtype=np.int64)  # pick: the sequences of the parts, in key order
+        if is_held.any():
+            parts.append(self.trainer.training_set())
+            pick[is_held] = [self.trainer_seqs[entries[i][0]] for i in order if entries[i][1] is None]
+        if fresh or not parts:
+            part = training_set(fresh)
+            pick[~is_held] = sum(len(p.seq_starts) - 1 for p in parts) + np.arange(len(fresh))
+            parts.append(part)
+        rows = boost.picked_sequences(parts, pick) if is_held.any() else parts[0]
+        if self.trainer is not None:  # its memory goes before a new one is made
             self.trainer.close()
-
-    def adopt(self, trainer: boost.Trainer, key: tuple) -> None:
-        """Make ``trainer`` (over the sequences of the digests ``key``, in that order) the current one."""
+        try:
+            trainer = make(rows)
+        except Exception:  # the old trainer is closed: a pass that kept only digests of its rows cannot go on
+            self.forget()
+            raise
         self.trainer, self.trainer_key = trainer, key
         self.trainer_seqs = {digest: q for q, digest in enumerate(key)}
+        return trainer

@@ -60,6 +60,11 @@ class Target:
         distinct labels (and what the target's own check asks)."""
         check_distinct(labels, f"component '{component}'")
 
+    def check_saved(self, found, component: str) -> None:
+        """E106 unless a model file's target (``found``) is this one."""
+        if found != self.name:
+            raise ValueError(Errors.E106.format(found=found, name=component, target=self.name))
+
     def allowed(self, labels: Sequence[str], constrain: bool) -> np.ndarray:
         """Which label may follow which ((labels + 1) x labels, row 0: the start): any, for tags."""
         return np.ones((len(labels) + 1, len(labels)), dtype=np.bool_)
@@ -195,6 +200,14 @@ class NerTarget(Target):
 
     def tag_values(self, labels, ids, vocab):
         return None  # (spans are written, from the batch's spans)
+
+    def span_label_ids(self, labels: Sequence[str], kinds: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
+        """Per span type: the label id a span of it opens with (its B-, else its I-) and continues with (its I-,
+        -1 where there is none), for SequenceModel.span_probabilities."""
+        index = {lab: k for k, lab in enumerate(labels)}
+        first = np.array([index.get("B-" + lab, index.get("I-" + lab, 0)) for lab in kinds], dtype=np.int64)
+        inside = np.array([index.get("I-" + lab, -1) for lab in kinds], dtype=np.int64)
+        return first, inside
 
     def write_spans(self, doc: Doc, offsets: List[Tuple[int, int, str]], probs: Optional[np.ndarray],
                     overwrite: bool, component: str) -> List[Span]:

@@ -7,6 +7,7 @@ import pytest
 from brute import dense
 from conftest import paper_crf, paper_params
 from spacy_treecrf import TreeCRF
+from spacy_treecrf.estimator import held_out
 from spacy_treecrf.engine.transitions import bio_allowed
 
 
@@ -148,7 +149,7 @@ def test_early_stopping_holds_out_a_fraction_of_the_sequences_and_trains_on_the_
             position["seq"] = i  # so that which sequences a model was trained on shows in its features
     settings = {"n_rounds": 30, "max_leaves": 8, "patience": 2, "random_state": 3, "validation_fraction": 0.2}
     model = paper_crf(early_stopping=True, **settings).fit(X, y)
-    Xa, ya, Xv, yv = paper_crf(early_stopping=True, **settings)._held_out(X, y)
+    Xa, ya, Xv, yv = held_out(paper_crf(early_stopping=True, **settings), X, y)
     assert len(Xv) == 12 and len(Xa) == 48
     assert sorted(p["seq"] for p in (seq[0] for seq in Xa + Xv)) == list(range(60))
     explicit = paper_crf(early_stopping=False, **settings).fit(Xa, ya, Xv, yv)
