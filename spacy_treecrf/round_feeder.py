@@ -16,7 +16,7 @@ from spacy.tokens import Token
 from spacy.training import Example
 
 from .engine import booster as boost
-from .features import MISSING_EXT, stored_token_values
+from .feature_tests import MISSING_EXT, stored_token_values
 
 INPUT_ATTRS = [ORTH, TAG, POS, LEMMA, DEP, ENT_IOB, ENT_TYPE]  # what the featurizer may read from a predicted doc
 Entry = Tuple[bytes, Optional[Example]]

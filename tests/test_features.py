@@ -75,13 +75,13 @@ def test_sixteen_patterns_and_paper_examples():
 
 
 def test_pattern_tests_match_every_pattern_run_anew_and_their_cache_keeps_no_container(monkeypatch):
-    """regex_tests caches a class string's patterns as an int (features._CLASS_BITS): the names of each set of
+    """regex_tests caches a class string's patterns as an int (feature_tests._CLASS_BITS): the names of each set of
     patterns are one shared tuple, so the class strings of unseen words add no container for Python's collector
     to count (a tuple each set off a full collection inside spacy evaluate's timed pass). The cache stops
     growing at its bound, and what it returns is what running the sixteen patterns gives."""
     import gc
     import re
-    from spacy_treecrf import features
+    from spacy_treecrf import feature_tests
     words = [prefix + "a" * n + suffix for n in range(1, 120) for prefix, suffix in (("Q", ""), ("x", "9"), ("", ".D"))]
     for word in words:
         assert regex_tests(word) == tuple(name for name, pattern in REGEXES
@@ -92,10 +92,10 @@ def test_pattern_tests_match_every_pattern_run_anew_and_their_cache_keeps_no_con
     before = len(gc.get_objects())
     assert [regex_tests(word) for word in fresh[1:]] == [regex_tests(fresh[0])] * (len(fresh) - 1)
     assert len(gc.get_objects()) <= before + 1  # (the list just made)
-    monkeypatch.setattr(features, "_CLASS_BITS", {})
-    monkeypatch.setattr(features, "_CLASS_CACHE_SIZE", 10)
+    monkeypatch.setattr(feature_tests, "_CLASS_BITS", {})
+    monkeypatch.setattr(feature_tests, "_CLASS_CACHE_SIZE", 10)
     assert [regex_tests(word) for word in words] == [regex_tests(word) for word in words[::-1]][::-1]
-    assert len(features._CLASS_BITS) == 10
+    assert len(feature_tests._CLASS_BITS) == 10
 
 
 def test_char_classes_of_ascii_text_are_those_of_the_per_character_rule():
@@ -360,12 +360,12 @@ def test_window_zero_and_no_docs(vocab):
 
 
 def test_chunked_call_equals_single_call(vocab, monkeypatch):
-    import spacy_treecrf.features as features
+    import spacy_treecrf.feature_tests as feature_tests
     docs = make_docs(vocab) * 3
     f = plain_featurizer(window=2)
     f.initialize(docs)
     whole = f(docs)
-    monkeypatch.setattr(features._chunks, "__defaults__", (7,))
+    monkeypatch.setattr(feature_tests._chunks, "__defaults__", (7,))
     parts = f(docs)
     for a, b in zip(whole, parts):
         assert np.array_equal(a, b)
