@@ -48,11 +48,11 @@ def round_inputs(task: str, rounds: int) -> tuple:
     """grow_tree's arguments for the tree of round ``rounds`` of TreeCRF().fit on the task's training data."""
     import defaults
     from spacy_treecrf import TreeCRF
-    from spacy_treecrf.engine import booster
+    from spacy_treecrf.engine import booster, shared_fit
     data = Path(os.environ.get("TREECRF_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "data"))
     train, *_, featurize = defaults.estimator_sequences(task, data)
     calls = []
-    serial, threads = booster.grow_tree, booster.grow_tree_threads
+    serial, threads = booster.grow_tree, shared_fit.grow_tree_threads
 
     def recorded(*args):
         calls.append(args)
@@ -60,11 +60,13 @@ def round_inputs(task: str, rounds: int) -> tuple:
 
     def recorded_threads(rows, index, target, positions, settings, feature_ok, numeric, threads):
         return recorded(rows, index, target, positions, settings, feature_ok, grower.no_missing(), numeric)
-    booster.grow_tree, booster.grow_tree_threads = recorded, recorded_threads
+    booster.grow_tree = shared_fit.grow_tree = recorded  # (per-label trees, shared trees)
+    shared_fit.grow_tree_threads = recorded_threads
     try:
         TreeCRF(n_rounds=rounds, early_stopping=False).fit(*defaults.as_xy(train, featurize))
     finally:
-        booster.grow_tree, booster.grow_tree_threads = serial, threads
+        booster.grow_tree = shared_fit.grow_tree = serial
+        shared_fit.grow_tree_threads = threads
     return calls[-1]
 
 

@@ -42,7 +42,7 @@ def examples(nlp, path: Path) -> list:
             for doc in docs]
 
 
-def watch_phases(booster) -> tuple:
+def watch_phases(booster, shared_fit) -> tuple:
     """Wrap the round's phases so that a sampling thread attributes the resident memory to the one running.
     Returns (peaks: the highest seen per phase over all rounds, ends: per phase its last (entry, exit))."""
     phase = ["other"]
@@ -57,7 +57,7 @@ def watch_phases(booster) -> tuple:
     threading.Thread(target=sample, daemon=True).start()
     from spacy.language import Language
     for owner, name in PHASES:
-        obj = {"Trainer": booster.Trainer, "Language": Language}.get(owner, booster)
+        obj = {"Trainer": booster.Trainer, "Language": Language}.get(owner, shared_fit)  # (shared trees grow there)
         real = getattr(obj, name)
 
         def inner(*args, _real=real, _name=name.strip("_"), **kwargs):
@@ -92,7 +92,7 @@ def main():
     parser.add_argument("--every", type=int, default=10)
     parser.add_argument("--set", nargs="*", default=[], help="booster settings, key=value (JSON values)")
     parser.add_argument("--directions", type=int, default=0,
-                        help="the directions a shared tree's splits are chosen on (0: booster.SHARED_DIRECTIONS)")
+                        help="the directions a shared tree's splits are chosen on (0: shared_fit.SHARED_DIRECTIONS)")
     args = parser.parse_args()
     import json
 
@@ -100,9 +100,9 @@ def main():
 
     import spacy_treecrf.pipe  # noqa: F401  (the factory of this checkout's package)
 
-    from spacy_treecrf.engine import booster
+    from spacy_treecrf.engine import booster, shared_fit
     if args.directions:
-        booster.SHARED_DIRECTIONS = args.directions
+        shared_fit.SHARED_DIRECTIONS = args.directions
 
     data = Path(os.environ["TREECRF_DATA_DIR"]) / "ud_english_ewt"
     settings = dict(SHARED, **{k: json.loads(v) for k, v in (s.split("=", 1) for s in args.set)})
@@ -117,7 +117,7 @@ def main():
     pipe = nlp.get_pipe("treecrf")
     print(f"settings {settings}; {len(train)} training docs, {sum(len(e) for e in train)} words; "
           f"after initialize: {current_rss_mb():.0f} MB (peak {peak_rss_mb():.0f} MB)", flush=True)
-    peaks, ends = watch_phases(booster)
+    peaks, ends = watch_phases(booster, shared_fit)
     before = current_rss_mb()
     nlp.evaluate(dev)  # as spaCy's loop does before the first round
     print(f"dev evaluation before the first round: resident {before:.0f} MB before it, {peaks['evaluate']:.0f} MB "

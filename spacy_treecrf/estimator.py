@@ -12,7 +12,8 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from .engine import serialize
-from .engine.booster import DECODERS, BoostParams, Ensemble
+from .engine.ensemble import Ensemble
+from .engine.settings import DECODERS, BoostParams
 from .engine.crf import MAX_NBEST
 from .engine.memory import check_training_memory
 from .engine.missing import ENGINE_STRATEGIES, MissingRows

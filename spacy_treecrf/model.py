@@ -22,8 +22,10 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 import numpy as np
 
 from .engine import booster as boost
+from .engine.chunks import forward_backward, viterbi
 from .engine import crf, missing, serialize
-from .engine.booster import BoostParams, Ensemble
+from .engine.ensemble import DevCache, Ensemble
+from .engine.settings import BoostParams
 from .engine.crf import ForwardBackward
 from .engine.missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
 from .engine.numeric import NumericIndex
@@ -141,9 +143,9 @@ class SequenceModel:
                                  self.params, scheduler, initial=self.potentials(rows) if self.n_trees else None,
                                  missing_rows=rows.missing, numeric=self.numeric)
 
-    def dev_cache(self, rows: EngineRows) -> boost.DevCache:
+    def dev_cache(self, rows: EngineRows) -> DevCache:
         """Held-out rows whose potentials follow the trees a fit adds (per-round validation scores)."""
-        return boost.DevCache(rows.indptr, rows.indices, rows.seq_starts, self.allowed, missing_rows=rows.missing,
+        return DevCache(rows.indptr, rows.indices, rows.seq_starts, self.allowed, missing_rows=rows.missing,
                               initial=self.potentials(rows) if self.n_trees else None, numeric=self.numeric)
 
     def extended(self, labels: Sequence, moved: Optional[np.ndarray], n_features: int, numeric: NumericIndex,
@@ -167,10 +169,10 @@ class SequenceModel:
         threads = self.params.threads
         fb = gamma = paths = None
         if method == "marginal" or scores or n_best:
-            fb = boost.forward_backward(P, rows.seq_starts, np.full(len(P.c), -1, dtype=np.int32), False, threads)
+            fb = forward_backward(P, rows.seq_starts, np.full(len(P.c), -1, dtype=np.int32), False, threads)
             gamma = crf.marginals(fb.alpha, fb.beta)
         if method == "viterbi":
-            ids = boost.viterbi(P, rows.seq_starts, threads)
+            ids = viterbi(P, rows.seq_starts, threads)
         else:
             ids = gamma.argmax(axis=1).astype(np.int32)
         if n_best:

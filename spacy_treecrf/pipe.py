@@ -33,7 +33,8 @@ from thinc.api import Model
 from . import engine
 from .engine import booster as boost
 from .engine import crf, missing, serialize
-from .engine.booster import DECODERS, BoostParams
+from .engine.ensemble import PARTITION_ROWS
+from .engine.settings import DECODERS, BoostParams
 from .engine.missing import INDICATOR_STRATEGIES, MissingRows
 from .engine.numeric import NumericIndex, numeric_index
 from .engine.predict_partition import partition_potentials
@@ -571,7 +572,7 @@ class TreeCRFComponent(TrainablePipe):
             return
         self(Doc(self.vocab, words=["."]))
         if engine.in_kernel_cache(partition_potentials):
-            self(Doc(self.vocab, words=["."] * boost.PARTITION_ROWS))
+            self(Doc(self.vocab, words=["."] * PARTITION_ROWS))
 
     def to_disk(self, path, *, exclude=tuple()) -> None:
         path = util.ensure_path(path)

@@ -29,8 +29,9 @@ from spacy.tokens import Doc, Span
 from spacy.training import Example
 
 from . import pipe  # noqa: F401 (registers the treecrf factory)
-from .engine import booster
-from .engine.booster import DECODERS, PARTITION_ROWS
+from .engine import shared_fit
+from .engine.ensemble import PARTITION_ROWS
+from .engine.settings import DECODERS
 from .estimator import TreeCRF
 
 N_DOCS = 60  # a few hundred tokens: every label of the generated data occurs
@@ -104,13 +105,13 @@ def compile_estimator(shared_trees: bool, missing: bool) -> None:
 
 def compile_two_shard_growth() -> None:
     """The estimator's fit with its shared trees grown over two shards (grow.grow_tree_threads), which only
-    training sets of booster.GROW_THREADS_POSITIONS positions reach otherwise."""
-    threshold = booster.GROW_THREADS_POSITIONS
-    booster.GROW_THREADS_POSITIONS = 0
+    training sets of shared_fit.GROW_THREADS_POSITIONS positions reach otherwise."""
+    threshold = shared_fit.GROW_THREADS_POSITIONS
+    shared_fit.GROW_THREADS_POSITIONS = 0
     try:
         compile_estimator(True, False)
     finally:
-        booster.GROW_THREADS_POSITIONS = threshold
+        shared_fit.GROW_THREADS_POSITIONS = threshold
 
 
 def compile_cluster_growth() -> None:

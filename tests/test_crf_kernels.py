@@ -104,9 +104,9 @@ def test_the_threaded_pass_of_chosen_sequences_is_the_kernels_there_and_leaves_t
     """booster.forward_backward with ``todo`` (the clamped pass of the partially labelled sequences only), in
     one chunk or in threads writing their rows of one result: the kernel's values on the chosen sequences; alpha
     and beta 0, scale 1 and log Z 0 elsewhere."""
-    from spacy_treecrf.engine import booster
-    real = booster.in_chunks
-    monkeypatch.setattr(booster, "in_chunks", lambda starts, threads, call: real(starts, threads, call, 1))
+    from spacy_treecrf.engine import booster, chunks
+    real = chunks.in_chunks
+    monkeypatch.setattr(chunks, "in_chunks", lambda starts, threads, call: real(starts, threads, call, 1))
     for seed in range(10):
         rng, m = problem(seed, 0.3, 2.0, n_seq=30)
         y = random_valid_labels(rng, m["phi"], m["seq_starts"], p_unknown=0.4)

@@ -7,7 +7,7 @@ import pytest
 from brute import dense
 from conftest import paper_crf, paper_params
 from spacy_treecrf import TreeCRF
-from spacy_treecrf.estimator import held_out
+from spacy_treecrf import estimator
 from spacy_treecrf.engine.transitions import bio_allowed
 
 
@@ -28,7 +28,7 @@ def toy_data(n=60, seed=0):
 
 
 def test_auto_shrinkage_follows_the_training_positions(monkeypatch):
-    from spacy_treecrf.engine import booster
+    from spacy_treecrf.engine import booster, settings
     assert [booster.resolved_shrinkage("auto", n) for n in (1, 15000, 30000, 150000, 10 ** 7)] == [10.0, 10.0, 5.0,
                                                                                                    1.0, 1.0]
     assert booster.resolved_shrinkage(3, 10 ** 7) == 3.0 and TreeCRF().shrinkage == "auto"
@@ -38,13 +38,13 @@ def test_auto_shrinkage_follows_the_training_positions(monkeypatch):
         model = paper_crf(n_rounds=3, max_leaves=8, shrinkage=shrinkage, early_stopping=False).fit(X, y)
         return model.ensemble.nodes.value
     assert np.array_equal(leaf_values("auto"), leaf_values(10.0))  # a few hundred positions: lambda 10
-    monkeypatch.setattr(booster, "AUTO_SHRINKAGE_POSITIONS", 7 * sum(map(len, y)))  # lambda 7 on this data
+    monkeypatch.setattr(settings, "AUTO_SHRINKAGE_POSITIONS", 7 * sum(map(len, y)))  # lambda 7 on this data
     assert np.array_equal(leaf_values("auto"), leaf_values(7.0))
     assert not np.array_equal(leaf_values(7.0), leaf_values(10.0))
 
 
 def test_auto_max_leaves_follows_the_training_positions(monkeypatch):
-    from spacy_treecrf.engine import booster
+    from spacy_treecrf.engine import booster, settings
     assert [booster.resolved_max_leaves("auto", n) for n in (1, 50_000, 100_000, 150_000, 10 ** 7)] == [
         1000, 1000, 2000, 3000, 3000]
     assert booster.resolved_max_leaves(7, 10 ** 7) == 7 and TreeCRF().max_leaves == "auto"
@@ -57,10 +57,10 @@ def test_auto_max_leaves_follows_the_training_positions(monkeypatch):
     def trees(max_leaves):
         model = paper_crf(n_rounds=3, max_leaves=max_leaves, early_stopping=False).fit(X, y)
         return model.ensemble.nodes
-    monkeypatch.setattr(booster, "AUTO_LEAVES_RANGE", (2, 6))
-    monkeypatch.setattr(booster, "AUTO_LEAF_POSITIONS", T // 4)  # 4 leaves on this data
+    monkeypatch.setattr(settings, "AUTO_LEAVES_RANGE", (2, 6))
+    monkeypatch.setattr(settings, "AUTO_LEAF_POSITIONS", T // 4)  # 4 leaves on this data
     assert all(np.array_equal(a, b) for a, b in zip(trees("auto"), trees(4)))
-    monkeypatch.setattr(booster, "AUTO_LEAF_POSITIONS", 1)  # T leaves, cut to the range's 6
+    monkeypatch.setattr(settings, "AUTO_LEAF_POSITIONS", 1)  # T leaves, cut to the range's 6
     assert all(np.array_equal(a, b) for a, b in zip(trees("auto"), trees(6)))
     assert not np.array_equal(trees(4).kind, trees(6).kind)
 
@@ -149,7 +149,7 @@ def test_early_stopping_holds_out_a_fraction_of_the_sequences_and_trains_on_the_
             position["seq"] = i  # so that which sequences a model was trained on shows in its features
     settings = {"n_rounds": 30, "max_leaves": 8, "patience": 2, "random_state": 3, "validation_fraction": 0.2}
     model = paper_crf(early_stopping=True, **settings).fit(X, y)
-    Xa, ya, Xv, yv = held_out(paper_crf(early_stopping=True, **settings), X, y)
+    Xa, ya, Xv, yv = estimator.held_out(paper_crf(early_stopping=True, **settings), X, y)
     assert len(Xv) == 12 and len(Xa) == 48
     assert sorted(p["seq"] for p in (seq[0] for seq in Xa + Xv)) == list(range(60))
     explicit = paper_crf(early_stopping=False, **settings).fit(Xa, ya, Xv, yv)

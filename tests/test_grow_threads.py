@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from spacy_treecrf import TreeCRF
-from spacy_treecrf.engine import booster, grow
+from spacy_treecrf.engine import booster, grow, shared_fit
 from spacy_treecrf.engine.grow import grow_tree, grow_tree_threads
 from spacy_treecrf.engine.numeric import no_numeric
 from spacy_treecrf.engine.sparse import csc_index
@@ -78,7 +78,7 @@ def test_a_failing_helper_stops_the_driver(monkeypatch):
 def test_estimator_fits_the_same_model_on_one_thread_and_two(monkeypatch):
     """Above GROW_THREADS_POSITIONS a fit grows its shared trees over two shards; the model is the same with one
     thread or two (the thread count is a setting, not a part of the model)."""
-    monkeypatch.setattr(booster, "GROW_THREADS_POSITIONS", 1000)
+    monkeypatch.setattr(shared_fit, "GROW_THREADS_POSITIONS", 1000)
     rng = np.random.default_rng(0)
     words = [f"w{i}" for i in range(30)]
     X = [[words[i] for i in rng.integers(0, 30, 15)] for _ in range(200)]

@@ -11,7 +11,7 @@ import pytest
 
 from brute import dense, has_path, random_allowed, random_seq_starts
 from conftest import component_config, dense_vectors, make_nlp, ner_examples, paper_crf, paper_params, train
-from spacy_treecrf.engine import booster, crf
+from spacy_treecrf.engine import booster, crf, shared_fit
 from spacy_treecrf.engine.histogram import StateSums, Valid, state_sums
 from spacy_treecrf.engine.leaves import LeafSums, add_leaf_sums
 from spacy_treecrf.engine.missing import MissingRows
@@ -20,7 +20,7 @@ from spacy_treecrf.engine.predict_walk import walk_potentials
 from spacy_treecrf.engine.project import principal_directions
 from spacy_treecrf.engine.grow import grow_tree
 from spacy_treecrf.engine.numeric import no_numeric
-from spacy_treecrf.engine.trees import FEATURE, LEAF, GrowSettings, Rows, Target, no_missing
+from spacy_treecrf.engine.trees import FEATURE, LEAF, GrowSettings, Rows, Target, empty_tree, no_missing
 
 LEAF_MODES = ("mean", "position_mean", "newton")
 
@@ -95,7 +95,7 @@ def test_shared_round_against_brute_force(seed, leaf_values):
     T, S, K = D.shape
     # the directions: the top principal directions of the per-position residual sums
     R = D.sum(axis=1)
-    W = principal_directions(R, booster.SHARED_DIRECTIONS)
+    W = principal_directions(R, shared_fit.SHARED_DIRECTIONS)
     cov = np.cov(R.T, bias=True) * T
     for i in range(W.shape[1]):
         assert np.isclose(W[:, i] @ cov @ W[:, i], np.linalg.eigvalsh(cov)[::-1][i], rtol=1e-8, atol=1e-10)
@@ -153,7 +153,7 @@ def test_projected_residuals_are_the_residuals_along_the_directions(seed):
     tr = trainer(problem, shared_trees=True)
     passes = tr.gradient_pass()
     D = all_residuals(tr, passes)
-    W = principal_directions(D.sum(axis=1), booster.SHARED_DIRECTIONS)
+    W = principal_directions(D.sum(axis=1), shared_fit.SHARED_DIRECTIONS)
     seen = {}
 
     def keep(a, chunk):
@@ -208,7 +208,7 @@ def test_low_rank_residuals_are_the_projected_residuals(seed, loss):
     tr = trainer(problem, shared_trees=True, loss=loss)
     passes = tr.gradient_pass()
     D = all_residuals(tr, passes)
-    W = principal_directions(D.sum(axis=1), booster.SHARED_DIRECTIONS)
+    W = principal_directions(D.sum(axis=1), shared_fit.SHARED_DIRECTIONS)
     low = tr._low_rank(passes, W)
     T, S = D.shape[:2]
     every = Valid(1.0, np.arange(1, S), S - 1)
@@ -243,7 +243,7 @@ def test_large_projections_are_float32_and_grow_the_same_trees(seed, monkeypatch
         grown[target.D.dtype] = True
         return target
     monkeypatch.setattr(booster.Trainer, "_shared_target", spy)
-    monkeypatch.setattr(booster, "PROJECTED_BYTES", 0)
+    monkeypatch.setattr(shared_fit, "PROJECTED_BYTES", 0)
     large, *_ = random_shared_forest(seed, loss="hamming")
     assert list(grown) == [np.float32]
     a, b = small.forest(), large.forest()
@@ -463,7 +463,7 @@ def test_shared_trees_with_partial_labels_masks_and_early_stopping():
 
 def test_shared_trees_refuse_mixed_ensembles():
     ens = booster.Ensemble(3, 2, shared=True)
-    tree = booster.empty_tree(3, 0)
+    tree = empty_tree(3, 0)
     with pytest.raises(ValueError, match="does not belong in an ensemble with shared=True"):
         ens.add(0, tree)
     with pytest.raises(ValueError, match="shared_trees"):

@@ -38,7 +38,9 @@ import numpy as np
 from numba.typed import List as TypedList
 
 from . import crf
-from .booster import LEAF_VALUES, SHARED_DIRECTIONS, Passes, Trainer
+from .booster import Passes, Trainer
+from .settings import LEAF_VALUES
+from .shared_fit import SHARED_DIRECTIONS
 from .grow import (add_up, advance_all, first_step, grown_trees, new_growth, new_landing, new_shard,
                    shard_segments, shard_steps)
 from .peers import PeerError, Peers

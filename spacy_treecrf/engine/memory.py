@@ -7,6 +7,8 @@ training_bytes counts those arrays, not every one (not the trees or the feature 
 2,000 random labels over 20,000 positions, it estimates 1.64 GiB where the fit's peak resident memory was
 1.43 GiB (benchmarks/memory_estimate.py; benchmarks/results/first_hour_checks.md).
 """
+import ctypes
+import ctypes.util
 import os
 from typing import Optional
 
@@ -45,3 +47,21 @@ def check_training_memory(n_positions: int, n_labels: int, where: str) -> None:
     if have is not None and need > have:
         raise ValueError(Errors.E222.format(where=where, n_labels=n_labels, n_positions=n_positions,
                                              need=need / 2 ** 30, have=have / 2 ** 30))
+
+
+def _glibc_malloc_trim():
+    """glibc's malloc_trim (None on other C libraries)."""
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+MALLOC_TRIM = _glibc_malloc_trim()
+
+
+def release_freed_memory():
+    """Return freed heap pages to the system. A round's large buffers are made and freed in worker threads, i.e.
+    in glibc's per-thread arenas, which keep freed pages: the resident size grew with every round."""
+    if MALLOC_TRIM is not None:
+        MALLOC_TRIM(0)

@@ -121,7 +121,7 @@ def check_array(msg: Dict[str, Any], name: str, dtype, shape) -> np.ndarray:
 def load_ensemble(arrays: Dict[str, Any], n_labels: int, n_features: int, numeric=None):
     """Rebuild an Ensemble, checking every index the kernels will follow; ``numeric``: the NumericIndex of its
     rows' n_features atoms (None: all binary), whose "x > u" tests lie past them (numeric.py)."""
-    from .booster import Ensemble
+    from .ensemble import Ensemble
     from .numeric import is_test, no_numeric
 
     numeric = no_numeric() if numeric is None else numeric
