@@ -8,7 +8,7 @@ position, sequences concatenated), ``seq_starts`` (sequence offsets), ``y`` (int
 """
 from concurrent.futures import ThreadPoolExecutor
 import threading
-from typing import List, NamedTuple, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 
@@ -46,11 +46,12 @@ def logsumexp(values: np.ndarray) -> float:
 class Passes(NamedTuple):
     """One gradient pass over the training set. ``objective`` is minus the loss (the log-likelihood for
     loss="crf"); ``free`` / ``clamped``: forward-backward results (None for the pseudo-likelihood); ``extra``:
-    the loss's own arrays (losses.py)."""
-    free: Optional[tuple]
-    clamped: Optional[tuple]
+    the loss's own arrays, a named tuple of losses.py per loss (PseudoTerms, HammingTerms, RankTerms; None for
+    "crf")."""
+    free: Optional[crf.ForwardBackward]
+    clamped: Optional[crf.ForwardBackward]
     objective: float
-    extra: tuple = ()
+    extra: Optional[Union[losses.PseudoTerms, losses.HammingTerms, losses.RankTerms]] = None
 
 
 class TrainingSet(NamedTuple):
@@ -140,19 +141,19 @@ class Trainer(SharedTreeFit):
         if loss == "pseudo_likelihood":
             cond, kept, logpl = by_chunks(self.seq_starts, threads, lambda a, b, starts: losses.pseudo_conditionals(
                 crf.part(self.P, a, b), starts, self.y[a:b]))
-            return Passes(None, None, float(logpl.sum()), (cond, kept))
+            return Passes(None, None, float(logpl.sum()), losses.PseudoTerms(cond=cond, kept=kept))
         free = forward_backward(self.P, self.seq_starts, self.y, False, threads)
         if loss == "hamming":
-            alpha, beta, scale, _ = free
             fa, fb, known, logp = by_chunks(self.seq_starts, threads, lambda a, b, starts: losses.hamming_pass(
-                starts, self.y[a:b], crf.part(self.P, a, b), alpha[a:b], beta[a:b], scale[a:b]))
-            return Passes(free, free, float(logp.sum()), (fa, fb, known))
+                starts, self.y[a:b], crf.part(self.P, a, b), free.alpha[a:b], free.beta[a:b], free.scale[a:b]))
+            return Passes(free, free, float(logp.sum()), losses.HammingTerms(fa=fa, fb=fb, known=known))
         clamped, nll = self._sequence_nll(free)
         if loss == "crf":
             return Passes(free, clamped, -float(nll.sum()))
         terms = losses.log_rank_terms(nll)
         weights = np.repeat(losses.rank_weights(nll), np.diff(self.seq_starts))
-        return Passes(free, clamped, -float(np.exp(logsumexp(terms))), (weights, logsumexp(terms)))
+        return Passes(free, clamped, -float(np.exp(logsumexp(terms))),
+                      losses.RankTerms(weights=weights, log_loss=logsumexp(terms)))
 
     def _sequence_nll(self, free):
         """The clamped pass (``free`` itself if every sequence is fully labelled) and -log P(known labels | X)
@@ -161,12 +162,12 @@ class Trainer(SharedTreeFit):
             clamped = forward_backward(self.P, self.seq_starts, self.y, True, self.params.threads, self.partial)
         else:
             clamped = free
-        gold = np.where(self.partial, clamped[3], 0.0)
+        gold = np.where(self.partial, clamped.logz, 0.0)
         full = ~self.partial & (np.diff(self.seq_starts) > 0)
         if full.any():
             gold = gold + np.where(full, crf.gold_log_score(self.P, self.seq_starts, self.y), 0.0)
         with np.errstate(invalid="ignore"):  # a gold labelling no allowed path reaches: fit_round's E158 says so
-            return clamped, free[3] - gold
+            return clamped, free.logz - gold
 
     def residuals(self, passes: "Passes", k0: int, out: np.ndarray, part=None) -> np.ndarray:
         """out (T x S x G) = the loss's functional gradient for the labels k = k0 .. k0 + G - 1:
@@ -177,17 +178,18 @@ class Trainer(SharedTreeFit):
         starts = self.seq_starts[q0:q1 + 1] - a
         y = self.y[a:b]
         if loss == "pseudo_likelihood":
-            cond, kept = passes.extra
-            return losses.pseudo_residual(starts, y, cond[a:b], kept[a:b], k0, out)
-        free = tuple(x[a:b] for x in passes.free[:3])
+            terms = passes.extra
+            return losses.pseudo_residual(starts, y, terms.cond[a:b], terms.kept[a:b], k0, out)
+        free = crf.cells(passes.free, a, b)
         P = crf.part(self.P, a, b)
         if loss == "hamming":
-            fa, fb, known = passes.extra
-            return losses.hamming_residual(starts, P, *free, fa[a:b], fb[a:b], known[q0:q1], k0, out)
-        clamped = tuple(x[a:b] for x in passes.clamped[:3])
+            terms = passes.extra
+            return losses.hamming_residual(starts, P, *free, terms.fa[a:b], terms.fb[a:b], terms.known[q0:q1], k0,
+                                           out)
+        clamped = crf.cells(passes.clamped, a, b)
         crf.residual_slice(P, starts, y, self.partial[q0:q1], free, clamped, k0, out)
         if loss == "rank":
-            out *= passes.extra[0][a:b, None, None]
+            out *= passes.extra.weights[a:b, None, None]
         return out
 
     def fit_round(self, ensemble: Ensemble, on_tree=None, passes=None, beside=None) -> float:
@@ -212,10 +214,10 @@ class Trainer(SharedTreeFit):
         skipped = np.setdiff1d(self.all_positions, positions, assume_unique=True) if len(positions) < len(
             self.all_positions) else None
         n_positions = len(self.all_positions)
-        settings = GrowSettings(resolved_max_leaves(self.params.max_leaves, n_positions),
-                                resolved_shrinkage(self.params.shrinkage, n_positions),
-                                float(self.params.min_samples_leaf), float(self.params.min_gain),
-                                self.params.label_splits == "fallback", n_surrogates)
+        settings = GrowSettings(max_leaves=resolved_max_leaves(self.params.max_leaves, n_positions),
+                                lam=resolved_shrinkage(self.params.shrinkage, n_positions),
+                                min_leaf=float(self.params.min_samples_leaf), min_gain=float(self.params.min_gain),
+                                states_last=self.params.label_splits == "fallback", n_surrogates=n_surrogates)
         routing = mr.index() if with_missing else None
         if self.params.shared_trees:
             fitted = [self._fit_shared(passes, positions, skipped, settings, routing)]
@@ -304,9 +306,9 @@ class Trainer(SharedTreeFit):
         if self.params.loss not in ("crf", "rank"):
             return None
         T = len(self.y)
-        weight = passes.extra[0] if self.params.loss == "rank" else np.ones(T)
+        weight = passes.extra.weights if self.params.loss == "rank" else np.ones(T)
         return crf.LabelTargets(self.P, self.y, self.is_start, np.repeat(self.partial, np.diff(self.seq_starts)),
-                                *passes.free[:3], *passes.clamped[:3], weight)
+                                *crf.cells(passes.free), *crf.cells(passes.clamped), weight)
 
     def _trimmed(self, target: Target, positions):
         """Influence trimming (trim > 0): the positions with some residual of magnitude >= trim."""
@@ -386,7 +388,7 @@ class Trainer(SharedTreeFit):
         if top == 0.0:
             return 0.0, True
         if self.params.loss == "rank":
-            return self._line_search(fitted, passes.extra[1], 1.0 / top), True
+            return self._line_search(fitted, passes.extra.log_loss, 1.0 / top), True
         return min(self.params.learning_rate, MAX_MOVE / top), False
 
     def _line_search(self, fitted, log_loss0: float, hi: float) -> float:

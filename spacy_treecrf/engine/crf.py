@@ -21,7 +21,7 @@ Forward-backward works in probability space with per-position normalisers (``sca
 overflows whatever the length; log Z = sum(log scale) + sum(c). Alpha and beta are the scaled vectors, so
 gamma_t(k) = alpha[t, k] * beta[t, k] and xi_t(j, k) = alpha[t-1, j] * E[t, j+1, k] * beta[t, k] / scale[t].
 """
-from typing import List, NamedTuple
+from typing import List, NamedTuple, Optional, Tuple
 
 import numpy as np
 from numba import njit
@@ -120,6 +120,12 @@ class ForwardBackward(NamedTuple):
     beta: np.ndarray
     scale: np.ndarray
     logz: np.ndarray
+
+
+def cells(fb: ForwardBackward, a: int = 0, b: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(alpha, beta, scale) of positions a:b (all by default): the per-position part of a ForwardBackward, as the
+    residual kernels take it."""
+    return fb.alpha[a:b], fb.beta[a:b], fb.scale[a:b]
 
 
 @njit(**NOGIL)

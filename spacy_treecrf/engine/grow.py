@@ -41,9 +41,12 @@ from .histogram import (Hist, Pass, Slots, StateSums, Valid, clear, compact, is_
                         scan_state_split, scan_weighted, state_sums, subtract, valid_states, width)
 from .intrinsics import compare_exchange, cycles, load_acquire, store_release, with_room, yield_cpu
 from .partition import Marks, partition, partition_routed
-from .split import (Allowed, Candidates, Compact, SurrogateScratch, best_feature, best_feature_known, best_of,
+from .split import (Allowed, Candidates, Compact, Known, SurrogateScratch, best_feature, best_feature_known, best_of,
                     best_state, best_threshold, record_candidate, surrogates)
-from .trees import FEATURE, LEAF, TIE, Tree, no_missing, routes_missing, tie_slack
+from .numeric import NumericIndex
+from .sparse import ColumnIndex
+from .trees import (FEATURE, LEAF, TIE, GrowSettings, MissingIndex, Rows, Target, Tree, no_missing, routes_missing,
+                    tie_slack)
 from ..errors import Errors
 
 
@@ -149,7 +152,7 @@ class Growth(NamedTuple):
     nodes: Nodes
     kept: LeafHists
     ok: Allowed
-    settings: object
+    settings: GrowSettings
     allowed_k: np.ndarray
     fvar: np.ndarray
     counts: np.ndarray
@@ -165,11 +168,11 @@ class ShardGrowth(NamedTuple):
     slots (tmp; fall: surrogate routing), Marks (a flag per position, and the span of positions from its first to
     its last), surrogate counts, each node's segment of the slots (pstart, plen), the slots in use (used[0]) and
     valid-state scratch (mid, mid_b)."""
-    rows: object
-    index: object
-    numeric: object
-    missing: object
-    target: object
+    rows: Rows
+    index: ColumnIndex
+    numeric: NumericIndex
+    missing: MissingIndex
+    target: Target
     slots: Slots
     tmp: Slots
     fall: Slots
@@ -203,7 +206,7 @@ def new_growth(settings, S, d, feature_ok, numeric, missing, allowed_k):
     max_nodes = max(2 * settings.max_leaves - 1, 1)
     routed = routes_missing(missing)
     ok = Allowed(feature_ok, feature_ok & (numeric.column < 0) if numeric.column.shape[0] > 0 else feature_ok,
-                 numeric, (np.zeros(0, np.int32), np.zeros((0, 0))))
+                 numeric, Known(fvar=np.zeros(0, np.int32), missing=np.zeros((0, 0))))
     ids, g, n = List(), List(), List()  # typed lists: the decision side crosses into Python on a cluster
     for _ in range(max_nodes):
         ids.append(np.empty(0, dtype=np.int32))
@@ -214,9 +217,10 @@ def new_growth(settings, S, d, feature_ok, numeric, missing, allowed_k):
     nodes.tree.states[0, :] = True
     queue = LeafQueue(np.empty(max_nodes), np.empty(max_nodes, dtype=np.int64), np.zeros(1, dtype=np.int64),
                       np.empty(max_nodes, dtype=np.int64), np.empty(max_nodes + 1, dtype=np.int64))
-    return Growth(nodes, kept, ok, settings, allowed_k, missing.fvar if routed else np.zeros(0, np.int32),
-                  np.ones(2, dtype=np.int64), queue, np.empty((3, n_features)), np.empty(S, dtype=np.int64),
-                  np.zeros(S, dtype=np.bool_))
+    return Growth(nodes=nodes, kept=kept, ok=ok, settings=settings, allowed_k=allowed_k,
+                  fvar=missing.fvar if routed else np.zeros(0, np.int32), counts=np.ones(2, dtype=np.int64),
+                  queue=queue, gains=np.empty((3, n_features)), mid=np.empty(S, dtype=np.int64),
+                  left=np.zeros(S, dtype=np.bool_))
 
 
 @njit(cache=True, nogil=True)
@@ -266,12 +270,14 @@ def new_shard(rows, index, numeric, missing, target, positions, max_leaves, n_su
                               np.empty((n_mcnt, 2)), np.zeros(n_mcnt, dtype=np.bool_), np.empty(n_mcnt, np.int32))
     max_nodes = max(2 * max_leaves - 1, 1)
     S = target.allowed_k.shape[0]
-    return ShardGrowth(rows, index, numeric, missing, target, Slots(pbuf, vbuf),
-                       Slots(np.empty(n_pos + 1, dtype=np.int32), np.empty((n_pos + 1, d))),
-                       Slots(np.empty(n_fall, dtype=np.int32), np.empty((n_fall, d))),
-                       Marks(np.zeros(T, dtype=np.bool_), span), counts, np.zeros(max_nodes, dtype=np.int64),
-                       np.zeros(max_nodes, dtype=np.int64), np.full(1, n_pos, dtype=np.int64),
-                       np.empty(S, dtype=np.int64), np.empty(S, dtype=np.int64))
+    return ShardGrowth(rows=rows, index=index, numeric=numeric, missing=missing, target=target,
+                       slots=Slots(pbuf, vbuf),
+                       tmp=Slots(np.empty(n_pos + 1, dtype=np.int32), np.empty((n_pos + 1, d))),
+                       fall=Slots(np.empty(n_fall, dtype=np.int32), np.empty((n_fall, d))),
+                       marks=Marks(np.zeros(T, dtype=np.bool_), span), counts=counts,
+                       pstart=np.zeros(max_nodes, dtype=np.int64), plen=np.zeros(max_nodes, dtype=np.int64),
+                       used=np.full(1, n_pos, dtype=np.int64), mid=np.empty(S, dtype=np.int64),
+                       mid_b=np.empty(S, dtype=np.int64))
 
 
 @njit(cache=True, nogil=True)
@@ -280,9 +286,10 @@ def _with_room(shard, need):
     if need <= shard.slots.pos.shape[0]:
         return shard
     slots = Slots(with_room(shard.slots.pos, need), with_room(shard.slots.val, need))
-    return ShardGrowth(shard.rows, shard.index, shard.numeric, shard.missing, shard.target, slots, shard.tmp,
-                       shard.fall, shard.marks, shard.counts, shard.pstart, shard.plen, shard.used, shard.mid,
-                       shard.mid_b)
+    return ShardGrowth(rows=shard.rows, index=shard.index, numeric=shard.numeric, missing=shard.missing,
+                       target=shard.target, slots=slots, tmp=shard.tmp, fall=shard.fall, marks=shard.marks,
+                       counts=shard.counts, pstart=shard.pstart, plen=shard.plen, used=shard.used, mid=shard.mid,
+                       mid_b=shard.mid_b)
 
 
 @njit(cache=True, nogil=True)
@@ -359,8 +366,7 @@ def shard_step(shard, step, landing):
             shard.used[0] = used + na
             _scan_routed(shard, a, step.states[1], step.with_hist, landing)
             return shard
-        na, nb, wa, wb = partition(shard.slots, lo, hi, shard.tmp, f, shard.index, shard.marks, shard.rows,
-                                   shard.numeric, target.is_start, valid, landing.g[0], landing.g[1])
+        na, nb, wa, wb = partition(shard, lo, hi, f, valid, landing.g)
         pstart[a] = lo + nb
         plen[a] = na
         pstart[b] = lo
@@ -585,8 +591,9 @@ def _routed_candidate(growth, node, with_hist, landing):
         m = hist.ids.shape[0]
         fg, ff, share = best_feature_known(hist, m, g, n, growth.fvar, hists[1].dense, settings, ok.binary,
                                            growth.gains)
-        fg, ff, share = best_of((fg, np.int64(ff), share),
-                                best_threshold(hist, m, g, n, ok.numeric, (growth.fvar, hists[1].dense), settings), n)
+        known = Known(fvar=growth.fvar, missing=hists[1].dense)
+        fg, ff, share = best_of((fg, np.int64(ff), share), best_threshold(hist, m, g, n, ok.numeric, known, settings),
+                                n)
         sg = best_state(_node_sums(nodes, node), nodes.tree.states[node], g, n, settings, growth.left)
         if record_candidate(nodes.cand, node, fg, ff, sg, growth.left, settings, n):
             _queue_leaf(growth, node)

@@ -43,6 +43,8 @@ Sequence rank loss (Altun et al., Eq. 8-12).
     search (see booster.Trainer), not through the convexity bound of Eq. 17-21, which needs the range of each
     weak learner's count over all sequences and is only exact for binary features.
 """
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
@@ -50,6 +52,28 @@ from .crf import backward_step, forward_step, cell
 
 NOGIL = dict(cache=True, nogil=True)
 TINY = 1e-300  # floor of P(y_t = g_t | X) in the Hamming loss: an underflowed marginal must not divide by 0
+
+
+class PseudoTerms(NamedTuple):
+    """A pseudo-likelihood gradient pass's arrays (pseudo_conditionals): p_t(k) (T x K) and which positions keep
+    their term (T)."""
+    cond: np.ndarray
+    kept: np.ndarray
+
+
+class HammingTerms(NamedTuple):
+    """A Hamming-loss gradient pass's arrays (hamming_pass): its accumulated vectors fa, fb (T x K) and the number
+    of known labels per sequence (known)."""
+    fa: np.ndarray
+    fb: np.ndarray
+    known: np.ndarray
+
+
+class RankTerms(NamedTuple):
+    """A rank-loss gradient pass's terms: each position's weight (its sequence's share of the loss, T) and the
+    log of the loss (for the line search)."""
+    weights: np.ndarray
+    log_loss: float
 
 
 @njit(**NOGIL)

@@ -44,13 +44,18 @@ def _set_marks(index, a_lo, a_hi, marks, on):
 
 
 @njit(cache=True, nogil=True)
-def partition(slots, lo, hi, tmp, f, index, marks, rows, numeric, is_start, valid, ga, gb):
-    """Stable in-place partition of a node's slots (positions and their r_t) on test f (a feature's presence or
-    a numeric threshold: an atom in [lo, hi], see numeric.py): the positions failing it first, then those passing
-    (usually the fewer, they go through ``tmp``, Slots of spare room). Positions passing are marked from the
-    ColumnIndex (Marks: those in the data side's span), or looked up in their rows when that is long for the
-    node. The residual sums G of the present and absent positions go to ga, gb (d values each).
+def partition(shard, lo, hi, f, valid, g):
+    """Stable in-place partition of the slots lo:hi of ``shard`` (grow.ShardGrowth: a node's positions and their
+    r_t) on test f (a feature's presence or a numeric threshold: an atom in [lo, hi], see numeric.py): the positions
+    failing it first, then those passing (usually the fewer, they go through the shard's ``tmp``, Slots of spare
+    room). Positions passing are marked from the shard's ColumnIndex (Marks: those in the data side's span), or
+    looked up in their rows when that is long for the node. The residual sums G of the present and absent
+    positions go to g[0], g[1] (d values each); ``valid``: the node's ValidStates.
     Returns (n_present, n_absent, N of the present, N of the absent)."""
+    slots, tmp, index, marks, rows, numeric = shard.slots, shard.tmp, shard.index, shard.marks, shard.rows, \
+        shard.numeric
+    is_start = shard.target.is_start
+    ga, gb = g[0], g[1]
     pbuf = slots.pos
     rbuf = slots.val
     tmp_p = tmp.pos

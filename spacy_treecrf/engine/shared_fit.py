@@ -125,7 +125,7 @@ class SharedTreeFit:
         cached potentials (and one more per row in partially labelled sequences), in threads over chunks of
         sequences."""
         T = len(self.y)
-        weight = passes.extra[0] if self.params.loss == "rank" else np.ones(T)
+        weight = passes.extra.weights if self.params.loss == "rank" else np.ones(T)
         rows = self.P.values.shape[0]
         free = np.empty((rows, W.shape[1]))
         clamped = lazy_zeros((rows if self.partial.any() else 0, W.shape[1]))  # written in partial sequences only
@@ -133,12 +133,12 @@ class SharedTreeFit:
         def chunk(a, b, q0, q1):
             lo, hi = self.P.start[a], self.P.start[b]
             low_rank_rows(crf.part(self.P, a, b), self.seq_starts[q0:q1 + 1] - a, self.y[a:b], self.partial[q0:q1],
-                          tuple(x[a:b] for x in passes.free[:3]), tuple(x[a:b] for x in passes.clamped[:3]), W,
+                          crf.cells(passes.free, a, b), crf.cells(passes.clamped, a, b), W,
                           weight[a:b], free[lo:hi], clamped[lo:hi] if len(clamped) else clamped)
         in_chunks(self.seq_starts, self.params.threads, chunk)
         coef = np.repeat(self.partial, np.diff(self.seq_starts)).astype(np.float64)
         gold = np.where((coef == 0.0) & ~self.is_start, weight, 0.0)
-        return LowRank(self.P.start, self.P.group, free, clamped, passes.free[0], passes.clamped[0], coef, self.y,
+        return LowRank(self.P.start, self.P.group, free, clamped, passes.free.alpha, passes.clamped.alpha, coef, self.y,
                        gold, W)
 
     def _leaf_vectors(self, passes, tree: Tree, segments, lam: float) -> np.ndarray:

@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 
 from .missing import is_missing
-from .numeric import passes
+from .numeric import NumericIndex, passes
 from .trees import FEATURE, STATE, TIE, tie_slack
 
 
@@ -28,6 +28,14 @@ class Compact(NamedTuple):
     n: np.ndarray
 
 
+class Known(NamedTuple):
+    """Where missing values are routed, what best_threshold judges a numeric column on: each atom's variable
+    (fvar, int32; -1: none) and the node's histogram of missing variables (the dense array of a Hist over the
+    variables); empty arrays where no value is routed."""
+    fvar: np.ndarray
+    missing: np.ndarray
+
+
 class Allowed(NamedTuple):
     """What a tree may split on: keep (bool per atom: the histogram entries a leaf keeps, what column subsampling
     left the tree: its binary features and the bins of its numeric columns), binary (keep without the bins: the
@@ -35,8 +43,8 @@ class Allowed(NamedTuple):
     ``known`` where no value is routed (empty arrays)."""
     keep: np.ndarray
     binary: np.ndarray
-    numeric: tuple
-    unrouted: tuple
+    numeric: NumericIndex
+    unrouted: Known
 
 
 class Candidates(NamedTuple):
@@ -185,7 +193,7 @@ def best_threshold(hist, m, g, n, numeric, known, settings):
         if ids[order[i]] < ids[order[i - 1]]:
             order = order[np.argsort(ids[order])]
             break
-    fvar, var_dense = known
+    fvar, var_dense = known.fvar, known.missing
     routed = fvar.shape[0] > 0
     d = g.shape[0]
     lam = settings.lam
