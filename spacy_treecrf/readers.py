@@ -36,6 +36,10 @@ ColumnRef = Union[str, int]
 Row = Tuple[str, ...]
 
 LABEL_SCHEMES = ("bio_ents", "bio_spans", "tag", "pos", "token_attr")
+# How each scheme stores the labels on a Doc: BIO spans in doc.ents or doc.spans[spans_key], or each token's label
+# in a token attribute (None: the reader's token_attr)
+SPAN_SCHEMES = {"bio_ents": "ents", "bio_spans": "spans"}
+TAG_SCHEMES = {"tag": "tag_", "pos": "pos_", "token_attr": None}
 SETTABLE_ATTRS = ("tag_", "pos_", "lemma_")
 UPOS = frozenset(tag for tag in POS_IDS if tag.isupper() and tag != "")
 
@@ -287,14 +291,14 @@ def make_doc(vocab: Vocab, words: List[str], attrs: Optional[Dict[str, List[str]
 def set_gold(doc: Doc, labels: List[str], label_scheme: str, spans_key: str = "sc",
              token_attr: Optional[str] = None, where: Callable[[int], str] = lambda i: f"token {i}") -> Doc:
     """Store the labels on ``doc`` following ``label_scheme`` (see the module docstring)."""
-    if label_scheme in ("bio_ents", "bio_spans"):
+    if label_scheme in SPAN_SCHEMES:
         spans = [Span(doc, s, e, label=lab) for s, e, lab in bio_to_spans(labels, where)]
-        if label_scheme == "bio_ents":
+        if SPAN_SCHEMES[label_scheme] == "ents":
             doc.ents = spans
         else:
             doc.spans[spans_key] = spans
-    elif label_scheme in ("tag", "pos", "token_attr"):
-        attr = {"tag": "tag_", "pos": "pos_"}.get(label_scheme, token_attr)
+    elif label_scheme in TAG_SCHEMES:
+        attr = TAG_SCHEMES[label_scheme] or token_attr
         if attr is None:
             raise ValueError(Errors.E138)
         _check_attr(attr, "token_attr")
@@ -335,12 +339,12 @@ class _Layout:
         if label_scheme is not None and label_scheme not in LABEL_SCHEMES:
             raise ValueError(Errors.E127.format(label_schemes=list(LABEL_SCHEMES), label_scheme=label_scheme))
         self.scheme = label_scheme
-        if label_scheme == "token_attr":
+        if label_scheme in TAG_SCHEMES and TAG_SCHEMES[label_scheme] is None:
             if token_attr is None:
                 raise ValueError(Errors.E139)
             _check_attr(token_attr, "token_attr")
         self.token_attr = token_attr
-        gold_attr = {"tag": "tag_", "pos": "pos_", "token_attr": token_attr}.get(label_scheme or "")
+        gold_attr = (TAG_SCHEMES[label_scheme] or token_attr) if label_scheme in TAG_SCHEMES else None
         self.inputs: List[Tuple[int, str]] = []
         seen_attrs = set()
         for col, attr in (input_columns or {}).items():
@@ -524,9 +528,10 @@ class ColumnCorpus:
             sp = None if spaces else [False] * len(rows)
             predicted = _sentence_doc(nlp.vocab, self.layout, rows, linenos, path, False, self.spans_key, sp)
             reference = _sentence_doc(nlp.vocab, self.layout, rows, linenos, path, True, self.spans_key, sp)
-            if self.layout.scheme in ("bio_ents", "bio_spans"):
+            if self.layout.scheme in SPAN_SCHEMES:
                 labels = self.layout.labels_of(rows)
-                spans = reference.ents if self.layout.scheme == "bio_ents" else reference.spans[self.spans_key]
+                spans = reference.ents if SPAN_SCHEMES[self.layout.scheme] == "ents" else reference.spans[
+                    self.spans_key]
                 self.spans_opened_by_inside += sum(labels[span.start].startswith("I-") for span in spans)
             n += 1
             yield Example(predicted, reference)
