@@ -13,7 +13,7 @@ import numpy as np
 
 from .engine import serialize
 from .engine.ensemble import Ensemble
-from .engine.settings import DECODERS, BoostParams
+from .engine.settings import BOOST_DEFAULTS as B, DECODERS, BoostParams
 from .engine.crf import MAX_NBEST
 from .engine.memory import check_training_memory
 from .engine.missing import ENGINE_STRATEGIES, MissingRows
@@ -474,27 +474,26 @@ class TreeCRF:
     def __init__(self, n_rounds: int = 100, decode: str = "viterbi", allowed_transitions=None,
                  patience: Optional[int] = None, early_stopping: Union[str, bool] = "auto",
                  validation_fraction: float = 0.1, verbose: bool = False, warm_start: bool = False, window: int = 0,
-                 **settings):
-        """``settings``: the boosting settings (BoostParams' fields, the same as a treecrf component's [booster]
-        block). Every argument is stored as given (scikit-learn's convention: ``clone`` and ``set_params``
-        rebuild an estimator from ``get_params``) and checked here and at ``set_params``."""
-        unknown = sorted(set(settings) - set(BOOST_SETTINGS))
+                 *, max_leaves: Union[int, str] = B.max_leaves, shrinkage: Union[float, str] = B.shrinkage,
+                 learning_rate: float = B.learning_rate, min_samples_leaf: float = B.min_samples_leaf,
+                 min_gain: float = B.min_gain, subsample: float = B.subsample, colsample: float = B.colsample,
+                 trim: float = B.trim, random_state: int = B.random_state, n_threads: int = B.n_threads,
+                 loss: str = B.loss, missing: str = B.missing, leaf_values: str = B.leaf_values,
+                 label_splits: str = B.label_splits, shared_trees: bool = B.shared_trees, l1: float = B.l1,
+                 **unknown):
+        """The keyword arguments from ``max_leaves`` on are the boosting settings: BoostParams' fields with its
+        defaults (B: engine/settings.py's BOOST_DEFAULTS, where each is defined and described once; a treecrf
+        component's [booster] block takes the same). Every argument is stored as given (scikit-learn's
+        convention: ``clone`` and ``set_params`` rebuild an estimator from ``get_params``) and checked here and at
+        ``set_params``. ``unknown``: only for a clear error (E049; E207 for a ``scheduler``, which goes to fit)."""
         if "scheduler" in unknown:
             raise TypeError(Errors.E207.format(where="TreeCRF(scheduler=...)", how="TreeCRF().fit(X, y, "
                                                                                    "scheduler=...)"))
         if unknown:
-            raise TypeError(Errors.E049.format(unknown=unknown, param_names=list(PARAM_NAMES)))
-        self.n_rounds = n_rounds
-        self.decode = decode
-        self.allowed_transitions = allowed_transitions
-        self.patience = patience
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.verbose = verbose
-        self.warm_start = warm_start
-        self.window = window
-        for name, default in BOOST_SETTINGS.items():
-            setattr(self, name, settings.get(name, default))
+            raise TypeError(Errors.E049.format(unknown=sorted(unknown), param_names=list(PARAM_NAMES)))
+        given = locals()
+        for name in PARAM_NAMES:
+            setattr(self, name, given[name])
         check_settings(self)
         self.crf_: Optional[SequenceModel] = None  # the fitted model (model.py)
         self.features = FeatureIndex()
@@ -986,15 +985,7 @@ def label_set(y) -> list:
     return [by_text[text] for text in sorted(by_text)]
 
 
-def _signature() -> inspect.Signature:
-    """TreeCRF(...)'s parameters: its own, then the boosting settings from BoostParams (written once, there)."""
-    own = [p for p in inspect.signature(TreeCRF.__init__).parameters.values() if p.kind != p.VAR_KEYWORD]
-    boost = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type)
-             for f in dataclasses.fields(BoostParams)]
-    return inspect.Signature(own + boost)
-
-
-TreeCRF.__init__.__signature__ = _signature()
-DEFAULTS = {name: p.default for name, p in list(TreeCRF.__init__.__signature__.parameters.items())[1:]}
+DEFAULTS = {name: p.default for name, p in list(inspect.signature(TreeCRF.__init__).parameters.items())[1:]
+            if p.kind != p.VAR_KEYWORD}
 PARAM_NAMES = tuple(DEFAULTS)
 SAVED_SETTINGS = ("n_rounds", "decode", "patience", "early_stopping", "validation_fraction")  # (with the model's)

@@ -94,7 +94,6 @@ the id of its value's bin at each offset, after all binary columns (offset, then
 ascending). A token without a value (no vector, a None extension, a missing token, beyond the doc's edge) holds
 none, and every threshold split learns which side such tokens take.
 """
-import inspect
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -272,10 +271,14 @@ class WindowFeaturizer(AtomicTests, NumericSources, MissingVariables, SavedState
 
     def __init__(self, window: int = 2, word: bool = True, lower: bool = True, min_freq: int = 2,
                  regexes: bool = True, prefix: int = 3, suffix: int = 4, shape: bool = True, flags: bool = True,
-                 attrs: Sequence[str] = (), lexicons: Optional[Dict[str, str]] = None,
+                 attrs: List[str] = [], lexicons: Dict[str, str] = {},
                  lexicon_lowercase: bool = True, missing_text: Optional[str] = None,
-                 label_dictionary: bool = True, numeric_attrs: Sequence[str] = (), vectors: bool = False,
+                 label_dictionary: bool = True, numeric_attrs: List[str] = [], vectors: bool = False,
                  tensor: bool = False):
+        """The options of the class docstring, checked (a bad one: ValueError naming it). This signature is the
+        config block's too (spacy_treecrf.window_features.v1 is this class): the empty ``attrs``,
+        ``numeric_attrs`` and ``lexicons`` defaults are a list and a dict, as a config shows them; never
+        mutated (the checks copy every option)."""
         self._configure(dict(window=window, word=word, lower=lower, min_freq=min_freq, regexes=regexes,
                              prefix=prefix, suffix=suffix, shape=shape, flags=flags, attrs=attrs,
                              lexicons={} if lexicons is None else lexicons, lexicon_lowercase=lexicon_lowercase,
@@ -589,25 +592,6 @@ class WindowFeaturizer(AtomicTests, NumericSources, MissingVariables, SavedState
         rows = _concat(parts)
         return rows + (self._missing_result(missing_parts),) if with_missing else rows
 
-    # ---- serialization
 
-
-@spacy.registry.misc("spacy_treecrf.window_features.v1")
-def window_features(**settings) -> WindowFeaturizer:
-    """Config entry point for :class:`WindowFeaturizer` (see its docstring for the options)."""
-    return WindowFeaturizer(**settings)
-
-
-def _window_features_signature() -> inspect.Signature:
-    """window_features' parameters: WindowFeaturizer's, with their defaults (the settings are written once,
-    there); a config shows the empty ``attrs`` and ``lexicons`` as a list and a section, as it validates them."""
-    config_form = {"attrs": (List[str], []), "lexicons": (Dict[str, str], {}), "numeric_attrs": (List[str], [])}
-    params = []
-    for p in list(inspect.signature(WindowFeaturizer.__init__).parameters.values())[1:]:
-        annotation, default = config_form.get(p.name, (p.annotation, p.default))
-        params.append(inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=default,
-                                        annotation=annotation))
-    return inspect.Signature(params, return_annotation=WindowFeaturizer)
-
-
-window_features.__signature__ = _window_features_signature()
+# The config entry point: the class itself, so its constructor's signature is the block's.
+window_features = spacy.registry.misc("spacy_treecrf.window_features.v1")(WindowFeaturizer)

@@ -15,10 +15,9 @@ cached potentials the round before moved (the full-batch rounds of the estimator
 """
 import copy
 import dataclasses
-import inspect
 import os
 import warnings
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 from spacy import util
@@ -34,7 +33,7 @@ from . import engine
 from .engine import booster as boost
 from .engine import crf, missing, serialize
 from .engine.ensemble import PARTITION_ROWS
-from .engine.settings import DECODERS, BoostParams
+from .engine.settings import BOOST_DEFAULTS, DECODERS, BoostParams
 from .engine.missing import INDICATOR_STRATEGIES, MissingRows
 from .engine.numeric import NumericIndex, numeric_index
 from .engine.predict_partition import partition_potentials
@@ -77,27 +76,27 @@ def treecrf_score(examples: Iterable[Example], *, target: str = "ner", spans_key
 SCHEDULER_ENV = "SPACY_TREECRF_SCHEDULER"
 
 
-def _booster_signature() -> inspect.Signature:
-    """make_booster's parameters: BoostParams' fields, their types and defaults (the settings are written once,
-    there), and the legacy ``scheduler`` key that configs written before it moved to SCHEDULER_ENV hold."""
-    return inspect.Signature([inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
-                                                annotation=f.type) for f in dataclasses.fields(BoostParams)]
-                             + [inspect.Parameter("scheduler", inspect.Parameter.KEYWORD_ONLY, default="",
-                                                  annotation=str)],
-                             return_annotation=BoostParams)
-
-
 @registry.misc("spacy_treecrf.booster.v1")
-def make_booster(scheduler: str = "", **settings) -> BoostParams:
-    """The boosting settings of a treecrf component ([components.treecrf.booster]), the same as TreeCRF's. A
-    ``scheduler`` there (configs and pipelines from before SCHEDULER_ENV) is ignored, with W008 when it names
-    one: a pipeline trained on a cluster loads anywhere."""
+def make_booster(*, max_leaves: Union[int, str] = BOOST_DEFAULTS.max_leaves,
+                 shrinkage: Union[float, str] = BOOST_DEFAULTS.shrinkage,
+                 learning_rate: float = BOOST_DEFAULTS.learning_rate,
+                 min_samples_leaf: float = BOOST_DEFAULTS.min_samples_leaf, min_gain: float = BOOST_DEFAULTS.min_gain,
+                 subsample: float = BOOST_DEFAULTS.subsample, colsample: float = BOOST_DEFAULTS.colsample,
+                 trim: float = BOOST_DEFAULTS.trim, random_state: int = BOOST_DEFAULTS.random_state,
+                 n_threads: int = BOOST_DEFAULTS.n_threads, loss: str = BOOST_DEFAULTS.loss,
+                 missing: str = BOOST_DEFAULTS.missing, leaf_values: str = BOOST_DEFAULTS.leaf_values,
+                 label_splits: str = BOOST_DEFAULTS.label_splits, shared_trees: bool = BOOST_DEFAULTS.shared_trees,
+                 l1: float = BOOST_DEFAULTS.l1, scheduler: str = "") -> BoostParams:
+    """The boosting settings of a treecrf component ([components.treecrf.booster]): BoostParams' fields, with its
+    defaults (engine/settings.py, where each is defined and described once; TreeCRF takes the same).
+    ``scheduler``: a key that configs and pipelines from before SCHEDULER_ENV hold, ignored with W008 where it
+    names one (a pipeline trained on a cluster loads anywhere; PipeConfigs keeps it out of new configs)."""
     if scheduler:
         warnings.warn(Warnings.W008.format(scheduler=scheduler, env=SCHEDULER_ENV))
-    return BoostParams(**settings)
-
-
-make_booster.__signature__ = _booster_signature()
+    return BoostParams(max_leaves=max_leaves, shrinkage=shrinkage, learning_rate=learning_rate,
+                       min_samples_leaf=min_samples_leaf, min_gain=min_gain, subsample=subsample, colsample=colsample,
+                       trim=trim, random_state=random_state, n_threads=n_threads, loss=loss, missing=missing,
+                       leaf_values=leaf_values, label_splits=label_splits, shared_trees=shared_trees, l1=l1)
 
 
 DEFAULT_CONFIG = {
@@ -121,27 +120,32 @@ DEFAULT_CONFIG = {
 def make_treecrf(nlp: Language, name: str, model: Model, features, booster: BoostParams, target: str,
                  spans_key: str, token_attr: str, decode: str, constrain_bio: bool, store_scores: bool,
                  n_best: int, overwrite: bool, round_every: str, rounds_per_pass: int, scorer: Optional[Callable],
-                 **moved) -> "TreeCRFComponent":
+                 max_leaves: Optional[Union[int, str]] = None, shrinkage: Optional[Union[float, str]] = None,
+                 learning_rate: Optional[float] = None, min_samples_leaf: Optional[float] = None,
+                 min_gain: Optional[float] = None, subsample: Optional[float] = None,
+                 colsample: Optional[float] = None, trim: Optional[float] = None, random_state: Optional[int] = None,
+                 n_threads: Optional[int] = None, loss: Optional[str] = None, missing: Optional[str] = None,
+                 leaf_values: Optional[str] = None, label_splits: Optional[str] = None,
+                 shared_trees: Optional[bool] = None, l1: Optional[float] = None) -> "TreeCRFComponent":
     """A sequence labeller trained by gradient tree boosting. Score weights default to NER's; set
-    [training.score_weights] for other targets (the configs/ files do). ``moved``: boosting settings written
-    directly under [components.treecrf], as configs and saved pipelines from before the [booster] block have
-    them (None: not given)."""
-    moved = {key: value for key, value in moved.items() if value is not None}
+    [training.score_weights] for other targets (the configs/ files do). The parameters after ``scorer`` are the
+    boosting settings in their old place, directly under [components.treecrf], as configs and saved pipelines
+    from before the [booster] block have them: the ones given (not None) are applied, with W001 (spaCy accepts
+    only a factory's parameters, so they stay parameters; PipeConfigs keeps them out of the configs spaCy
+    writes)."""
+    moved = {key: value for key, value in locals().items() if key in LEGACY_KEYS and value is not None}
     if type(getattr(nlp, "_pipe_configs", None)) is dict:
         nlp._pipe_configs = PipeConfigs(nlp._pipe_configs)
     if moved:
-        booster = with_moved_settings(booster, moved, name)
+        warnings.warn(Warnings.W001.format(name=name, settings=sorted(moved)), stacklevel=2)
+        booster = dataclasses.replace(booster, **moved)
     return TreeCRFComponent(nlp.vocab, model, name, features=features, target=target, spans_key=spans_key,
                             token_attr=token_attr, params=booster, decode=decode, constrain_bio=constrain_bio,
                             store_scores=store_scores, n_best=n_best, overwrite=overwrite, round_every=round_every,
                             rounds_per_pass=rounds_per_pass, scorer=scorer)
 
 
-LEGACY_KEYS = tuple(_booster_signature().parameters)  # the boosting settings' old place, and scheduler's
-# the factory's parameters: its own, then every boosting setting in its old place (default None: not given)
-make_treecrf.__signature__ = inspect.signature(make_treecrf).replace(parameters=[
-    p for p in inspect.signature(make_treecrf).parameters.values() if p.kind != p.VAR_KEYWORD] + [
-    p.replace(default=None, annotation=Optional[p.annotation]) for p in _booster_signature().parameters.values()])
+LEGACY_KEYS = tuple(BoostParams.__dataclass_fields__) + ("scheduler",)  # (see PipeConfigs)
 Language.factory("treecrf", assigns=["doc.ents", "doc.spans", "token.tag", "token.pos"],
                  default_config=DEFAULT_CONFIG,
                  default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None}
@@ -167,12 +171,6 @@ class PipeConfigs(dict):
                 del booster["scheduler"]
         super().__setitem__(name, config)
 
-
-def with_moved_settings(booster: BoostParams, moved: dict, name: str) -> BoostParams:
-    """The booster with settings given in the old place (directly under [components.<name>]) applied, with a
-    warning that says where they go now."""
-    warnings.warn(Warnings.W001.format(name=name, settings=sorted(moved)), stacklevel=3)
-    return dataclasses.replace(booster, **moved)
 
 
 class ReadableTests(Sequence):

@@ -115,3 +115,19 @@ def test_the_engine_imports_nothing_from_spacy_or_the_layers_above(path):
             assert (node.module or "").split(".")[0] not in ("spacy", "thinc"), path.name
             assert node.level <= 2 and not (node.level == 2 and node.module not in ("errors",)), (
                 f"{path.name} imports {'.' * node.level}{node.module}")
+
+
+def test_the_boosting_settings_are_written_once():
+    """TreeCRF's and the component's boosting parameters are BoostParams' fields, with its defaults (their
+    signatures name them, plainly, with BOOST_DEFAULTS' values)."""
+    import dataclasses
+    import inspect
+
+    from spacy_treecrf import TreeCRF
+    from spacy_treecrf.engine.settings import BoostParams
+    from spacy_treecrf.pipe import make_booster
+    fields = {f.name: f.default for f in dataclasses.fields(BoostParams)}
+    for call in (TreeCRF.__init__, make_booster):
+        params = inspect.signature(call).parameters
+        assert {name: params[name].default for name in fields} == fields, call
+    assert set(inspect.signature(make_booster).parameters) == set(fields) | {"scheduler"}

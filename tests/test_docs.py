@@ -44,3 +44,10 @@ def test_benchmarks_readme_lists_every_script_and_every_result_with_its_command(
     for table in (BENCHMARKS / "results").glob("*.md"):
         body = table.read_text(encoding="utf8")
         assert re.search(r"python (-m )?\S+|spacy project run", body), f"{table.name} names no command"
+
+
+def test_the_readme_settings_table_is_made_from_the_settings_definition():
+    from spacy_treecrf.engine.settings import settings_table
+    text = (ROOT / "README.md").read_text(encoding="utf8")
+    block = text.split("<!-- settings table -->\n", 1)[1].split("\n<!-- end of settings table -->", 1)[0]
+    assert block == settings_table()

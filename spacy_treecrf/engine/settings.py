@@ -3,7 +3,7 @@ treecrf component's [booster] block are its fields), their bounds, and how the "
 size of the data.
 """
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 import os
 from typing import Union
 
@@ -61,26 +61,59 @@ AUTO_LEAVES_RANGE = (1000, 3000)
 PAPER_SETTINGS = {"shared_trees": False, "leaf_values": "mean", "l1": 0.0, "colsample": 1.0, "label_splits": "best"}
 
 
+def setting(default, help: str):
+    """A BoostParams field: its default and what it means (the README's settings table is made from these)."""
+    return field(default=default, metadata={"help": help})
+
+
 @dataclass
 class BoostParams:
-    """Tree and round settings; checked once here so every caller gets the same messages."""
+    """Tree and round settings, written once: the estimator's keyword arguments and a treecrf component's
+    [components.treecrf.booster] block are these fields, with these defaults (chosen on dev data across tasks:
+    benchmarks/results/defaults_candidates.md). Checked once here so every caller gets the same messages."""
 
-    max_leaves: Union[int, str] = "auto"
-    shrinkage: Union[float, str] = "auto"
-    learning_rate: float = 1.0
-    min_samples_leaf: float = 1.0
-    min_gain: float = 0.0
-    subsample: float = 1.0
-    colsample: float = 0.5
-    trim: float = 0.0
-    random_state: int = 0
-    n_threads: int = 0
-    loss: str = "crf"
-    missing: str = "instance_weighting"
-    leaf_values: str = "position_mean"
-    label_splits: str = "fallback"
-    shared_trees: bool = True
-    l1: float = 0.1
+    max_leaves: Union[int, str] = setting(
+        "auto", 'leaves per regression tree (best-first growth); `"auto"`: 1000 up to 50,000 training positions, '
+                '3000 from 150,000 (a leaf per 50 positions between)')
+    shrinkage: Union[float, str] = setting(
+        "auto", 'the paper\'s λ: a leaf\'s value is ΣΔ / (λ + N); `"auto"`: 10 up to 15,000 training positions, 1 '
+                'from 150,000 (150,000 / positions between)')
+    learning_rate: float = setting(1.0, "multiplies every tree (1.0 as in the paper)")
+    min_samples_leaf: float = setting(1.0, "no child with less weight than this")
+    min_gain: float = setting(0.0, "no split gaining this or less")
+    subsample: float = setting(1.0, "fraction of positions each tree is fitted on (Friedman's stochastic boosting)")
+    colsample: float = setting(0.5, "fraction of feature columns each tree may split on, drawn afresh per tree")
+    trim: float = setting(
+        0.0, "influence trimming: label k's tree is fitted only on the positions where some residual of label k "
+             "reaches this magnitude (it still moves every position); 0.05 with 1000-leaf trees made CoNLL-2000 "
+             "rounds about twice as cheap and more accurate from round 5 on "
+             "([the run](benchmarks/results/speed_chunking_trim.md))")
+    random_state: int = setting(0, "seed (subsampling, column draws, held-out sequences)")
+    n_threads: int = setting(
+        0, "threads (0: up to 8; never more than the machine's cores, at most 256; a shared tree of 100,000 or more "
+           "positions grows on two, the same tree as on one)")
+    loss: str = setting(
+        "crf", "what the trees boost: `crf` (the paper's log-likelihood), `pseudo_likelihood`, `hamming` or `rank`; "
+               "see [Choosing a loss](#choosing-a-loss)")
+    missing: str = setting(
+        "instance_weighting", "how missing inputs are handled: `instance_weighting`, `surrogate`, `imputation`, "
+                              "`indicator` or `learned_direction` (see [Missing input values](#missing-input-values))")
+    leaf_values: str = setting(
+        "position_mean", "`position_mean`: ΣΔ / (λ + the leaf's positions), so a leaf that spans all previous "
+                         "states moves each position by its gradient I(y = k) − P(y = k); `mean`: the paper's "
+                         "ΣΔ / (λ + N) over the leaf's N (position, previous state) cells; `newton`: "
+                         "ΣΔ / (λ + ΣP(1 − P)) clipped to [−1, 1], one Newton step on the CRF loss (`loss = \"crf\"`)")
+    label_splits: str = setting(
+        "fallback", "`fallback`: a leaf splits on the previous label only where no feature split gains (a row goes "
+                    "down both sides of a label split its previous labels straddle, so this tags much faster); "
+                    "`best`: wherever that gains more than the best feature split (the paper's trees). Runs: "
+                    "[docs/config_choices.md](docs/config_choices.md)")
+    shared_trees: bool = setting(
+        True, "one tree a round for all labels, a value per label in each leaf (`false`: a tree per label and "
+              "round, the paper's; see [How it works](#how-it-works))")
+    l1: float = setting(
+        0.1, "an L1 penalty on leaf values: a label's residual sum in a leaf is shrunk by `l1` towards 0, so "
+             "shared trees' leaves keep only the labels that matter there")
 
     def __post_init__(self):
         for f in dataclasses.fields(self):  # the type first: a string "10" must not reach a comparison
@@ -162,3 +195,17 @@ def resolved_max_leaves(max_leaves: Union[int, str], n_positions: int) -> int:
         return int(max_leaves)
     low, high = AUTO_LEAVES_RANGE
     return int(min(high, max(low, n_positions // AUTO_LEAF_POSITIONS)))
+
+
+BOOST_DEFAULTS = BoostParams()  # every setting's default, for the signatures that name them (TreeCRF, make_booster)
+
+
+def settings_table() -> str:
+    """The README's table of the boosting settings (markdown rows), made from BoostParams' fields."""
+    def shown(value) -> str:
+        if isinstance(value, bool):
+            return str(value).lower()
+        return f'`"{value}"`' if isinstance(value, str) else str(value)
+    rows = ["| setting | default | meaning |", "|---|---|---|"]
+    rows += [f"| `{f.name}` | {shown(f.default)} | {f.metadata['help']} |" for f in dataclasses.fields(BoostParams)]
+    return "\n".join(rows)
