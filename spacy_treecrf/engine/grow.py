@@ -134,8 +134,8 @@ class LeafQueue(NamedTuple):
     """The leaves that may be split, as a binary max-heap of (candidate gain, node): heap entries 0 .. size[0] -
     1 in gain and node; ``found`` and ``stack``: room for the entries of one choice's near-ties and the walk
     that finds them. The next leaf to expand is found in about log(leaves) steps; a scan of every node cost
-    O(nodes) a split, 11 ms a tree of 3,000 leaves (the default on large training sets), run by the two-thread
-    grower's driver while the helper waits. An entry whose leaf has been split since, or whose candidate was
+    O(nodes) a split, quadratic in the leaves of a tree, run by the two-thread grower's driver while the helper
+    waits. An entry whose leaf has been split since, or whose candidate was
     recorded anew, is dropped when it comes up."""
     gain: np.ndarray
     node: np.ndarray

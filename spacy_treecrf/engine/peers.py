@@ -24,8 +24,8 @@ from ..errors import Errors
 HEADER = struct.Struct("<qq")  # the bytes of the floats and of the ints that follow
 PEER_TIMEOUT = 300.0
 # A shard waiting for a message first polls its link for this long, then sleeps in the kernel: a wake-up from
-# sleep costs tens of microseconds, and a Step's messages come every few hundred (a round of 3,000-leaf trees on
-# CoNLL-2003 x 4, 2 workers: 1.47-1.81 s a round against 1.74-2.01 s sleeping at once).
+# sleep costs tens of microseconds, and a Step's messages come every few hundred (rounds of 3,000-leaf trees
+# were faster so than sleeping at once: docs/cluster_scaling.md).
 SPIN_SECONDS = 0.001
 
 

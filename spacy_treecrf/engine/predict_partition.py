@@ -520,8 +520,7 @@ def _add_vectors(sums, at, leaves, n, dense_of, dense, vectors):
     """sums[at[j]] += the vector of leaf leaves[j] for j < n: its dense row if it has one (see PartitionIndex),
     else its entries. One call a batch: a call per row paid numba's reference counts on each array it was given
     (atomic increments and decrements, a quarter of the kernel's samples on NETtalk). Inlined (numba's IR
-    inlining) into its callers, which still call it once per tree or split event: 1.03-1.11x on NETtalk's
-    potentials once no buffer there could be replaced inside a loop."""
+    inlining) into its callers, which still call it once per tree or split event."""
     ptr, label, value = vectors.ptr, vectors.label, vectors.value
     width = dense.shape[1]
     for j in range(n):

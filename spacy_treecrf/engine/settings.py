@@ -176,7 +176,7 @@ def resolved_shrinkage(shrinkage: Union[float, str], n_positions: int) -> float:
     223,000 (CoNLL-2003, CoNLL-2000, EWT UPOS, XPOS and cross-genre, Moby hyphenation) with 1. A leaf's value is
     its residual sum over (lambda + its positions): where the data is small, most leaves hold a few positions and
     lambda keeps them from fitting noise; where it is large, the small leaves are its rare words and patterns,
-    which lambda = 10 held back (XPOS dev 92.05 against 92.64 with 1)."""
+    which lambda = 10 held back (the XPOS runs there)."""
     if shrinkage != "auto":
         return float(shrinkage)
     low, high = AUTO_SHRINKAGE_RANGE
@@ -187,10 +187,8 @@ def resolved_max_leaves(max_leaves: Union[int, str], n_positions: int) -> int:
     """A tree's most leaves for a fit over ``n_positions`` training positions: the setting itself, or for "auto"
     a leaf per AUTO_LEAF_POSITIONS positions within AUTO_LEAVES_RANGE (1000 up to 50,000 positions, 3000 from
     150,000). Chosen on dev data across tasks (benchmarks/results/defaults_candidates.md, "Leaves by the size of
-    the data"): on the large corpora a 3000-leaf tree does the work of two or three 1000-leaf ones (EWT XPOS dev
-    92.76 at round 52, where 1000 leaves reached 92.64 at round 87, spaCy's max_steps), while on a few thousand
-    positions more leaves only fit noise (NETtalk phoneme+stress dev 74.50 / 73.10 / 71.96 with 1000 / 2000 /
-    3000)."""
+    the data"): on the large corpora a 3000-leaf tree does the work of two or three 1000-leaf ones (EWT XPOS),
+    while on a few thousand positions more leaves only fit noise (NETtalk phoneme+stress)."""
     if max_leaves != "auto":
         return int(max_leaves)
     low, high = AUTO_LEAVES_RANGE
