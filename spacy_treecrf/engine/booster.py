@@ -14,7 +14,8 @@ import numpy as np
 
 from . import crf, losses
 from .grow import grow_tree, influential_positions
-from .leaves import NEWTON, LeafSums, add_label_leaf_sums, add_leaf_sums, covering_leaves, leaf_nodes, leaf_values as leaf_value_kernel
+from .leaves import (NEWTON, LeafSums, add_label_leaf_sums, add_leaf_sums, covering_leaves, leaf_nodes,
+                     leaf_values as leaf_value_kernel)
 from .missing import MissingRows
 from .numeric import NumericIndex, no_numeric
 from .sparse import csc_index, take_rows
@@ -131,7 +132,8 @@ class Trainer(SharedTreeFit):
 
     def training_set(self) -> TrainingSet:
         """The rows, labels and sequences this Trainer fits on."""
-        return TrainingSet(self.indptr, self.indices, self.y, self.seq_starts, self.missing_rows)
+        return TrainingSet(indptr=self.indptr, indices=self.indices, y=self.y, seq_starts=self.seq_starts,
+                           missing_rows=self.missing_rows)
 
     def gradient_pass(self) -> "Passes":
         """What the loss's functional gradient needs: forward-backward (free and, for partially labelled sequences,
@@ -141,19 +143,21 @@ class Trainer(SharedTreeFit):
         if loss == "pseudo_likelihood":
             cond, kept, logpl = by_chunks(self.seq_starts, threads, lambda a, b, starts: losses.pseudo_conditionals(
                 crf.part(self.P, a, b), starts, self.y[a:b]))
-            return Passes(None, None, float(logpl.sum()), losses.PseudoTerms(cond=cond, kept=kept))
+            return Passes(free=None, clamped=None, objective=float(logpl.sum()),
+                          extra=losses.PseudoTerms(cond=cond, kept=kept))
         free = forward_backward(self.P, self.seq_starts, self.y, False, threads)
         if loss == "hamming":
             fa, fb, known, logp = by_chunks(self.seq_starts, threads, lambda a, b, starts: losses.hamming_pass(
                 starts, self.y[a:b], crf.part(self.P, a, b), free.alpha[a:b], free.beta[a:b], free.scale[a:b]))
-            return Passes(free, free, float(logp.sum()), losses.HammingTerms(fa=fa, fb=fb, known=known))
+            return Passes(free=free, clamped=free, objective=float(logp.sum()),
+                          extra=losses.HammingTerms(fa=fa, fb=fb, known=known))
         clamped, nll = self._sequence_nll(free)
         if loss == "crf":
-            return Passes(free, clamped, -float(nll.sum()))
+            return Passes(free=free, clamped=clamped, objective=-float(nll.sum()))
         terms = losses.log_rank_terms(nll)
         weights = np.repeat(losses.rank_weights(nll), np.diff(self.seq_starts))
-        return Passes(free, clamped, -float(np.exp(logsumexp(terms))),
-                      losses.RankTerms(weights=weights, log_loss=logsumexp(terms)))
+        return Passes(free=free, clamped=clamped, objective=-float(np.exp(logsumexp(terms))),
+                      extra=losses.RankTerms(weights=weights, log_loss=logsumexp(terms)))
 
     def _sequence_nll(self, free):
         """The clamped pass (``free`` itself if every sequence is fully labelled) and -log P(known labels | X)
@@ -255,7 +259,7 @@ class Trainer(SharedTreeFit):
 
         def fit_label(k):
             D = self.residuals(passes, k, np.empty((len(self.y), self.allowed.shape[0], 1)))
-            target = Target(D, self.is_start, np.ascontiguousarray(self.allowed[:, k]))
+            target = Target(D=D, is_start=self.is_start, allowed_k=np.ascontiguousarray(self.allowed[:, k]))
             pos = self._trimmed(target, positions)
             ok = feature_masks[k] if feature_masks[k] is not None else self.all_features
             tree, segments = grow_tree(self.rows, self.column_index, target, pos, settings, ok,

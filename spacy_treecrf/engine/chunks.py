@@ -54,12 +54,13 @@ def forward_backward(P: Potentials, seq_starts, y, clamp: bool, threads: int, to
     T, K = len(P.c), P.values.shape[1]
     n_seq = len(seq_starts) - 1
     zeros = np.zeros if todo is None else lazy_zeros
-    out = crf.ForwardBackward(zeros((T, K)), zeros((T, K)), np.ones(T), np.zeros(n_seq))
+    out = crf.ForwardBackward(alpha=zeros((T, K)), beta=zeros((T, K)), scale=np.ones(T), logz=np.zeros(n_seq))
     todo = np.ones(n_seq, dtype=np.bool_) if todo is None else np.ascontiguousarray(todo, dtype=np.bool_)
 
     def chunk(a, b, q0, q1):
         crf.forward_backward_into(crf.part(P, a, b), seq_starts[q0:q1 + 1] - a, y[a:b], clamp, todo[q0:q1],
-                                  crf.ForwardBackward(out.alpha[a:b], out.beta[a:b], out.scale[a:b], out.logz[q0:q1]))
+                                  crf.ForwardBackward(alpha=out.alpha[a:b], beta=out.beta[a:b], scale=out.scale[a:b],
+                                                      logz=out.logz[q0:q1]))
     in_chunks(seq_starts, threads, chunk)
     return out
 

@@ -119,7 +119,7 @@ class Shard:
         self._new_trees(masks)
         for k in labels:
             D = tr.residuals(self.passes, k, np.empty((T, S, 1)))
-            target = Target(D, tr.is_start, np.ascontiguousarray(tr.allowed[:, k]))
+            target = Target(D=D, is_start=tr.is_start, allowed_k=np.ascontiguousarray(tr.allowed[:, k]))
             self._begin(k, target, max_leaves)
         return self._reply([len(pos) for _, _, pos in self.trees])
 
@@ -413,7 +413,7 @@ class ClusterTrainer(Trainer):
 
     # -- the data side of a round (Trainer's hooks) ------------------------------------------------------------
     def gradient_pass(self) -> Passes:
-        return Passes(None, None, float(sum(self._call("gradient_pass"))))
+        return Passes(free=None, clamped=None, objective=float(sum(self._call("gradient_pass"))))
 
     def _round_positions(self) -> np.ndarray:
         positions = super()._round_positions()

@@ -51,7 +51,8 @@ def cell(P, t, s, k):
 
 def part(P: Potentials, a: int, b: int) -> Potentials:
     """Positions a:b of P (views, group rows renumbered from 0)."""
-    return Potentials(P.values[P.start[a]:P.start[b]], P.start[a:b + 1] - P.start[a], P.group[a:b], P.c[a:b])
+    return Potentials(values=P.values[P.start[a]:P.start[b]], start=P.start[a:b + 1] - P.start[a], group=P.group[a:b],
+                      c=P.c[a:b])
 
 
 def join_rows(values: list, starts: list):
@@ -66,7 +67,8 @@ def join(parts: List[Potentials]) -> Potentials:
     if len(parts) == 1:
         return parts[0]
     values, start = join_rows([p.values for p in parts], [p.start for p in parts])
-    return Potentials(values, start, np.concatenate([p.group for p in parts]), np.concatenate([p.c for p in parts]))
+    return Potentials(values=values, start=start, group=np.concatenate([p.group for p in parts]),
+                      c=np.concatenate([p.c for p in parts]))
 
 
 @njit(**NOGIL, inline="always")
@@ -138,7 +140,7 @@ def forward_backward(P, seq_starts, y, clamp):
     T = P.group.shape[0]
     K = P.values.shape[1]
     n_seq = seq_starts.shape[0] - 1
-    out = ForwardBackward(np.zeros((T, K)), np.zeros((T, K)), np.ones(T), np.zeros(n_seq))
+    out = ForwardBackward(alpha=np.zeros((T, K)), beta=np.zeros((T, K)), scale=np.ones(T), logz=np.zeros(n_seq))
     forward_backward_into(P, seq_starts, y, clamp, np.ones(n_seq, dtype=np.bool_), out)
     return out
 
@@ -544,7 +546,7 @@ def scaled_potentials(phi, allowed, is_start):
             for k in range(K):
                 if allowed[s, k]:
                     values[start[t] + r, k] = np.exp(phi[t, s, k] - top)
-    return Potentials(values, start, group, c)
+    return Potentials(values=values, start=start, group=group, c=c)
 
 
 def start_mask(seq_starts, T):
@@ -576,7 +578,7 @@ def initial_potentials(T, allowed, seq_starts) -> Potentials:
     others = start[:-1][~is_start]
     values[(others[:, None] + np.arange(len(rows))).ravel()] = np.tile(rows, (len(others), 1))
     group[~is_start, 1:] = inverse.astype(np.int32)
-    return Potentials(values, start, group, np.zeros(T))
+    return Potentials(values=values, start=start, group=group, c=np.zeros(T))
 
 
 @njit(**NOGIL)

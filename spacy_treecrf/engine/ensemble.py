@@ -100,7 +100,7 @@ class MoveList:
         if not self.parts:
             return P
         values, start = moves.apply_moves(P, 0, P.group.shape[0], self.sorted(P.group.shape[0]))
-        return Potentials(values, start, P.group, P.c)
+        return Potentials(values=values, start=start, group=P.group, c=P.c)
 
 
 class Ensemble:
@@ -133,7 +133,7 @@ class Ensemble:
 
     def forest(self) -> Forest:
         self._flush()
-        return Forest(self.nodes, self.roots, self.labels, self.depths, self.vectors)
+        return Forest(nodes=self.nodes, roots=self.roots, labels=self.labels, depths=self.depths, vectors=self.vectors)
 
     def add(self, label: int, tree: Tree):
         """Append one fitted tree (values already multiplied by the round's step), with this ensemble's number
@@ -211,8 +211,8 @@ class Ensemble:
         end = self.roots[n_trees]
         self.nodes = Tree(*(a[:end].copy() for a in self.nodes))
         cut = self.vectors.ptr[end]
-        self.vectors = LeafVectors(self.vectors.ptr[:end + 1].copy(), self.vectors.label[:cut].copy(),
-                                   self.vectors.value[:cut].copy())
+        self.vectors = LeafVectors(ptr=self.vectors.ptr[:end + 1].copy(), label=self.vectors.label[:cut].copy(),
+                                   value=self.vectors.value[:cut].copy())
         self.roots = self.roots[: n_trees + 1].copy()
         self.labels = self.labels[:n_trees].copy()
         self.depths = self.depths[:n_trees].copy()
@@ -358,7 +358,7 @@ class Ensemble:
                  "vector": np.zeros((n, 0))}
         ens.nodes = Tree(*(arrays[name] if name in arrays and name != "vector" else slots[name]
                            for name in TREE_FIELDS))
-        ens.vectors = (LeafVectors(arrays["vector_ptr"], arrays["vector_label"], arrays["vector_value"])
+        ens.vectors = (LeafVectors(ptr=arrays["vector_ptr"], label=arrays["vector_label"], value=arrays["vector_value"])
                        if ens.shared else sparse_vectors(np.zeros((n, 0))))
         ens.roots, ens.labels = arrays["roots"], arrays["labels"]
         ens.depths = np.array([tree_depth(ens.nodes.yes[a:b], ens.nodes.no[a:b])

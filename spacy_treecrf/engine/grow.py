@@ -187,16 +187,16 @@ class ShardGrowth(NamedTuple):
 
 @njit(cache=True, nogil=True)
 def new_nodes(max_nodes, S, d, n_surrogates):
-    return Nodes(Tree(np.zeros(max_nodes, dtype=np.int8), np.full(max_nodes, -1, dtype=np.int32),
-                      np.full(max_nodes, -1, dtype=np.int32), np.full(max_nodes, -1, dtype=np.int32),
-                      np.zeros(max_nodes), np.zeros(max_nodes), np.zeros((max_nodes, S), dtype=np.bool_),
-                      np.full((max_nodes, n_surrogates), -1, dtype=np.int32),
-                      np.zeros((max_nodes, n_surrogates), dtype=np.bool_), np.zeros((max_nodes, 0))),
-                 np.zeros((max_nodes, d)),
-                 StateSums(np.zeros((max_nodes, S, d)), np.zeros((max_nodes, S))),
-                 Candidates(np.full(max_nodes, -1.0), np.zeros(max_nodes, dtype=np.int8),
-                            np.full(max_nodes, -1, dtype=np.int32), np.zeros((max_nodes, S), dtype=np.bool_),
-                            np.full(max_nodes, 0.5)))
+    tree = Tree(kind=np.zeros(max_nodes, dtype=np.int8), feature=np.full(max_nodes, -1, dtype=np.int32),
+                yes=np.full(max_nodes, -1, dtype=np.int32), no=np.full(max_nodes, -1, dtype=np.int32),
+                value=np.zeros(max_nodes), count=np.zeros(max_nodes), states=np.zeros((max_nodes, S), dtype=np.bool_),
+                surr_feature=np.full((max_nodes, n_surrogates), -1, dtype=np.int32),
+                surr_same=np.zeros((max_nodes, n_surrogates), dtype=np.bool_), vector=np.zeros((max_nodes, 0)))
+    cand = Candidates(gain=np.full(max_nodes, -1.0), kind=np.zeros(max_nodes, dtype=np.int8),
+                      feature=np.full(max_nodes, -1, dtype=np.int32), states=np.zeros((max_nodes, S), dtype=np.bool_),
+                      share=np.full(max_nodes, 0.5))
+    return Nodes(tree=tree, gsum=np.zeros((max_nodes, d)),
+                 sums=StateSums(np.zeros((max_nodes, S, d)), np.zeros((max_nodes, S))), cand=cand)
 
 
 @njit(cache=True, nogil=True)
@@ -205,18 +205,20 @@ def new_growth(settings, S, d, feature_ok, numeric, missing, allowed_k):
     n_features = feature_ok.shape[0]
     max_nodes = max(2 * settings.max_leaves - 1, 1)
     routed = routes_missing(missing)
-    ok = Allowed(feature_ok, feature_ok & (numeric.column < 0) if numeric.column.shape[0] > 0 else feature_ok,
-                 numeric, Known(fvar=np.zeros(0, np.int32), missing=np.zeros((0, 0))))
+    ok = Allowed(keep=feature_ok,
+                 binary=feature_ok & (numeric.column < 0) if numeric.column.shape[0] > 0 else feature_ok,
+                 numeric=numeric, unrouted=Known(fvar=np.zeros(0, np.int32), missing=np.zeros((0, 0))))
     ids, g, n = List(), List(), List()  # typed lists: the decision side crosses into Python on a cluster
     for _ in range(max_nodes):
         ids.append(np.empty(0, dtype=np.int32))
         g.append(np.empty((0, d)))
         n.append(np.empty(0))
-    kept = LeafHists(ids, g, n, np.zeros(max_nodes, dtype=np.int64), np.zeros(1, dtype=np.int64))
+    kept = LeafHists(ids=ids, g=g, n=n, length=np.zeros(max_nodes, dtype=np.int64), held=np.zeros(1, dtype=np.int64))
     nodes = new_nodes(max_nodes, S, d, settings.n_surrogates if routed else 0)
     nodes.tree.states[0, :] = True
-    queue = LeafQueue(np.empty(max_nodes), np.empty(max_nodes, dtype=np.int64), np.zeros(1, dtype=np.int64),
-                      np.empty(max_nodes, dtype=np.int64), np.empty(max_nodes + 1, dtype=np.int64))
+    queue = LeafQueue(gain=np.empty(max_nodes), node=np.empty(max_nodes, dtype=np.int64),
+                      size=np.zeros(1, dtype=np.int64), found=np.empty(max_nodes, dtype=np.int64),
+                      stack=np.empty(max_nodes + 1, dtype=np.int64))
     return Growth(nodes=nodes, kept=kept, ok=ok, settings=settings, allowed_k=allowed_k,
                   fvar=missing.fvar if routed else np.zeros(0, np.int32), counts=np.ones(2, dtype=np.int64),
                   queue=queue, gains=np.empty((3, n_features)), mid=np.empty(S, dtype=np.int64),
@@ -230,15 +232,16 @@ def new_landing(n_features, n_vars, S, d, n_surrogates, compacts):
     dense = np.empty((n_features, d + 1))  # G (d values), N; N < 0: untouched
     dense[:, d] = -1.0
     m = n_features if compacts else 0
-    hist = Hist(dense, np.empty(n_features, dtype=np.int32),
-                (np.empty(m, dtype=np.int32), np.empty((m, d)), np.empty(m)))
+    hist = Hist(dense=dense, touched=np.empty(n_features, dtype=np.int32),
+                room=(np.empty(m, dtype=np.int32), np.empty((m, d)), np.empty(m)))
     var_dense = np.empty((n_vars, d + 1))
     var_dense[:, d] = -1.0
-    var_hist = Hist(var_dense, np.empty(n_vars, dtype=np.int32),
-                    (np.empty(0, dtype=np.int32), np.empty((0, d)), np.empty(0)))
-    return Landing(np.zeros((3, d)), np.zeros(2), np.zeros(2, dtype=np.int64),
-                   StateSums(np.zeros((S, d)), np.zeros(S)), hist, var_hist, np.zeros(2, dtype=np.int64),
-                   np.full(n_surrogates, -1, dtype=np.int32), np.zeros(n_surrogates, dtype=np.bool_))
+    var_hist = Hist(dense=var_dense, touched=np.empty(n_vars, dtype=np.int32),
+                    room=(np.empty(0, dtype=np.int32), np.empty((0, d)), np.empty(0)))
+    return Landing(g=np.zeros((3, d)), w=np.zeros(2), count=np.zeros(2, dtype=np.int64),
+                   sums=StateSums(np.zeros((S, d)), np.zeros(S)), hist=hist, var_hist=var_hist,
+                   touched=np.zeros(2, dtype=np.int64), surr_feature=np.full(n_surrogates, -1, dtype=np.int32),
+                   surr_same=np.zeros(n_surrogates, dtype=np.bool_))
 
 
 @njit(cache=True, nogil=True)
@@ -266,8 +269,9 @@ def new_shard(rows, index, numeric, missing, target, positions, max_leaves, n_su
     n_fall = n_pos + 1 if with_surrogates else 0
     n_cnt = index.ptr.shape[0] - 1 if with_surrogates else 0
     n_mcnt = missing.n_vars if with_surrogates else 0
-    counts = SurrogateScratch(np.empty((n_cnt, 2)), np.zeros(n_cnt, dtype=np.bool_), np.empty(n_cnt, np.int32),
-                              np.empty((n_mcnt, 2)), np.zeros(n_mcnt, dtype=np.bool_), np.empty(n_mcnt, np.int32))
+    counts = SurrogateScratch(cnt=np.empty((n_cnt, 2)), seen=np.zeros(n_cnt, dtype=np.bool_),
+                              touched=np.empty(n_cnt, np.int32), mcnt=np.empty((n_mcnt, 2)),
+                              mseen=np.zeros(n_mcnt, dtype=np.bool_), mtouched=np.empty(n_mcnt, np.int32))
     max_nodes = max(2 * max_leaves - 1, 1)
     S = target.allowed_k.shape[0]
     return ShardGrowth(rows=rows, index=index, numeric=numeric, missing=missing, target=target,
@@ -327,7 +331,8 @@ def shard_step(shard, step, landing):
             _scan_routed(shard, 0, step.states[0], step.with_hist, landing)
             return shard
         valid = valid_states(step.states[0], target.allowed_k, shard.mid)
-        n, nt = scan(shard.slots, 0, n_pos, Pass(True, step.with_states, step.with_hist), target, valid,
+        first = Pass(set_r=True, states=step.with_states, hist=step.with_hist)
+        n, nt = scan(shard.slots, 0, n_pos, first, target, valid,
                      landing.sums, landing.hist, shard.rows, landing.g[0])
         landing.w[0] = n
         landing.count[0] = n_pos
@@ -339,7 +344,8 @@ def shard_step(shard, step, landing):
             return shard
         valid = valid_states(step.states[0], target.allowed_k, shard.mid)
         lo = pstart[node]
-        _, nt = scan(shard.slots, lo, lo + plen[node], Pass(False, False, True), target, valid, landing.sums,
+        again = Pass(set_r=False, states=False, hist=True)
+        _, nt = scan(shard.slots, lo, lo + plen[node], again, target, valid, landing.sums,
                      landing.hist, shard.rows, landing.g[2])
         landing.touched[0] = nt
         return shard
@@ -378,7 +384,8 @@ def shard_step(shard, step, landing):
         small = step.scan
         if small >= 0:
             s_lo = pstart[small]
-            _, nt = scan(shard.slots, s_lo, s_lo + plen[small], Pass(False, step.with_states, True), target,
+            smaller = Pass(set_r=False, states=step.with_states, hist=True)
+            _, nt = scan(shard.slots, s_lo, s_lo + plen[small], smaller, target,
                          valid, landing.sums, landing.hist, shard.rows, landing.g[2])
             landing.touched[0] = nt
         return shard
@@ -428,8 +435,8 @@ def pack_landing(landing, keep):
     nt = landing.touched[0]
     ids, hg, hn = compact(hist, nt, keep)
     clear(hist, nt)
-    return Packed(landing.g[:2].copy(), landing.w.copy(), landing.count.copy(), landing.sums.r.copy(),
-                  landing.sums.n.copy(), ids, hg, hn)
+    return Packed(g=landing.g[:2].copy(), w=landing.w.copy(), count=landing.count.copy(), r=landing.sums.r.copy(),
+                  n=landing.sums.n.copy(), ids=ids, hg=hg, hn=hn)
 
 
 @njit(cache=True, nogil=True)
@@ -510,7 +517,7 @@ def _keep(kept, node, hist, h, gain, budget):
     it sits in much larger ones (a parent's, which subtract wrote over); then, while the kept histograms hold
     more than ``budget`` bytes, drop the one of the leaf with the lowest candidate gain (gain: per node)."""
     if 2 * h < hist.ids.shape[0]:
-        hist = Compact(hist.ids[:h].copy(), hist.g[:h].copy(), hist.n[:h].copy())
+        hist = Compact(ids=hist.ids[:h].copy(), g=hist.g[:h].copy(), n=hist.n[:h].copy())
     kept.ids[node] = hist.ids
     kept.g[node] = hist.g
     kept.n[node] = hist.n
@@ -703,8 +710,9 @@ def _best_leaf(nodes, queue):
 
 @njit(cache=True, nogil=True)
 def _step(kind, node, a, b, feature, scan_child, with_states, with_hist, states, share):
-    return Step(np.int64(kind), np.int64(node), np.int64(a), np.int64(b), np.int64(feature), np.int64(scan_child),
-                with_states, with_hist, states, float(share))
+    return Step(kind=np.int64(kind), node=np.int64(node), a=np.int64(a), b=np.int64(b), feature=np.int64(feature),
+                scan=np.int64(scan_child), with_states=with_states, with_hist=with_hist, states=states,
+                share=float(share))
 
 
 @njit(cache=True, nogil=True)
@@ -805,7 +813,7 @@ def advance(growth, step, landing):
     a = step.a
     b = step.b
     kept = growth.kept
-    parent = (Compact(kept.ids[node], kept.g[node], kept.n[node]), kept.length[node])
+    parent = (Compact(ids=kept.ids[node], g=kept.g[node], n=kept.n[node]), kept.length[node])
     rescan = parent[1] == 0  # no histogram kept (kept_bytes): the second child is scanned as well
     _drop(kept, node)
     wa = landing.w[0]
@@ -879,9 +887,9 @@ def grown_tree(growth):
     """The Tree grown so far, in arrays of its own size."""
     n = growth.counts[0]
     t = growth.nodes.tree
-    return Tree(t.kind[:n].copy(), t.feature[:n].copy(), t.yes[:n].copy(), t.no[:n].copy(), t.value[:n].copy(),
-                t.count[:n].copy(), t.states[:n].copy(), t.surr_feature[:n].copy(), t.surr_same[:n].copy(),
-                t.vector[:n].copy())
+    return Tree(kind=t.kind[:n].copy(), feature=t.feature[:n].copy(), yes=t.yes[:n].copy(), no=t.no[:n].copy(),
+                value=t.value[:n].copy(), count=t.count[:n].copy(), states=t.states[:n].copy(),
+                surr_feature=t.surr_feature[:n].copy(), surr_same=t.surr_same[:n].copy(), vector=t.vector[:n].copy())
 
 
 @njit(cache=True, nogil=True)
@@ -897,9 +905,10 @@ def grown_trees(growths):
 def shard_segments(shard, n_nodes):
     """The Segments of a shard's positions in a grown tree's n_nodes nodes (empty where values were routed)."""
     if routes_missing(shard.missing):
-        return Segments(shard.slots.pos[:0].copy(), shard.pstart[:0].copy(), shard.plen[:0].copy(), np.empty(0))
-    return Segments(shard.slots.pos[:shard.used[0]].copy(), shard.pstart[:n_nodes].copy(),
-                    shard.plen[:n_nodes].copy(), np.empty(0))
+        return Segments(pos=shard.slots.pos[:0].copy(), start=shard.pstart[:0].copy(), length=shard.plen[:0].copy(),
+                        share=np.empty(0))
+    return Segments(pos=shard.slots.pos[:shard.used[0]].copy(), start=shard.pstart[:n_nodes].copy(),
+                    length=shard.plen[:n_nodes].copy(), share=np.empty(0))
 
 
 @njit(cache=True, nogil=True)
@@ -910,7 +919,7 @@ def influential_positions(target, positions, trim):
     S = target.allowed_k.shape[0]
     d = width(target)
     low_rank = is_low_rank(target.low)
-    every = Valid(1.0, np.arange(1, S), S - 1)
+    every = Valid(w_start=1.0, mid=np.arange(1, S), m=S - 1)
     cells = StateSums(np.empty((S, d)), np.empty(S))  # a LowRank position's D[t, s] (invalid cells hold 0)
     unweighted = np.empty(0)
     keep = np.empty(positions.shape[0], dtype=positions.dtype)
@@ -993,7 +1002,8 @@ def new_mailbox(second, S):
     process)."""
     held = List()
     held.append(second)
-    return Mailbox(np.zeros(WITH_HIST + 1, dtype=np.int64), np.zeros(1), np.zeros((3, S), dtype=np.bool_), held)
+    return Mailbox(box=np.zeros(WITH_HIST + 1, dtype=np.int64), share=np.zeros(1),
+                   states=np.zeros((3, S), dtype=np.bool_), second=held)
 
 
 @njit(cache=True, nogil=True)
@@ -1117,7 +1127,7 @@ def joined_segments(kind, shard, mail):
             m = part.length[node]
             pos[c:c + m] = part.pos[part.start[node]:part.start[node] + m]
             c += m
-    return Segments(pos, start, length, np.empty(0))
+    return Segments(pos=pos, start=start, length=length, share=np.empty(0))
 
 
 def _helper(landing, mail):

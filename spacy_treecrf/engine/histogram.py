@@ -67,7 +67,7 @@ def valid_states(states_row, allowed_k, mid):
         if states_row[s] and allowed_k[s]:
             mid[m] = s
             m += 1
-    return Valid(w_start, mid, m)
+    return Valid(w_start=w_start, mid=mid, m=m)
 
 
 # Speed notes (see benchmarks/results/same_speed_batch_scans.md): a kernel that calls a helper once per position

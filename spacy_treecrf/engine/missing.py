@@ -61,7 +61,7 @@ class MissingRows:
 
     def index(self) -> MissingIndex:
         """The kernels' view of these rows."""
-        return MissingIndex(self.indptr, self.indices, self.feature_var, self.n_vars)
+        return MissingIndex(indptr=self.indptr, indices=self.indices, fvar=self.feature_var, n_vars=self.n_vars)
 
     def rows(self) -> np.ndarray:
         """The positions with at least one missing variable."""

@@ -47,7 +47,7 @@ def sort_moves(T, position, states_of, factor_of, states, label, factor):
         fill[position[i]] += 1
         s_of[j] = states_of[i]
         f_of[j] = factor_of[i]
-    return Moves(ptr, s_of, f_of, states, label, factor)
+    return Moves(ptr=ptr, states_of=s_of, factor_of=f_of, states=states, label=label, factor=factor)
 
 
 @njit(cache=True, nogil=True)

@@ -40,7 +40,7 @@ class NumericIndex(NamedTuple):
 
 
 def no_numeric() -> NumericIndex:
-    return NumericIndex(np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.int32))
+    return NumericIndex(column=np.zeros(0, np.int32), base=np.zeros(0, np.int32), end=np.zeros(0, np.int32))
 
 
 def numeric_index(n_atoms: int, base, end) -> NumericIndex:
@@ -52,7 +52,7 @@ def numeric_index(n_atoms: int, base, end) -> NumericIndex:
     column = np.full(n_atoms, -1, dtype=np.int32)
     for c, (lo, hi) in enumerate(zip(base.tolist(), end.tolist())):
         column[lo:hi] = c
-    return NumericIndex(column, base, end)
+    return NumericIndex(column=column, base=base, end=end)
 
 
 def bin_uppers(values, max_bins: int = MAX_BINS) -> np.ndarray:

@@ -147,7 +147,8 @@ def bitmask_index(forest) -> BitmaskIndex:
     defaults, feature_ptr, entry_tree, entry_mask, state_mask, slot_value = _bitmask_tables(
         nodes, forest.roots, (lo, hi, zero), n_words)
     state_sensitive = np.bitwise_or.reduce(~state_mask, axis=1) if len(state_mask) else state_mask[:, 0]
-    return BitmaskIndex(defaults, feature_ptr, entry_tree, entry_mask, state_mask, state_sensitive, slot_value)
+    return BitmaskIndex(defaults=defaults, feature_ptr=feature_ptr, entry_tree=entry_tree, entry_mask=entry_mask,
+                        state_mask=state_mask, state_sensitive=state_sensitive, slot_value=slot_value)
 
 
 @njit(cache=True, nogil=True)

@@ -86,8 +86,9 @@ def partition_index(forest, dense_share: int = None, numeric: NumericIndex = Non
     column = np.where(is_split, column_of[np.where(is_split, feature, 0)] if len(tested) else -1, -1).astype(np.int32)
     chain, words, chain_leaf = _partition_index(nodes, forest.roots, max(1, (states.shape[1] + 63) // 64))
     dense_of, dense = dense_leaves(forest.vectors, DENSE_SHARE if dense_share is None else dense_share)
-    return PartitionIndex(column_of, column, chain, words, nodes.value[chain_leaf], chain_leaf, dense_of, dense,
-                          num_column, bin_lo, bin_hi, numeric)
+    return PartitionIndex(column_of=column_of, column=column, chain=chain, state_words=words,
+                          chain_value=nodes.value[chain_leaf], chain_leaf=chain_leaf, dense_of=dense_of, dense=dense,
+                          num_column=num_column, bin_lo=bin_lo, bin_hi=bin_hi, numeric=numeric)
 
 
 @njit(cache=True, nogil=True)
@@ -210,8 +211,8 @@ def partition_potentials(rows, forest, index, cells, allowed, block_rows, scaled
     n_sums = n if shared else 0
     n_words = max(1, (S + 63) // 64)
     # (np.empty: every cell is written before it is read; untouched pages cost nothing)
-    sums = GroupSums(np.empty((n_sums, K), dtype=np.float32), np.empty(n_sums, dtype=np.int64),
-                     np.empty(n_sums, dtype=np.int64))
+    sums = GroupSums(base=np.empty((n_sums, K), dtype=np.float32), count=np.empty(n_sums, dtype=np.int64),
+                     off=np.empty(n_sums, dtype=np.int64))
     pool = np.empty((GROUPS * n_sums + 1, K), dtype=np.float32)
     pool_mask = np.empty((GROUPS * n_sums + 1, n_words), dtype=np.uint64)
     gid = np.empty(S, dtype=np.int64)
@@ -225,9 +226,10 @@ def partition_potentials(rows, forest, index, cells, allowed, block_rows, scaled
         acc[:] = 0.0
         m = r1 - r0
         sums.base[:m] = 0.0
-        pool, pool_mask = _partition_block(acc, GroupSums(sums.base[:m], sums.count[:m], sums.off[:m]),
+        pool, pool_mask = _partition_block(acc, GroupSums(base=sums.base[:m], count=sums.count[:m], off=sums.off[:m]),
                                            pool, pool_mask, chunk, forest, index,
-                                           Cells(is_start[r0:r1], start_states, other_states, mask_class),
+                                           Cells(is_start=is_start[r0:r1], start_states=start_states,
+                                                 other_states=other_states, mask_class=mask_class),
                                            max_depth)
         if shared and scaled:
             values = _grouped_rows(sums, pool, pool_mask, r0, r1, is_start, allowed, mask_class, values, start,
@@ -250,7 +252,7 @@ def partition_potentials(rows, forest, index, cells, allowed, block_rows, scaled
             start[r0 + 1:r1 + 1] = start[r0] + P.start[1:]
             group[r0:r1] = P.group
             c[r0:r1] = P.c
-    return phi, Potentials(values[:start[T]], start, group, c)
+    return phi, Potentials(values=values[:start[T]], start=start, group=group, c=c)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -387,8 +389,8 @@ def _settle_shared(base, item, mask, n_items, index, vectors, log, n_events, at,
     n_rows = base.shape[0]
     n_logged = log.ptr[n_events]
     if n_events + n_rows + 2 > log.row.shape[0] or n_logged + n_items > log.leaf.shape[0]:
-        log = SplitLog(with_room(log.row, n_events + n_rows + 2), with_room(log.ptr, n_events + n_rows + 2),
-                       with_room(log.leaf, n_logged + n_items), with_room(log.mask, n_logged + n_items))
+        log = SplitLog(row=with_room(log.row, n_events + n_rows + 2), ptr=with_room(log.ptr, n_events + n_rows + 2),
+                       leaf=with_room(log.leaf, n_logged + n_items), mask=with_room(log.mask, n_logged + n_items))
     n_whole = 0
     for t in range(n_rows):
         if item[t, WHOLE]:
@@ -606,8 +608,8 @@ def _partition_block(acc, sums, pool, pool_mask, rows, forest, index, cells, max
     any_start = _any_label(start_states)
     any_other = _any_label(other_states)
     n_log = T // 4 + 16 if sums.off.shape[0] else 0  # (no rows for a per-label forest)
-    log = SplitLog(np.empty(n_log, dtype=np.int32), np.zeros(n_log, dtype=np.int64), np.empty(n_log, dtype=np.int64),
-                   np.empty((n_log, n_words), dtype=np.uint64))
+    log = SplitLog(row=np.empty(n_log, dtype=np.int32), ptr=np.zeros(n_log, dtype=np.int64),
+                   leaf=np.empty(n_log, dtype=np.int64), mask=np.empty((n_log, n_words), dtype=np.uint64))
     n_events = np.int64(0)  # not 0: see partition_potentials
     whole_at = np.empty(T if sums.off.shape[0] else 0, dtype=np.int64)  # _settle_shared's scratch
     whole_leaf = np.empty(T if sums.off.shape[0] else 0, dtype=np.int64)

@@ -30,9 +30,10 @@ class WalkScratch(NamedTuple):
 
 @njit(cache=True, nogil=True)
 def _walk_scratch(max_depth, n_states, n_nodes):
-    binary = NumericIndex(np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.int32))
-    return WalkScratch(np.empty(max_depth + 1, dtype=np.int64), np.empty((max_depth + 1, n_states), dtype=np.bool_),
-                       np.empty(max_depth + 1), np.empty(n_nodes, dtype=np.int64), np.empty(n_nodes), binary)
+    binary = NumericIndex(column=np.zeros(0, np.int32), base=np.zeros(0, np.int32), end=np.zeros(0, np.int32))
+    return WalkScratch(stack=np.empty(max_depth + 1, dtype=np.int64),
+                       masks=np.empty((max_depth + 1, n_states), dtype=np.bool_), weights=np.empty(max_depth + 1),
+                       leaf=np.empty(n_nodes, dtype=np.int64), share=np.empty(n_nodes), binary=binary)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -178,7 +179,8 @@ def _forest_scratch(forest, n_states):
         n_nodes = max(n_nodes, forest.roots[i + 1] - forest.roots[i])
     scratch = _walk_scratch(max_depth, n_states, n_nodes)
     n_all = forest.nodes.kind.shape[0]
-    return scratch, ForestWalk(np.empty(n_all, dtype=np.int64), np.empty(n_all, dtype=np.int64), np.empty(n_all))
+    return scratch, ForestWalk(tree=np.empty(n_all, dtype=np.int64), leaf=np.empty(n_all, dtype=np.int64),
+                               weight=np.empty(n_all))
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -219,7 +221,7 @@ def forest_leaves(at, rows, forest, missing, n_states):
         weight[a:a + m] = out.weight[:m]
         ptr[i + 1] = a + m
     n = ptr[at.shape[0]]
-    return ptr, ForestWalk(tree[:n].copy(), leaf[:n].copy(), weight[:n].copy())
+    return ptr, ForestWalk(tree=tree[:n].copy(), leaf=leaf[:n].copy(), weight=weight[:n].copy())
 
 
 @njit(cache=True, nogil=True)

@@ -130,8 +130,8 @@ def path_tables(forest) -> PathTables:
     inner = np.flatnonzero((nodes.kind == FEATURE) | (nodes.kind == STATE))
     parent[root_of[inner] + nodes.yes[inner]] = inner
     parent[root_of[inner] + nodes.no[inner]] = inner
-    return PathTables(parent.tolist(), nodes.kind.tolist(), nodes.no.tolist(), nodes.feature.tolist(),
-                      roots.tolist())
+    return PathTables(parent=parent.tolist(), kind=nodes.kind.tolist(), no=nodes.no.tolist(),
+                      feature=nodes.feature.tolist(), root=roots.tolist())
 
 
 def potential_parts(forest, rows, t: int, walk, s: int, k: int, feature_names, classes, allowed: np.ndarray,
@@ -169,7 +169,7 @@ def potential_parts(forest, rows, t: int, walk, s: int, k: int, feature_names, c
                     present.append(feature_names[f] + ("" if f in row else " (missing, routed here)"))
             child = node
         rule = conditions(present[::-1], absent[::-1], feature_names, nodes.states[leaf], state_names, allowed[:, k])
-        parts.append(Part(tree, float(weight * value), rule))
+        parts.append(Part(tree=tree, value=float(weight * value), rule=rule))
     return parts
 
 
@@ -207,7 +207,8 @@ def explain_sequence(forest, rows, missing, start: int, ids, feature_names, clas
         here = [column[ptr[i]:ptr[i + 1]] for column in walk]
         parts = potential_parts(forest, rows, int(at[i]), here, s, int(k), feature_names, classes, allowed, tables)
         potential = float(phi[i, s, k]) if allowed[s, k] else -np.inf
-        out.append(Explanation(classes[k], None if i == 0 else classes[ids[i - 1]], potential, parts))
+        out.append(Explanation(label=classes[k], previous=None if i == 0 else classes[ids[i - 1]], potential=potential,
+                               parts=parts))
     return out
 
 

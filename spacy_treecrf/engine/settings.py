@@ -102,7 +102,8 @@ class BoostParams:
         "position_mean", "`position_mean`: ΣΔ / (λ + the leaf's positions), so a leaf that spans all previous "
                          "states moves each position by its gradient I(y = k) − P(y = k); `mean`: the paper's "
                          "ΣΔ / (λ + N) over the leaf's N (position, previous state) cells; `newton`: "
-                         "ΣΔ / (λ + ΣP(1 − P)) clipped to [−1, 1], one Newton step on the CRF loss (`loss = \"crf\"`)")
+                         "ΣΔ / (λ + ΣP(1 − P)) clipped to [−1, 1], one Newton step on the CRF loss "
+                         "(`loss = \"crf\"`)")
     label_splits: str = setting(
         "fallback", "`fallback`: a leaf splits on the previous label only where no feature split gains (a row goes "
                     "down both sides of a label split its previous labels straddle, so this tags much faster); "

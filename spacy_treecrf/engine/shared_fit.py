@@ -65,7 +65,7 @@ class SharedTreeFit:
         position, leaf, weight = walk_moves(positions, rows, tree, routing, tree_depth(tree.yes, tree.no))
         order = np.lexsort((position, leaf))
         length = np.bincount(leaf, minlength=len(tree.kind)).astype(np.int64)
-        return Segments(position[order], np.cumsum(length) - length, length, weight[order])
+        return Segments(pos=position[order], start=np.cumsum(length) - length, length=length, share=weight[order])
 
     def _shared_target(self, passes, positions) -> Target:
         """A shared tree's Target: the residuals of all labels along the top principal directions of the
@@ -111,14 +111,15 @@ class SharedTreeFit:
         T, S = len(self.y), self.allowed.shape[0]
         allowed_any = np.ascontiguousarray(self.allowed.any(axis=1))
         if self.params.loss in ("crf", "rank"):
-            return Target(np.zeros((T, S, 0)), self.is_start, allowed_any, self._low_rank(passes, W))
+            return Target(D=np.zeros((T, S, 0)), is_start=self.is_start, allowed_k=allowed_any,
+                          low=self._low_rank(passes, W))
         big = T * S * W.shape[1] * 8 > PROJECTED_BYTES
         projected = np.empty((T, S, W.shape[1]), dtype=np.float32 if big else np.float64)
 
         def project(a, D):
             np.matmul(D, W, out=projected[a:a + len(D)])
         self._over_residuals(passes, project)
-        return Target(projected, self.is_start, allowed_any)
+        return Target(D=projected, is_start=self.is_start, allowed_k=allowed_any)
 
     def _low_rank(self, passes, W: np.ndarray) -> LowRank:
         """The LowRank of the CRF or rank loss's residuals projected on W (K x d): a d-vector per row of the
@@ -138,8 +139,8 @@ class SharedTreeFit:
         in_chunks(self.seq_starts, self.params.threads, chunk)
         coef = np.repeat(self.partial, np.diff(self.seq_starts)).astype(np.float64)
         gold = np.where((coef == 0.0) & ~self.is_start, weight, 0.0)
-        return LowRank(self.P.start, self.P.group, free, clamped, passes.free.alpha, passes.clamped.alpha, coef, self.y,
-                       gold, W)
+        return LowRank(start=self.P.start, group=self.P.group, free=free, clamped=clamped, alpha=passes.free.alpha,
+                       calpha=passes.clamped.alpha, coef=coef, y=self.y, gold=gold, W=W)
 
     def _leaf_vectors(self, passes, tree: Tree, segments, lam: float) -> np.ndarray:
         """nodes x K: every label's leaf_values over the cells of each leaf of a shared tree."""

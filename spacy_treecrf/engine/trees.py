@@ -73,9 +73,10 @@ def concat_trees(trees) -> Tree:
 
 def empty_tree(n_states: int, n_surrogates: int, width: int = 0) -> Tree:
     """A tree of no nodes; ``width``: its leaf vectors' (Tree.vector)."""
-    return Tree(np.zeros(0, np.int8), np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.int32),
-                np.zeros(0), np.zeros(0), np.zeros((0, n_states), np.bool_), np.zeros((0, n_surrogates), np.int32),
-                np.zeros((0, n_surrogates), np.bool_), np.zeros((0, width)))
+    return Tree(kind=np.zeros(0, np.int8), feature=np.zeros(0, np.int32), yes=np.zeros(0, np.int32),
+                no=np.zeros(0, np.int32), value=np.zeros(0), count=np.zeros(0),
+                states=np.zeros((0, n_states), np.bool_), surr_feature=np.zeros((0, n_surrogates), np.int32),
+                surr_same=np.zeros((0, n_surrogates), np.bool_), vector=np.zeros((0, width)))
 
 
 class LeafVectors(NamedTuple):
@@ -92,14 +93,15 @@ def sparse_vectors(vector: np.ndarray) -> LeafVectors:
     """The LeafVectors of dense leaf vectors (nodes x W; W = 0: none)."""
     nodes, labels = np.nonzero(vector) if vector.shape[1] else (np.zeros(0, np.int64), np.zeros(0, np.int64))
     ptr = np.concatenate([[0], np.cumsum(np.bincount(nodes, minlength=vector.shape[0]))]).astype(np.int64)
-    return LeafVectors(ptr, labels.astype(np.int32), np.ascontiguousarray(vector[nodes, labels], dtype=np.float64))
+    return LeafVectors(ptr=ptr, label=labels.astype(np.int32),
+                       value=np.ascontiguousarray(vector[nodes, labels], dtype=np.float64))
 
 
 def concat_vectors(parts) -> LeafVectors:
     """LeafVectors of several node ranges end to end."""
     offsets = np.cumsum([0] + [p.ptr[-1] for p in parts[:-1]])
-    return LeafVectors(np.concatenate([parts[0].ptr[:1]] + [p.ptr[1:] + o for p, o in zip(parts, offsets)]),
-                       np.concatenate([p.label for p in parts]), np.concatenate([p.value for p in parts]))
+    return LeafVectors(ptr=np.concatenate([parts[0].ptr[:1]] + [p.ptr[1:] + o for p, o in zip(parts, offsets)]),
+                       label=np.concatenate([p.label for p in parts]), value=np.concatenate([p.value for p in parts]))
 
 
 def tree_depth(yes, no) -> int:
@@ -132,7 +134,8 @@ class MissingIndex(NamedTuple):
 
 
 def no_missing() -> MissingIndex:
-    return MissingIndex(np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32), 0)
+    return MissingIndex(indptr=np.zeros(1, np.int64), indices=np.zeros(0, np.int32), fvar=np.zeros(0, np.int32),
+                        n_vars=0)
 
 
 @njit(cache=True, nogil=True)
@@ -190,9 +193,9 @@ class LowRank(NamedTuple):
     W: np.ndarray
 
 
-NO_LOW_RANK = LowRank(np.zeros(1, np.int64), np.zeros((0, 0), np.int32), np.zeros((0, 0)), np.zeros((0, 0)),
-                      np.zeros((0, 0)), np.zeros((0, 0)), np.zeros(0), np.zeros(0, np.int32), np.zeros(0),
-                      np.zeros((0, 0)))
+NO_LOW_RANK = LowRank(start=np.zeros(1, np.int64), group=np.zeros((0, 0), np.int32), free=np.zeros((0, 0)),
+                      clamped=np.zeros((0, 0)), alpha=np.zeros((0, 0)), calpha=np.zeros((0, 0)), coef=np.zeros(0),
+                      y=np.zeros(0, np.int32), gold=np.zeros(0), W=np.zeros((0, 0)))
 
 
 class Target(NamedTuple):

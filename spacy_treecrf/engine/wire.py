@@ -84,8 +84,9 @@ def decode_steps(floats, ints):
         for row in range(3):
             for s in range(S):
                 states[row, s] = ints[c + STEP_FIELDS + row * S + s] != 0
-        steps.append(Step(ints[c + 1], ints[c + 2], ints[c + 3], ints[c + 4], ints[c + 5], ints[c + 6],
-                          ints[c + 7] != 0, ints[c + 8] != 0, states, floats[i]))
+        steps.append(Step(kind=ints[c + 1], node=ints[c + 2], a=ints[c + 3], b=ints[c + 4], feature=ints[c + 5],
+                          scan=ints[c + 6], with_states=ints[c + 7] != 0, with_hist=ints[c + 8] != 0, states=states,
+                          share=floats[i]))
         c += STEP_FIELDS + 3 * S
     return which, steps
 
@@ -156,7 +157,7 @@ def decode_packed(floats, ints):
         f += m * d
         hn = floats[f:f + m]
         f += m
-        out.append(Packed(g, w, count, r, sums_n, ids, hg, hn))
+        out.append(Packed(g=g, w=w, count=count, r=r, n=sums_n, ids=ids, hg=hg, hn=hn))
     return out
 
 
