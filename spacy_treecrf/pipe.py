@@ -39,13 +39,13 @@ from .engine.numeric import NumericIndex, numeric_index
 from .engine.predict_partition import partition_potentials
 from .engine.memory import check_training_memory
 from .engine.rules import Explanation
-from .doc_scores import (NBEST_KEY, SCORES_KEY, BatchSpans, bio_span_arrays, bio_spans,  # noqa: F401 (API)
-                         per_sequence, sequence_bio_spans, spans_per_sequence, token_key)
+from .doc_scores import NBEST_KEY, SCORES_KEY, bio_span_arrays, per_sequence, spans_per_sequence, token_key
+from .doc_scores import bio_spans, sequence_bio_spans  # noqa: F401 (imported from here by scripts and tests)
 from .features import readable_test, window_features  # noqa: F401 (registers the features)
 from .errors import Errors, Warnings
 from .model import Columns, EngineRows, SequenceModel, load
 from .round_feeder import Entry, RoundFeeder, example_digest, extensions_read
-from .targets import TARGETS, Target, make_target, target_class  # noqa: F401 (TARGETS: API)
+from .targets import Target, make_target, target_class
 
 ROUND_EVERY = ("corpus", "batch")
 MAX_ROUNDS_PER_PASS = 100  # beyond this a pass is the estimator's whole fit: a typo more likely than a plan
@@ -723,8 +723,7 @@ def _check_rounds_per_pass(rounds) -> None:
 def _check_loaded_cfg(cfg: dict) -> None:
     """The settings a model file carries, checked as the constructor checks them."""
     kinds = {"spans_key": str, "token_attr": str, "decode": str, "constrain_bio": bool, "store_scores": bool,
-             "n_best": int, "overwrite": bool, "round_every": str, "rounds_per_pass": int, "rounds": int,
-             "corpus_size": int}
+             "n_best": int, "overwrite": bool, "round_every": str, "rounds_per_pass": int, "corpus_size": int}
     for key, typ in kinds.items():
         if key in cfg and (not isinstance(cfg[key], typ) or (typ is int and isinstance(cfg[key], bool))):
             raise ValueError(Errors.E110.format(key=key, type_name=typ.__name__, cfg=cfg[key]))
@@ -736,7 +735,6 @@ def _check_loaded_cfg(cfg: dict) -> None:
         _check_n_best(cfg["n_best"])
     if "rounds_per_pass" in cfg:
         _check_rounds_per_pass(cfg["rounds_per_pass"])
-    for key in ("rounds", "corpus_size"):
-        if key in cfg and cfg[key] < 0:
-            raise ValueError(Errors.E110.format(key=key, type_name="non-negative int", cfg=cfg[key]))
+    if cfg.get("corpus_size", 0) < 0:  # (the rounds are the model's: model.load checks them)
+        raise ValueError(Errors.E110.format(key="corpus_size", type_name="non-negative int", cfg=cfg["corpus_size"]))
     target_class(cfg["target"]).check_settings(cfg.get("spans_key", "x"), cfg.get("token_attr", "x"))
