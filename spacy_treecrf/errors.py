@@ -319,6 +319,11 @@ class Errors(metaclass=_WithCodes):
             "{what}")
     E215 = ("allowed_transitions='bio' needs BIO labels (O, B-X, I-X: upper-case B- and I- and a type), got {label!r} "
             "({type_name}); give the pairs allowed for another scheme (BIOES, lower case) as allowed_transitions")
+    E223 = ("{where}: no labelling the transition constraints allow agrees with the labels known there and before "
+            "it ({known}); give known labels that can follow one another (an I-X only after B-X or I-X, a sequence's "
+            "first label one that may start it)")
+    E224 = ("{where}: the known label {label!r} is not one of the model's labels {labels}; give a label it knows, or "
+            "None where the label is unknown")
     E216 = ("{name}.explain_span: the span must be a labelled Span of at least one token (an entity or chunk of the "
             "doc), got {span}")
     E217 = ("Model trees: a leaf value of {value:g} lies outside +/-{bound:g}, the most a boosting round can move a "

@@ -22,7 +22,7 @@ from .engine.rules import Explanation
 from .engine.sparse import pairs_to_rows, window_rows
 from .engine.transitions import transitions_allowed
 from .engine import missing
-from .model import Columns, EngineRows, SequenceModel, is_label, load
+from .model import Columns, Confidence, EngineRows, Known, SequenceModel, is_label, load
 from .errors import Errors, Warnings, excerpt
 
 Position = Union[Dict[str, object], Iterable[str]]
@@ -711,28 +711,44 @@ class TreeCRF:
         if self.crf_ is None:
             raise ValueError(Errors.E056)
 
-    def _decoded(self, X, method: str, n_best: int = 0):
-        """SequenceModel.decode of sequences X, and their sequence offsets."""
+    def _decoded(self, X, method: str, n_best: int = 0, known=None, scores: bool = False):
+        """SequenceModel.decode of sequences X (given the ``known`` labels), and their sequence offsets."""
         self._check_fitted()
-        rows = self._rows(as_sequences(X, "X"))
-        return self.crf_.decode(rows, method, n_best=n_best), rows.seq_starts.tolist()
+        X = as_sequences(X, "X")
+        rows = self._rows(X)
+        return (self.crf_.decode(rows, method, scores, n_best, known_labels(self.crf_, X, known)),
+                rows.seq_starts.tolist())
 
-    def predict(self, X) -> List[List[str]]:
-        decoded, bounds = self._decoded(X, self.decode)
+    def predict(self, X, known=None) -> List[List[str]]:
+        """The labels of each sequence of X (``decode``: the most probable labelling, or each position's most
+        probable label). ``known``: a label or None per position of X, one list per sequence: the labelling is
+        the best among those that agree with the known labels (E223 where the allowed transitions leave none)."""
+        decoded, bounds = self._decoded(X, self.decode, known=known)
         labels = [self.classes_[k] for k in decoded.ids.tolist()]  # (python ints: indexing with numpy's costs 3x)
         return [labels[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
-    def predict_marginals(self, X) -> List[List[Dict[str, float]]]:
-        decoded, bounds = self._decoded(X, "marginal")
+    def predict_marginals(self, X, known=None) -> List[List[Dict[str, float]]]:
+        """Per position, each label's marginal probability P(y_t = label | X), given the ``known`` labels (as
+        ``predict``'s) where there are some."""
+        decoded, bounds = self._decoded(X, "marginal", known=known)
         return [[dict(zip(self.classes_, map(float, row))) for row in decoded.gamma[a:b]]
                 for a, b in zip(bounds[:-1], bounds[1:])]
 
-    def predict_nbest(self, X, n: int = 5) -> List[List[Tuple[List, float]]]:
+    def predict_confidence(self, X, known=None) -> Confidence:
+        """How sure the model is of each sequence's predicted labelling (``predict``'s), for choosing what to
+        annotate next: a Confidence of arrays with one value per sequence (model.py): ``probability`` of the
+        labelling, ``least_marginal`` (the weakest position's marginal of its predicted label) and
+        ``mean_entropy`` (nats per position); all given the ``known`` labels where there are some. The least
+        probable sequences are the ones to label first: ``np.argsort(conf.probability)[:n]``."""
+        return self._decoded(X, self.decode, known=known, scores=True)[0].confidence
+
+    def predict_nbest(self, X, n: int = 5, known=None) -> List[List[Tuple[List, float]]]:
         """Per sequence, its n most probable label sequences with their probabilities P(Y | X), best first (exact:
-        k-best Viterbi and the forward pass's Z; fewer where the transition constraints allow fewer paths)."""
+        k-best Viterbi and the forward pass's Z; fewer where the transition constraints allow fewer paths). Given
+        ``known`` labels, the n most probable of the labellings that agree with them, with P(Y | X, known)."""
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= MAX_NBEST:
             raise ValueError(Errors.E165.format(n=n, maximum=MAX_NBEST))
-        decoded, bounds = self._decoded(X, "viterbi", n_best=int(n))
+        decoded, bounds = self._decoded(X, "viterbi", n_best=int(n), known=known)
         paths, logp = decoded.nbest
         return [[([self.classes_[k] for k in paths[r, a:b]], float(np.exp(logp[q, r])))
                  for r in range(int(n)) if np.isfinite(logp[q, r])]
@@ -794,6 +810,20 @@ class TreeCRF:
             setattr(self, name, value)
         self.crf_, self.features, self.window_ = crf_, features, window
         return self
+
+
+def known_labels(crf_: SequenceModel, X: list, known) -> Optional[Known]:
+    """The Known of ``known`` labels for sequences X (a label or None per position; None: nothing is known), its
+    errors naming ``known[q][t]``."""
+    if known is None:
+        return None
+    known = as_sequences(known, "known")
+    check_sequences(X, known, "X", "known", call="predict")
+
+    def where(q: int, t: int) -> str:
+        return f"known[{q}][{t}]"
+    permitted = crf_.permitted(known, where)
+    return None if permitted is None else Known(permitted, where)
 
 
 def check_settings(est: "TreeCRF") -> None:

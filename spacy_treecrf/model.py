@@ -24,7 +24,7 @@ import numpy as np
 from .engine import booster as boost
 from .engine.chunks import forward_backward, viterbi
 from .engine import crf, missing, serialize
-from .engine.ensemble import DevCache, Ensemble
+from .engine.ensemble import DevCache, Ensemble, potentials_to_scaled
 from .engine.settings import BoostParams
 from .engine.crf import ForwardBackward
 from .engine.missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
@@ -35,6 +35,7 @@ from .engine.trees import no_missing
 from .errors import Errors
 
 MODEL_KIND = "model"  # the envelope's kind of a version 5 file, whichever front end wrote it
+CLAMP_CELLS = 1 << 22  # raw potentials (float64 cells) a block of sequences with known labels is decoded from
 FRONT_ENDS = {"component": "treecrf", "estimator": "TreeCRF"}  # front end -> the kind its files had before
 
 
@@ -47,16 +48,44 @@ class EngineRows(NamedTuple):
     seq_starts: np.ndarray
     missing: Optional[MissingRows]
 
+    def part(self, q0: int, q1: int) -> "EngineRows":
+        """The rows of sequences q0:q1."""
+        a, b = int(self.seq_starts[q0]), int(self.seq_starts[q1])
+        return EngineRows(self.indptr[a:b + 1] - self.indptr[a], self.indices[self.indptr[a]:self.indptr[b]],
+                          self.seq_starts[q0:q1 + 1] - a, None if self.missing is None else self.missing.part(a, b))
+
+
+class Known(NamedTuple):
+    """What is known of a batch's labels before it is decoded: ``permitted`` (positions x labels, bool) holds the
+    labels each position may take (every label where nothing is known, one where the label is, all but some where
+    only those are ruled out, as after a preset entity: its I- cannot continue past it); ``where(q, t)`` names
+    position t of sequence q in the front end's words, for the error when no allowed path agrees with them."""
+    permitted: np.ndarray
+    where: Callable[[int, int], str]
+
+
+class Confidence(NamedTuple):
+    """How sure the model is of each sequence's predicted labelling (float64, one value a sequence), for choosing
+    what to annotate next: ``probability``, P(the predicted labelling | the input and what was known);
+    ``least_marginal``, the smallest marginal probability of a predicted label (the weakest token); and
+    ``mean_entropy``, the per-token entropy of the marginals (nats), averaged over the sequence. An empty sequence
+    is certain (1, 1, 0)."""
+    probability: np.ndarray
+    least_marginal: np.ndarray
+    mean_entropy: np.ndarray
+
 
 class Decoded(NamedTuple):
     """SequenceModel.decode's results: label ids per position (int32), the batch's scaled Potentials, and where
     asked for, the forward-backward pass (its alpha, beta, scale and log Z), the marginals (positions x labels,
-    float64) and the n best paths ((n x positions) label ids and (sequences x n) log probabilities, crf.nbest)."""
+    float64), the n best paths ((n x positions) label ids and (sequences x n) log probabilities, crf.nbest) and
+    the Confidence of the predicted labelling. Given known labels, all of them are conditional on those."""
     ids: np.ndarray
     potentials: crf.Potentials
     fb: Optional[ForwardBackward]
     gamma: Optional[np.ndarray]
     nbest: Optional[Tuple[np.ndarray, np.ndarray]]
+    confidence: Optional[Confidence] = None
 
 
 class Columns(NamedTuple):
@@ -131,10 +160,86 @@ class SequenceModel:
                 "the start of the sequence" if prev < 0 else repr(self.labels[prev])), fix=fix))
 
     # ---- training --------------------------------------------------------------------------------------------
-    def potentials(self, rows: EngineRows) -> crf.Potentials:
-        """The scaled Potentials of the rows under the trees and the transition mask."""
-        return self.ensemble.scaled_potentials(rows.indptr, rows.indices, self.allowed, rows.seq_starts,
-                                               self.params.threads, rows.missing)
+    def potentials(self, rows: EngineRows, alive: Optional[np.ndarray] = None,
+                   restricted: Optional[np.ndarray] = None) -> crf.Potentials:
+        """The scaled Potentials of the rows under the trees and the transition mask; with ``alive`` (positions x
+        labels, crf.agreeing_labels) those of the ``restricted`` sequences (bool, per sequence) hold only the cells
+        of paths that agree with what is known (crf.clamp_potentials), scaled anew from the raw potentials, so no
+        agreeing path is lost to underflow next to a much likelier path the known labels rule out."""
+        P = self.ensemble.scaled_potentials(rows.indptr, rows.indices, self.allowed, rows.seq_starts,
+                                            self.params.threads, rows.missing)
+        if alive is None or not restricted.any():
+            return P
+        starts = rows.seq_starts
+        budget = max(1, CLAMP_CELLS // self.allowed.size)  # positions a block of raw potentials holds
+        parts, q, n_seq = [], 0, len(starts) - 1
+        while q < n_seq:
+            q1 = q + 1
+            if restricted[q]:
+                while q1 < n_seq and restricted[q1] and starts[q1 + 1] - starts[q] <= budget:
+                    q1 += 1
+                parts.append(self._clamped(rows.part(q, q1), alive[starts[q]:starts[q1]]))
+            else:
+                while q1 < n_seq and not restricted[q1]:
+                    q1 += 1
+                parts.append(crf.part(P, int(starts[q]), int(starts[q1])))
+            q = q1
+        return crf.join(parts)
+
+    def _clamped(self, rows: EngineRows, alive: np.ndarray) -> crf.Potentials:
+        """The Potentials of the rows restricted to ``alive``'s labels (see ``potentials``)."""
+        T = len(rows.indptr) - 1
+        if self.n_trees:
+            phi = self.ensemble.potentials(rows.indptr, rows.indices, self.params.threads, rows.missing,
+                                           valid=(self.allowed, rows.seq_starts))
+        else:
+            phi = np.zeros((T,) + self.allowed.shape)
+        crf.clamp_potentials(phi, alive, crf.start_mask(rows.seq_starts, T))
+        return potentials_to_scaled(phi, self.allowed, rows.seq_starts)
+
+    def agreeing(self, known: Known, seq_starts: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """(alive, restricted): the labels on some allowed path that agrees with ``known`` (positions x labels,
+        crf.agreeing_labels) and the sequences where something is known. E223 names the first position that no
+        such path reaches."""
+        permitted = np.ascontiguousarray(known.permitted, dtype=np.bool_)
+        seq_starts = np.asarray(seq_starts, dtype=np.int64)
+        ruled_out = np.concatenate([[0], np.cumsum(~permitted.all(axis=1))])
+        restricted = ruled_out[seq_starts[1:]] > ruled_out[seq_starts[:-1]]
+        alive, dead = crf.agreeing_labels(permitted, seq_starts, self.allowed)
+        bad = np.flatnonzero(dead >= 0)
+        if len(bad):
+            q = int(bad[0])
+            a, t = int(seq_starts[q]), int(seq_starts[q] + dead[q])
+            shown = [i for i in range(a, t + 1) if not permitted[i].all()][-3:]
+            words = "; ".join(f"{known.where(q, i - a)}: {self._permitted_words(permitted[i])}" for i in shown)
+            raise ValueError(Errors.E223.format(where=known.where(q, t - a), known=words))
+        return alive, restricted
+
+    def _permitted_words(self, row: np.ndarray) -> str:
+        """A position's permitted labels in words: the label, one of a few, or all but a few."""
+        allowed = [self.labels[k] for k in np.flatnonzero(row)]
+        ruled_out = [self.labels[k] for k in np.flatnonzero(~row)]
+        if len(allowed) <= len(ruled_out):
+            return repr(allowed[0]) if len(allowed) == 1 else f"one of {allowed}"
+        return f"any label but {ruled_out}"
+
+    def permitted(self, labels_per_sequence, where: Callable[[int, int], str]) -> Optional[np.ndarray]:
+        """The ``permitted`` table (Known) of known labels given as a label or None per position (None: unknown):
+        None when nothing is known. E224 names a label the model does not know."""
+        index = {label: k for k, label in enumerate(self.labels)}
+        flat = [label for labels in labels_per_sequence for label in labels]
+        permitted = np.ones((len(flat), len(self.labels)), dtype=np.bool_)
+        t = 0
+        for q, labels in enumerate(labels_per_sequence):
+            for i, label in enumerate(labels):
+                if label is not None:
+                    k = index.get(label) if is_label(label) else None
+                    if k is None:
+                        raise ValueError(Errors.E224.format(where=where(q, i), label=label, labels=self.labels))
+                    permitted[t] = False
+                    permitted[t, k] = True
+                t += 1
+        return permitted if not permitted.all() else None
 
     def trainer(self, rows: EngineRows, y: np.ndarray, scheduler=None) -> boost.Trainer:
         """A Trainer over the rows (labels ``y``, int32, -1 unknown), in this process or on a Dask ``scheduler``'s
@@ -162,12 +267,18 @@ class SequenceModel:
                              self.fill if fill is None else fill, ensemble, self.rounds)
 
     # ---- prediction ------------------------------------------------------------------------------------------
-    def decode(self, rows: EngineRows, method: str, scores: bool = False, n_best: int = 0) -> Decoded:
+    def decode(self, rows: EngineRows, method: str, scores: bool = False, n_best: int = 0,
+               known: Optional[Known] = None) -> Decoded:
         """Label ids by Viterbi or per-position marginal argmax (``method``); with ``scores`` or ``n_best`` also the
-        forward-backward pass and the marginals, and the n_best most probable paths."""
-        P = self.potentials(rows)
+        forward-backward pass, the marginals and the Confidence, and the n_best most probable paths. With
+        ``known`` labels, decoding is restricted to the allowed paths that agree with them (E223 where none does):
+        the best such path, the marginals and the n best paths given them."""
+        alive = restricted = None
+        if known is not None:
+            alive, restricted = self.agreeing(known, rows.seq_starts)
+        P = self.potentials(rows, alive, restricted)
         threads = self.params.threads
-        fb = gamma = paths = None
+        fb = gamma = paths = sure = None
         if method == "marginal" or scores or n_best:
             fb = forward_backward(P, rows.seq_starts, np.full(len(P.c), -1, dtype=np.int32), False, threads)
             gamma = crf.marginals(fb.alpha, fb.beta)
@@ -177,7 +288,9 @@ class SequenceModel:
             ids = gamma.argmax(axis=1).astype(np.int32)
         if n_best:
             paths = crf.nbest(P, rows.seq_starts, fb.logz, int(n_best))
-        return Decoded(ids, P, fb, gamma, paths)
+        if scores:
+            sure = confidence(P, fb, gamma, rows.seq_starts, ids)
+        return Decoded(ids, P, fb, gamma, paths, sure)
 
     def span_probabilities(self, decoded: Decoded, seq_starts: np.ndarray, owner, start, end, first, inside
                            ) -> np.ndarray:
@@ -205,6 +318,26 @@ class SequenceModel:
             "front": front, "labels": self.labels, "allowed": self.allowed, "params": vars(self.params),
             "ensemble": self.ensemble.arrays(), "rounds": self.rounds, "fill": self.fill,
             "features": features, "settings": settings})
+
+
+def confidence(P: crf.Potentials, fb: ForwardBackward, gamma: np.ndarray, seq_starts: np.ndarray,
+               ids: np.ndarray) -> Confidence:
+    """The Confidence of labelling ``ids`` (positions) from its batch's decoding: the path's probability is its
+    score over Z (0 for a path the transition mask forbids, as marginal decoding can produce)."""
+    seq_starts = np.asarray(seq_starts, dtype=np.int64)
+    with np.errstate(divide="ignore"):
+        logp = crf.gold_log_score(P, seq_starts, ids) - fb.logz
+        picked = gamma[np.arange(len(ids)), ids]
+        entropy = -np.sum(np.where(gamma > 0, gamma * np.log(np.where(gamma > 0, gamma, 1.0)), 0.0), axis=1)
+    lengths = np.diff(seq_starts)
+    nonempty = lengths > 0
+    least = np.ones(len(lengths))
+    mean_entropy = np.zeros(len(lengths))
+    if len(ids):
+        least[nonempty] = np.minimum.reduceat(picked, seq_starts[:-1][nonempty])
+        mean_entropy[nonempty] = np.add.reduceat(entropy, seq_starts[:-1][nonempty]) / lengths[nonempty]
+    probability = np.where(nonempty, np.exp(np.minimum(logp, 0.0)), 1.0)
+    return Confidence(probability=probability, least_marginal=least, mean_entropy=mean_entropy)
 
 
 def load(data: bytes, front: str, owner: str, columns: Callable[[dict, BoostParams], Columns]) -> Loaded:

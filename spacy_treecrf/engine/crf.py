@@ -549,6 +549,72 @@ def scaled_potentials(phi, allowed, is_start):
     return Potentials(values=values, start=start, group=group, c=c)
 
 
+@njit(**NOGIL)
+def agreeing_labels(permitted, seq_starts, allowed):
+    """Known labels against the transition mask: ``permitted`` (T x K bool) holds the labels each position may
+    take (all where nothing is known there, one where its label is known, all but some where only some are ruled
+    out). Returns ``alive`` (T x K bool): the labels that lie on at least one path of their sequence that the mask
+    allows and that takes a permitted label everywhere, and per sequence the first position at which no such path
+    can arrive (-1 where one exists: then every position has an alive label).
+    Why both directions: a label can be permitted and reachable from the start yet lead nowhere (I-X before a known
+    B-Y is fine, I-X at the end of a sequence before nothing is too, but a known I-X after it is not), and decoding
+    restricted to the alive labels scales each position's potentials over cells that some agreeing path uses, so
+    a path the known labels force is never lost to float32 underflow next to a path they rule out."""
+    T, K = permitted.shape
+    alive = np.zeros((T, K), dtype=np.bool_)
+    n_seq = seq_starts.shape[0] - 1
+    dead = np.full(n_seq, -1, dtype=np.int64)
+    for q in range(n_seq):
+        a = seq_starts[q]
+        b = seq_starts[q + 1]
+        for t in range(a, b):  # forward: reachable from the start through permitted labels
+            found = False
+            for k in range(K):
+                ok = False
+                if permitted[t, k]:
+                    if t == a:
+                        ok = allowed[0, k]
+                    else:
+                        for j in range(K):
+                            if alive[t - 1, j] and allowed[j + 1, k]:
+                                ok = True
+                                break
+                alive[t, k] = ok
+                found = found or ok
+            if not found:
+                dead[q] = t - a
+                break
+        if dead[q] >= 0:
+            alive[a:b] = False
+            continue
+        for t in range(b - 2, a - 1, -1):  # backward: some alive label can follow
+            for j in range(K):
+                if alive[t, j]:
+                    ok = False
+                    for k in range(K):
+                        if alive[t + 1, k] and allowed[j + 1, k]:
+                            ok = True
+                            break
+                    alive[t, j] = ok
+    return alive, dead
+
+
+@njit(**NOGIL)
+def clamp_potentials(phi, alive, is_start):
+    """Raw potentials phi (T x S x K, float64) restricted in place to the cells agreeing paths use: -inf (a cell
+    scaled_potentials makes 0) for a label that is not ``alive`` (agreeing_labels) at its position, and for a
+    previous state whose label is not alive at the position before. Decoding the result is decoding conditional on
+    the known labels: Viterbi's best agreeing path, forward-backward's marginals given them and log Z over the
+    agreeing paths alone."""
+    T, S, K = phi.shape
+    for t in range(T):
+        for s in range(S):
+            dead_state = s > 0 and (is_start[t] or not alive[t - 1, s - 1])
+            for k in range(K):
+                if dead_state or not alive[t, k]:
+                    phi[t, s, k] = -np.inf
+
+
 def start_mask(seq_starts, T):
     """is_start[t]: position t opens a sequence (only the start state is valid there)."""
     is_start = np.zeros(T, dtype=np.bool_)

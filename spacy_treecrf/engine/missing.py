@@ -67,6 +67,11 @@ class MissingRows:
         """The positions with at least one missing variable."""
         return np.flatnonzero(np.diff(self.indptr) > 0).astype(np.int64)
 
+    def part(self, a: int, b: int) -> "MissingRows":
+        """The rows of positions a:b (the same variables)."""
+        return MissingRows(self.indptr[a:b + 1] - self.indptr[a], self.indices[self.indptr[a]:self.indptr[b]],
+                           self.feature_var, self.n_vars, self.known)
+
 
 def most_common_columns(indptr, indices, missing_rows: MissingRows) -> np.ndarray:
     """Imputation table: for each variable, its most common outcome at the ``missing_rows.known`` positions that

@@ -1,0 +1,232 @@
+"""Decoding around known labels (clamped decoding) against brute-force enumeration of the paths that agree with
+them, in the kernels and through the estimator; the refusals of known labels no allowed path agrees with."""
+import random
+
+import numpy as np
+import pytest
+
+from brute import all_path_scores, logsumexp, random_crf, start_positions
+from spacy_treecrf import TreeCRF
+from spacy_treecrf.engine import crf
+from spacy_treecrf.engine.ensemble import potentials_to_scaled
+
+SEEDS = range(30)
+SETTINGS = [(0.0, 2.0), (0.35, 2.0), (0.5, 6.0)]  # (probability of forbidding a transition, potential spread)
+
+
+def random_permitted(rng, T, K, p_known=0.3, p_ruled_out=0.2):
+    """Per position the labels it may take: all, one (a known label) or all but one (a label ruled out)."""
+    permitted = np.ones((T, K), dtype=bool)
+    for t in range(T):
+        u = rng.random()
+        if u < p_known:
+            permitted[t] = False
+            permitted[t, rng.integers(K)] = True
+        elif u < p_known + p_ruled_out and K > 1:
+            permitted[t, rng.integers(K)] = False
+    return permitted
+
+
+def agreeing_paths(phi, permitted, a, b):
+    """(paths, log scores) of the allowed paths of positions a:b that take a permitted label everywhere."""
+    paths, scores = all_path_scores(phi, a, b)
+    keep = np.isfinite(scores) & np.all(permitted[a + np.arange(b - a), paths], axis=1)
+    return paths[keep], scores[keep]
+
+
+def clamped(raw_phi, permitted, seq_starts, allowed):
+    """alive, dead and the clamped Potentials of raw potentials, as SequenceModel.decode makes them."""
+    alive, dead = crf.agreeing_labels(permitted, seq_starts, allowed)
+    phi = raw_phi.copy()
+    crf.clamp_potentials(phi, alive, start_positions(seq_starts, len(phi)))
+    return alive, dead, potentials_to_scaled(phi, allowed, seq_starts)
+
+
+def problems(p_forbid, spread):
+    for seed in SEEDS:
+        rng = np.random.default_rng([seed, int(p_forbid * 100), int(spread)])
+        m = random_crf(rng, K=int(rng.integers(1, 5)), p_forbid=p_forbid, scale=spread)
+        T, K = len(m["phi"]), m["K"]
+        raw = rng.normal(scale=spread, size=(T, K + 1, K))  # (what the trees give: no -inf anywhere)
+        yield rng, m, raw, random_permitted(rng, T, K)
+
+
+@pytest.mark.parametrize("p_forbid, spread", SETTINGS)
+def test_agreeing_labels_are_the_labels_of_agreeing_paths(p_forbid, spread):
+    for _, m, raw, permitted in problems(p_forbid, spread):
+        alive, dead = crf.agreeing_labels(permitted, m["seq_starts"], m["allowed"])
+        phi = np.where(m["allowed"][None], raw, -np.inf)  # the mask, as brute force scores paths
+        for q, (a, b) in enumerate(zip(m["seq_starts"][:-1], m["seq_starts"][1:])):
+            paths, _ = agreeing_paths(phi, permitted, a, b)
+            assert (dead[q] < 0) == (len(paths) > 0)
+            if len(paths):
+                for i in range(b - a):
+                    assert set(np.flatnonzero(alive[a + i])) == set(paths[:, i].tolist())
+            else:  # the first position no agreeing prefix reaches
+                prefixes = [agreeing_paths(phi, permitted, a, a + n)[0] for n in range(1, b - a + 1)]
+                assert dead[q] == next(n for n, p in enumerate(prefixes) if len(p) == 0)
+
+
+@pytest.mark.parametrize("p_forbid, spread", SETTINGS)
+def test_clamped_decoding_is_enumeration_over_the_agreeing_paths(p_forbid, spread):
+    """Viterbi's path, log Z, the marginals, the n best paths and their probabilities, given the known labels,
+    equal brute force over the allowed paths that agree with them."""
+    for _, m, raw, permitted in problems(p_forbid, spread):
+        seq_starts, allowed = m["seq_starts"], m["allowed"]
+        alive, dead, P = clamped(raw, permitted, seq_starts, allowed)
+        if np.any(dead >= 0):
+            continue
+        phi = np.where(allowed[None], raw, -np.inf)
+        fb = crf.forward_backward(P, seq_starts, np.full(len(raw), -1, dtype=np.int32), False)
+        gamma = crf.marginals(fb.alpha, fb.beta)
+        best = crf.viterbi(P, seq_starts)
+        paths, logp = crf.nbest(P, seq_starts, fb.logz, 4)
+        for q, (a, b) in enumerate(zip(seq_starts[:-1], seq_starts[1:])):
+            agreeing, scores = agreeing_paths(phi, permitted, a, b)
+            log_z = logsumexp(scores)
+            assert fb.logz[q] == pytest.approx(log_z, abs=1e-5)
+            probs = np.exp(scores - log_z)
+            for i in range(b - a):
+                expected = np.bincount(agreeing[:, i], weights=probs, minlength=m["K"])
+                np.testing.assert_allclose(gamma[a + i], expected, atol=1e-6)
+            order = np.argsort(-scores, kind="stable")
+            top = scores[order[0]]
+            assert any(np.array_equal(best[a:b], agreeing[r]) for r in order if scores[r] > top - 1e-5)
+            kept = np.flatnonzero(np.isfinite(logp[q]))
+            assert len(kept) == min(4, len(scores))
+            np.testing.assert_allclose(logp[q, kept], scores[order[:len(kept)]] - log_z, atol=1e-5)
+            for r in kept:  # each reported path agrees and is the one its probability says
+                hit = np.flatnonzero(np.all(agreeing == paths[r, a:b], axis=1))
+                assert len(hit) == 1 and scores[hit[0]] - log_z == pytest.approx(logp[q, r], abs=1e-5)
+
+
+def test_a_forced_path_far_below_the_best_is_not_lost_to_underflow():
+    """Known labels hundreds of nats against the potentials: the clamped potentials are scaled after the
+    restriction, to the cells agreeing paths use (the labels and previous labels they allow), so the path they
+    force is decoded; scaling first would leave every cell of it 0 in float32, and so would scaling position 3
+    over the rows of previous labels the known label rules out."""
+    K, T = 3, 4
+    seq_starts = np.array([0, T])
+    allowed = np.ones((K + 1, K), dtype=bool)
+    raw = np.zeros((T, K + 1, K))
+    raw[:, :, 0] = 300.0  # label 0 everywhere, by 300 nats a position ...
+    raw[3, 3] = 0.0  # ... but after label 2, where the forced path goes, nothing is favoured
+    permitted = np.ones((T, K), dtype=bool)
+    permitted[2] = [False, False, True]
+    alive, dead, P = clamped(raw, permitted, seq_starts, allowed)
+    assert np.all(dead < 0)
+    assert crf.viterbi(P, seq_starts).tolist() == [0, 0, 2, 0]
+    fb = crf.forward_backward(P, seq_starts, np.full(T, -1, dtype=np.int32), False)
+    assert np.isfinite(fb.logz[0])
+    naive = potentials_to_scaled(raw, allowed, seq_starts)  # unclamped: the forced cell underflowed to 0
+    assert naive.values[naive.start[2]:naive.start[3], 2].max() == 0.0
+
+
+# ---------------------------------------------------------------- through the estimator
+
+
+@pytest.fixture(scope="module")
+def bio_model():
+    """A small BIO tagger: 'a'/'b' open an X span, 'c' continues one, anything else is O (with noise)."""
+    rng = random.Random(3)
+    X, Y = [], []
+    for _ in range(300):
+        seq, ys = [], []
+        for _ in range(rng.randint(1, 6)):
+            w = rng.choice("abcdef")
+            label = "B-X" if w in "ab" else "I-X" if w == "c" and ys and ys[-1] != "O" else "O"
+            if rng.random() < 0.1:
+                label = "O" if label == "I-X" else label
+            seq.append({"w": w, "odd": len(ys) % 2 == 1})
+            ys.append(label)
+        X.append(seq)
+        Y.append(ys)
+    return TreeCRF(n_rounds=15, allowed_transitions="bio", early_stopping=False).fit(X, Y)
+
+
+def model_phi(est, X):
+    """The model's raw potentials of X with the transition mask as -inf (the brute-force layout)."""
+    rows = est._rows(X)
+    phi = est.crf_.ensemble.potentials(rows.indptr, rows.indices, 1, rows.missing,
+                                       valid=(est.allowed, rows.seq_starts))
+    return np.where(est.allowed[None], phi, -np.inf), rows.seq_starts
+
+
+def test_estimator_known_labels_are_brute_force_over_agreeing_paths(bio_model):
+    est = bio_model
+    rng = random.Random(5)
+    labels = est.classes_
+    X = [[{"w": rng.choice("abcdef"), "odd": i % 2 == 1} for i in range(rng.randint(1, 5))] for _ in range(40)]
+    known = [[rng.choice(labels) if rng.random() < 0.3 else None for _ in x] for x in X]
+    phi, seq_starts = model_phi(est, X)
+    index = {label: k for k, label in enumerate(labels)}
+    permitted = np.ones((len(phi), len(labels)), dtype=bool)
+    flat = [label for ks in known for label in ks]
+    for t, label in enumerate(flat):
+        if label is not None:
+            permitted[t] = np.arange(len(labels)) == index[label]
+    possible = [len(agreeing_paths(phi, permitted, a, b)[0]) > 0 for a, b in zip(seq_starts[:-1], seq_starts[1:])]
+    X = [x for x, ok in zip(X, possible) if ok]
+    known = [k for k, ok in zip(known, possible) if ok]
+    assert len(X) >= 20
+    phi, seq_starts = model_phi(est, X)
+    permitted = np.ones((len(phi), len(labels)), dtype=bool)
+    for t, label in enumerate(label for ks in known for label in ks):
+        if label is not None:
+            permitted[t] = np.arange(len(labels)) == index[label]
+    predicted = est.predict(X, known=known)
+    marginals = est.predict_marginals(X, known=known)
+    nbest = est.predict_nbest(X, 3, known=known)
+    sure = est.predict_confidence(X, known=known)
+    for q, (a, b) in enumerate(zip(seq_starts[:-1], seq_starts[1:])):
+        paths, scores = agreeing_paths(phi, permitted, a, b)
+        log_z = logsumexp(scores)
+        order = np.argsort(-scores, kind="stable")
+        assert [index[label] for label in predicted[q]] == paths[order[0]].tolist()
+        for i in range(b - a):
+            expected = np.bincount(paths[:, i], weights=np.exp(scores - log_z), minlength=len(labels))
+            np.testing.assert_allclose([marginals[q][i][label] for label in labels], expected, atol=1e-5)
+        assert [[index[label] for label in path] for path, _ in nbest[q]] == [paths[r].tolist()
+                                                                             for r in order[:3]]
+        np.testing.assert_allclose([p for _, p in nbest[q]], np.exp(scores[order[:3]] - log_z), rtol=1e-5)
+        assert sure.probability[q] == pytest.approx(np.exp(scores[order[0]] - log_z), rel=1e-5)
+        picked = [marginals[q][i][predicted[q][i]] for i in range(b - a)]
+        assert sure.least_marginal[q] == pytest.approx(min(picked), rel=1e-5)
+        for i, label in enumerate(known[q]):
+            if label is not None:
+                assert predicted[q][i] == label and marginals[q][i][label] == pytest.approx(1.0)
+
+
+def test_nothing_known_is_the_unconstrained_decoding(bio_model):
+    X = [[{"w": w} for w in "acfbcc"], [{"w": "e"}]]
+    assert bio_model.predict(X, known=[[None] * 6, [None]]) == bio_model.predict(X)
+    free = bio_model.predict_marginals(X)
+    assert bio_model.predict_marginals(X, known=None) == free
+    sure = bio_model.predict_confidence(X)
+    assert np.all((sure.probability > 0) & (sure.probability <= 1))
+    assert np.all(sure.least_marginal <= 1) and np.all(sure.mean_entropy >= 0)
+
+
+def test_confidence_of_an_empty_sequence_is_certainty(bio_model):
+    sure = bio_model.predict_confidence([[], [{"w": "a"}]])
+    assert sure.probability[0] == 1.0 and sure.least_marginal[0] == 1.0 and sure.mean_entropy[0] == 0.0
+
+
+def test_known_labels_no_allowed_path_agrees_with_are_refused_naming_the_position(bio_model):
+    X = [[{"w": "a"}], [{"w": "f"}, {"w": "c"}, {"w": "c"}]]
+    with pytest.raises(ValueError, match=r"E223.*known\[1\]\[1\].*known\[1\]\[0\]: 'O'; known\[1\]\[1\]: 'I-X'"):
+        bio_model.predict(X, known=[[None], ["O", "I-X", None]])
+    with pytest.raises(ValueError, match=r"E223.*known\[0\]\[0\]"):  # I-X cannot open a sequence
+        bio_model.predict_marginals(X, known=[["I-X"], [None] * 3])
+
+
+def test_bad_known_labels_are_refused(bio_model):
+    X = [[{"w": "a"}, {"w": "c"}]]
+    with pytest.raises(ValueError, match=r"E224.*known\[0\]\[1\].*'B-Y'"):
+        bio_model.predict(X, known=[[None, "B-Y"]])
+    with pytest.raises(ValueError, match="E059"):
+        bio_model.predict(X, known=[[None]])
+    with pytest.raises(ValueError, match="E054"):
+        bio_model.predict_nbest(X, 2, known=[[None, None], [None]])
+    with pytest.raises(TypeError, match="E202"):
+        bio_model.predict(X, known="B-X")
