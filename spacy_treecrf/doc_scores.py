@@ -3,7 +3,9 @@
 Scores live in doc.user_data, so they travel with Doc.to_bytes, DocBin and nlp.pipe(n_process=...):
 - user_data[SCORES_KEY]: {component name: (labels, marginals (tokens x labels, float32), and for ner / spans the
   predicted spans' start_char, end_char, label and probability as arrays (else None each), then the tokenization
-  the marginals are of (token_key))}, read by Token._.treecrf_marginals and Span._.treecrf_prob;
+  the marginals are of (token_key), then the doc's confidence (the probability of its labelling, the least
+  marginal of a predicted label, the mean entropy: model.Confidence))}, read by Token._.treecrf_marginals,
+  Span._.treecrf_prob and Doc._.treecrf_confidence;
 - user_data[NBEST_KEY]: {component name: (target, spans key, analyses, probabilities)}, read by
   Doc._.treecrf_nbest.
 """
@@ -18,6 +20,8 @@ from .targets import TARGET_CLASSES
 MARGINALS_EXT = "treecrf_marginals"
 SPAN_PROB_EXT = "treecrf_prob"
 NBEST_EXT = "treecrf_nbest"
+CONFIDENCE_EXT = "treecrf_confidence"
+CONFIDENCE_FIELDS = ("probability", "least_marginal", "mean_entropy")
 SCORES_KEY, NBEST_KEY = ("treecrf", "scores"), ("treecrf", "nbest")
 
 
@@ -84,6 +88,18 @@ def span_prob_getter(span: Span) -> Optional[float]:
     return None
 
 
+def confidence_getter(doc: Doc) -> Optional[Dict[str, Dict[str, float]]]:
+    """Doc._.treecrf_confidence: {component name: {"probability": P(the doc's predicted labelling | the doc and
+    what it held already), "least_marginal": the smallest marginal probability of a predicted label,
+    "mean_entropy": the marginals' entropy per token (nats)}} from every treecrf that stored scores
+    (store_scores): for choosing which docs to annotate next (the least probable first)."""
+    stored = doc.user_data.get(SCORES_KEY)
+    if not stored:
+        return None
+    out = {name: dict(zip(CONFIDENCE_FIELDS, entry[7])) for name, entry in stored.items() if len(entry) > 7}
+    return out or None
+
+
 def nbest_getter(doc: Doc) -> Optional[Dict[str, List[dict]]]:
     """Doc._.treecrf_nbest: {component name: its n most probable analyses of the doc, best first}, from every
     treecrf with n_best > 0. An analysis is {"tags": one label per token, "probability": P(tags | doc) under the
@@ -109,6 +125,8 @@ if not Span.has_extension(SPAN_PROB_EXT):
     Span.set_extension(SPAN_PROB_EXT, getter=span_prob_getter)
 if not Doc.has_extension(NBEST_EXT):
     Doc.set_extension(NBEST_EXT, getter=nbest_getter)
+if not Doc.has_extension(CONFIDENCE_EXT):
+    Doc.set_extension(CONFIDENCE_EXT, getter=confidence_getter)
 
 
 def bio_spans(tags: Sequence[str]) -> List[Tuple[int, int, str]]:

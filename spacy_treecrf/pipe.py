@@ -111,6 +111,7 @@ DEFAULT_CONFIG = {
     "store_scores": False,
     "n_best": 0,
     "overwrite": True,
+    "preset_outside": False,
     "round_every": "corpus",
     "rounds_per_pass": 1,
     "scorer": {"@scorers": "spacy_treecrf.scorer.v1"},
@@ -119,8 +120,8 @@ DEFAULT_CONFIG = {
 
 def make_treecrf(nlp: Language, name: str, model: Model, features, booster: BoostParams, target: str,
                  spans_key: str, token_attr: str, decode: str, constrain_bio: bool, store_scores: bool,
-                 n_best: int, overwrite: bool, round_every: str, rounds_per_pass: int, scorer: Optional[Callable],
-                 max_leaves: Optional[Union[int, str]] = None, shrinkage: Optional[Union[float, str]] = None,
+                 n_best: int, overwrite: bool, preset_outside: bool, round_every: str, rounds_per_pass: int,
+                 scorer: Optional[Callable], max_leaves: Optional[Union[int, str]] = None, shrinkage: Optional[Union[float, str]] = None,
                  learning_rate: Optional[float] = None, min_samples_leaf: Optional[float] = None,
                  min_gain: Optional[float] = None, subsample: Optional[float] = None,
                  colsample: Optional[float] = None, trim: Optional[float] = None, random_state: Optional[int] = None,
@@ -141,8 +142,9 @@ def make_treecrf(nlp: Language, name: str, model: Model, features, booster: Boos
         booster = dataclasses.replace(booster, **moved)
     return TreeCRFComponent(nlp.vocab, model, name, features=features, target=target, spans_key=spans_key,
                             token_attr=token_attr, params=booster, decode=decode, constrain_bio=constrain_bio,
-                            store_scores=store_scores, n_best=n_best, overwrite=overwrite, round_every=round_every,
-                            rounds_per_pass=rounds_per_pass, scorer=scorer)
+                            store_scores=store_scores, n_best=n_best, overwrite=overwrite,
+                            preset_outside=preset_outside, round_every=round_every, rounds_per_pass=rounds_per_pass,
+                            scorer=scorer)
 
 
 LEGACY_KEYS = tuple(BoostParams.__dataclass_fields__) + ("scheduler",)  # (see PipeConfigs)
@@ -201,8 +203,8 @@ class TreeCRFComponent(TrainablePipe):
     def __init__(self, vocab: Vocab, model: Model, name: str = "treecrf", *, features, target: str = "ner",
                  spans_key: str = "chunks", token_attr: str = "", params: Optional[BoostParams] = None,
                  decode: str = "viterbi", constrain_bio: bool = True, store_scores: bool = False, n_best: int = 0,
-                 overwrite: bool = True, round_every: str = "corpus", rounds_per_pass: int = 1,
-                 scorer: Optional[Callable] = treecrf_score):
+                 overwrite: bool = True, preset_outside: bool = False, round_every: str = "corpus",
+                 rounds_per_pass: int = 1, scorer: Optional[Callable] = treecrf_score):
         self.task: Target = make_target(target, spans_key, token_attr)
         if decode not in DECODERS:
             raise ValueError(Errors.E004.format(decoders=DECODERS, decode=decode))
@@ -218,7 +220,7 @@ class TreeCRFComponent(TrainablePipe):
         self.scorer = scorer
         self.cfg = {"target": target, "spans_key": spans_key, "token_attr": token_attr, "decode": decode,
                     "constrain_bio": constrain_bio, "store_scores": store_scores, "n_best": n_best,
-                    "overwrite": overwrite, "round_every": round_every,
+                    "overwrite": overwrite, "preset_outside": preset_outside, "round_every": round_every,
                     "rounds_per_pass": rounds_per_pass, "labels": [], "rounds": 0, "corpus_size": 0}
         self.crf: Optional[SequenceModel] = None  # the trained (or initialized) model
         self.feeder = RoundFeeder(round_every, rounds_per_pass)
@@ -444,8 +446,10 @@ class TreeCRFComponent(TrainablePipe):
         """Label ids per token, the per-token marginals and the forward-backward pieces for span scores
         (SequenceModel.decode's Decoded, and the docs' sequence offsets)."""
         self._check_initialized()
-        rows = self._rows(list(docs))
-        decoded = self.crf.decode(rows, self.cfg["decode"], self.cfg["store_scores"], self.cfg["n_best"])
+        docs = list(docs)
+        rows = self._rows(docs)
+        known = None if self.cfg["overwrite"] else self.task.batch_known(docs, self.labels, self.cfg["preset_outside"])
+        decoded = self.crf.decode(rows, self.cfg["decode"], self.cfg["store_scores"], self.cfg["n_best"], known)
         return {"ids": decoded.ids, "seq_starts": rows.seq_starts, "gamma": decoded.gamma, "decoded": decoded}
 
     def set_annotations(self, docs: Iterable[Doc], scores) -> None:
@@ -489,7 +493,8 @@ class TreeCRFComponent(TrainablePipe):
                     np.array([span.end_char for span in spans], np.int64),
                     np.array([span.label_ for span in spans], np.str_), span_p[q].copy())  # (not the SpanGroup's)
                 doc.user_data.setdefault(SCORES_KEY, {})[self.name] = (
-                    label_tuple, gamma[a:b].copy(), *span_fields, token_key(doc))
+                    label_tuple, gamma[a:b].copy(), *span_fields, token_key(doc),
+                    tuple(float(field[q]) for field in decoded.confidence))  # (Doc._.treecrf_confidence's)
 
     # ---- inspection ------------------------------------------------------------------------------------------
     def rules(self, top: int = 10, min_support: float = 5.0) -> List[Tuple[str, str, float, float]]:
@@ -723,7 +728,7 @@ def _check_rounds_per_pass(rounds) -> None:
 def _check_loaded_cfg(cfg: dict) -> None:
     """The settings a model file carries, checked as the constructor checks them."""
     kinds = {"spans_key": str, "token_attr": str, "decode": str, "constrain_bio": bool, "store_scores": bool,
-             "n_best": int, "overwrite": bool, "round_every": str, "rounds_per_pass": int, "corpus_size": int}
+             "n_best": int, "overwrite": bool, "preset_outside": bool, "round_every": str, "rounds_per_pass": int, "corpus_size": int}
     for key, typ in kinds.items():
         if key in cfg and (not isinstance(cfg[key], typ) or (typ is int and isinstance(cfg[key], bool))):
             raise ValueError(Errors.E110.format(key=key, type_name=typ.__name__, cfg=cfg[key]))

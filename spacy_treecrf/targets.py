@@ -19,8 +19,8 @@ from spacy.tokens import Doc, Span, SpanGroup, Token
 from spacy.training import Example
 
 from .engine.transitions import bio_allowed
-from .errors import Errors
-from .model import check_distinct
+from .errors import Errors, excerpt
+from .model import Known, check_distinct
 
 
 class Target:
@@ -70,6 +70,30 @@ class Target:
         return np.ones((len(labels) + 1, len(labels)), dtype=np.bool_)
 
     # ---- predictions -----------------------------------------------------------------------------------------
+    def batch_known(self, docs: Sequence[Doc], labels: Sequence[str], outside: bool) -> Optional[Known]:
+        """What the docs hold of the target already (``known``), for decoding around it; None if nothing."""
+        per_doc = [self.known(doc, labels, outside) for doc in docs]
+        if all(permitted is None for permitted in per_doc):
+            return None
+        permitted = np.concatenate([np.ones((len(doc), len(labels)), dtype=np.bool_) if p is None else p
+                                    for doc, p in zip(docs, per_doc)])
+        return Known(permitted, lambda q, i: f"doc {excerpt(docs[q].text, 60)}, token {i} ({docs[q][i].text!r})")
+
+    def known(self, doc: Doc, labels: Sequence[str], outside: bool) -> Optional[np.ndarray]:
+        """What ``doc`` already holds of this target, as the labels each token may take (tokens x labels, bool;
+        model.Known), for decoding around it when a component does not overwrite; None where nothing is known.
+        Tags: a token's tag is known where it has one the model knows (a tag it does not know is kept on the token
+        and says nothing of the model's labels)."""
+        index = {label: k for k, label in enumerate(labels)}
+        ids = [index.get(label, -1) if label is not None else -1 for label in self.reference_labels(doc)]
+        if all(k < 0 for k in ids):
+            return None
+        permitted = np.ones((len(doc), len(labels)), dtype=np.bool_)
+        for i, k in enumerate(ids):
+            if k >= 0:
+                permitted[i] = np.arange(len(labels)) == k
+        return permitted
+
     def tag_values(self, labels: Sequence[str], ids: np.ndarray, vocab):
         """The predicted labels of a batch (label ids ``ids``) in the form ``write`` takes them: label strings."""
         return [labels[k] for k in ids.tolist()]
@@ -198,6 +222,19 @@ class NerTarget(Target):
         """BIO's rules with ``constrain`` (constrain_bio), else anything."""
         return bio_allowed(labels) if constrain else super().allowed(labels, constrain)
 
+    def known(self, doc: Doc, labels: Sequence[str], outside: bool) -> Optional[np.ndarray]:
+        """Preset entities: their tokens take the B- and I- of their label, and the token after one cannot be its
+        I- (it would lengthen the entity); an entity of a type the model cannot label whole is O to the model (and
+        stays on the doc). With ``outside`` (preset_outside) tokens preset outside every entity are O; without, they
+        are free, as spaCy's ner treats them: doc.ents = [...] (the entity_ruler's way) sets every token outside
+        its spans to O."""
+        return bio_known(len(doc), self.preset_spans(doc), labels,
+                         [t.i for t in doc if t.ent_iob_ == "O"] if outside else [])
+
+    def preset_spans(self, doc: Doc) -> List[Span]:
+        """The spans a doc holds of this target already."""
+        return list(doc.ents)
+
     def tag_values(self, labels, ids, vocab):
         return None  # (spans are written, from the batch's spans)
 
@@ -263,12 +300,27 @@ class SpansTarget(NerTarget):
     def gold_bytes(self, doc: Doc) -> bytes:
         return Target.gold_bytes(self, doc)
 
+    def preset_spans(self, doc: Doc) -> List[Span]:
+        """The group's spans, each that overlaps none before it (a group may overlap; a labelling cannot)."""
+        taken: set = set()
+        kept = []
+        for span in doc.spans.get(self.spans_key, []):
+            if not taken.intersection(range(span.start, span.end)):
+                taken.update(range(span.start, span.end))
+                kept.append(span)
+        return kept
+
     def write_spans(self, doc, offsets, probs, overwrite, component):
+        """The predicted spans replace the group; without ``overwrite`` the group keeps its spans and gains the
+        predicted ones that overlap none of them (decoding kept to the preset spans predicts them as they are)."""
         spans = [Span(doc, s, e, label=lab) for s, e, lab in offsets]
         key = self.spans_key
-        if overwrite or key not in doc.spans:
-            doc.spans[key] = SpanGroup(doc, name=key, spans=spans,
-                                       attrs={"scores": probs if probs is not None else np.zeros(0)})
+        group = spans if overwrite or key not in doc.spans else filter_new(spans, list(doc.spans[key]))
+        scores = np.zeros(0)
+        if probs is not None:  # (a preset span the model could not label is given: 1)
+            found = {(span.start, span.end, span.label_): p for span, p in zip(spans, probs)}
+            scores = np.array([found.get((span.start, span.end, span.label_), 1.0) for span in group])
+        doc.spans[key] = SpanGroup(doc, name=key, spans=group, attrs={"scores": scores})
         return spans
 
     def spans_key_of(self, component: str) -> str:
@@ -298,6 +350,35 @@ def target_class(name: str) -> type:
     if name not in TARGET_CLASSES:
         raise ValueError(Errors.E001.format(target=name, targets=TARGETS))
     return TARGET_CLASSES[name]
+
+
+def bio_known(n_tokens: int, spans: Sequence[Span], labels: Sequence[str], outside: Sequence[int]
+              ) -> Optional[np.ndarray]:
+    """The labels each of ``n_tokens`` tokens may take (NerTarget.known) given non-overlapping preset ``spans``
+    and the tokens known to be ``outside`` every span; None where nothing is known."""
+    if not spans and not outside:
+        return None
+    index = {label: k for k, label in enumerate(labels)}
+    permitted = np.ones((n_tokens, len(labels)), dtype=np.bool_)
+    inside = np.zeros(n_tokens, dtype=bool)
+
+    def only(i: int, label: str) -> None:
+        if label in index:
+            permitted[i] = False
+            permitted[i, index[label]] = True
+    for i in outside:
+        only(i, "O")
+    for span in spans:
+        inside[span.start:span.end] = True
+        begin, cont = f"B-{span.label_}", f"I-{span.label_}"
+        whole = begin in index and (len(span) == 1 or cont in index)
+        for i in range(span.start, span.end):
+            only(i, (begin if i == span.start else cont) if whole else "O")
+    for span in spans:  # the token after a span does not continue it
+        after = span.end
+        if after < n_tokens and not inside[after] and f"I-{span.label_}" in index:
+            permitted[after, index[f"I-{span.label_}"]] = False
+    return permitted
 
 
 def filter_new(new: List[Span], old: List[Span]) -> List[Span]:

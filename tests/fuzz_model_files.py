@@ -7,7 +7,7 @@ msgpack tree: settings, labels, featurizer state, tree arrays and their shapes a
 types, extreme numbers, long strings, huge declared array shapes, and set up to 3 leaf values (the trees' value
 array, whose dtype and shape stay right) to extreme finite numbers or to a few flipped bytes of their own; then
 loads each result into a fresh component. Every file must either be refused with a ValueError or load and tag a
-doc with finite marginals and span probabilities; a MemoryError, another exception or a crash is a finding. Prints one JSON line: {"examples": n, "loaded": n, "refused": n, "findings": [...]}.
+doc with finite marginals, span probabilities and confidence; a MemoryError, another exception or a crash is a finding. Prints one JSON line: {"examples": n, "loaded": n, "refused": n, "findings": [...]}.
 """
 import json
 import resource
@@ -158,9 +158,11 @@ def fuzz(changes, leaf_edits):
         return
     try:
         doc = nlp("Alice met Bob in Paris .")
-        for _, probs, _, _, _, span_probs, _ in doc.user_data[("treecrf", "scores")].values():
+        for entry in doc.user_data[("treecrf", "scores")].values():
+            probs, span_probs, confidence = entry[1], entry[5], entry[7]
             assert np.isfinite(probs).all(), "marginals not finite"
             assert span_probs is None or np.isfinite(np.asarray(span_probs, dtype=float)).all(), "span probabilities"
+            assert np.isfinite(confidence).all(), "confidence not finite"
         stats["loaded"] += 1
     except BaseException as err:  # noqa: BLE001
         stats["findings"].append(f"tag: {type(err).__name__}: {str(err)[:200]} after {describe(changes, leaf_edits)}")

@@ -4,9 +4,14 @@ import random
 
 import numpy as np
 import pytest
+import spacy
+from spacy.tokens import Doc, Span
+from spacy.training import Example
 
 from brute import all_path_scores, logsumexp, random_crf, start_positions
+from conftest import LANG, SMALL, component_config
 from spacy_treecrf import TreeCRF
+from spacy_treecrf.doc_scores import bio_spans
 from spacy_treecrf.engine import crf
 from spacy_treecrf.engine.ensemble import potentials_to_scaled
 
@@ -230,3 +235,167 @@ def test_bad_known_labels_are_refused(bio_model):
         bio_model.predict_nbest(X, 2, known=[[None, None], [None]])
     with pytest.raises(TypeError, match="E202"):
         bio_model.predict(X, known="B-X")
+
+
+# ---------------------------------------------------------------- the component: decoding around preset annotation
+
+
+def ruler_pipeline(model_bytes, patterns, **config):
+    """entity_ruler, then a treecrf (overwrite = false) loaded from ``model_bytes``."""
+    nlp = spacy.blank(LANG)
+    nlp.add_pipe("entity_ruler").add_patterns(patterns)
+    crf = nlp.add_pipe("treecrf", config=component_config({**SMALL, "overwrite": False, **config}))
+    crf.from_bytes(model_bytes)
+    return nlp, crf
+
+
+def brute_ents(crf, doc_words, permitted_of):
+    """The spans of the best labelling of a doc (its words) among those that agree with ``permitted_of(labels,
+    n)`` (tokens x labels), by enumerating the model's paths, and that labelling's probability."""
+    doc = Doc(crf.vocab, words=doc_words)
+    rows = crf._rows([doc])
+    phi = crf.crf.ensemble.potentials(rows.indptr, rows.indices, 1, rows.missing, valid=(crf.allowed, rows.seq_starts))
+    phi = np.where(crf.allowed[None], phi, -np.inf)
+    labels = list(crf.labels)
+    paths, scores = agreeing_paths(phi, permitted_of(labels, len(doc)), 0, len(doc))
+    best = paths[np.argmax(scores)]
+    tags = [labels[k] for k in best]
+    return bio_spans(tags), float(np.exp(scores.max() - logsumexp(scores)))
+
+
+def only(labels, n, fixed, ruled_out=()):
+    """permitted: token i takes ``fixed[i]``, token j may not take label l for (j, l) in ``ruled_out``."""
+    permitted = np.ones((n, len(labels)), dtype=bool)
+    for i, label in fixed.items():
+        permitted[i] = [lab == label for lab in labels]
+    for j, label in ruled_out:
+        if label in labels:  # (a label the model lacks it never takes)
+            permitted[j, labels.index(label)] = False
+    return permitted
+
+
+@pytest.mark.parametrize("text, pattern, fixed, after", [
+    ("Alice lives in Paris .", ("LOC", "Alice"), {0: "B-LOC"}, (1, "I-LOC")),
+    ("Bob visited Paris today .", ("LOC", [{"ORTH": "Bob"}, {"ORTH": "visited"}]), {0: "B-LOC", 1: "I-LOC"},
+     (2, "I-LOC")),
+    ("Carol met Alice in Rome", ("LOC", "Rome"), {4: "B-LOC"}, None),
+    ("We flew to New York with Bob .", ("PER", "York"), {4: "B-PER"}, (5, "I-PER")),
+])
+def test_entity_ruler_then_treecrf_keeps_the_rulers_entities_and_decodes_around_them(ner_model, text, pattern,
+                                                                                       fixed, after):
+    """Every ruler entity is kept exactly, and the others are the best labelling that agrees with the ruler's:
+    its tokens take B-/I- of its label, the token after it cannot continue it, the rest is free (the ruler sets
+    every other token O, which spaCy's ner does not hold it to either)."""
+    nlp_bytes = ner_model[1]
+    label, words = pattern
+    nlp, crf = ruler_pipeline(nlp_bytes, [{"label": label, "pattern": words}])
+    doc = nlp(text)
+    expected, probability = brute_ents(crf, [t.text for t in doc], lambda labels, n: only(
+        labels, n, fixed, [after] if after else []))
+    ruler = sorted(i for i, tag in fixed.items() if tag.startswith("B-"))
+    assert [(e.start, e.label_) for e in doc.ents if e.start in ruler] == [(i, label) for i in ruler]
+    assert [(e.start, e.end, e.label_) for e in doc.ents] == expected
+    assert doc._.treecrf_confidence["treecrf"]["probability"] == pytest.approx(probability, rel=1e-5)
+    for e in doc.ents:  # the preset entity is certain given itself; the others have their conditional probability
+        assert 0 < e._.treecrf_prob <= 1 + 1e-9
+
+
+def test_decoding_around_a_ruler_entity_changes_the_entities_next_to_it(ner_model):
+    """Not a filter of the free decoding: where the ruler claims half of what the model sees as one entity, the
+    rest is labelled anew (the free decoding's entity overlapping the ruler's is not simply dropped)."""
+    nlp_free = spacy.blank(LANG)
+    free = nlp_free.add_pipe("treecrf", config=component_config(SMALL)).from_bytes(ner_model[1])
+    text = "We flew to New York with Bob ."
+    free_ents = [(e.start, e.end, e.label_) for e in nlp_free(text).ents]
+    assert (3, 5, "LOC") in free_ents and free is not None
+    nlp, _ = ruler_pipeline(ner_model[1], [{"label": "PER", "pattern": "New"}])
+    ents = [(e.start, e.end, e.label_) for e in nlp(text).ents]
+    assert (3, 4, "PER") in ents
+    assert any(start == 4 for start, _, _ in ents), ents  # "York" is an entity of its own now, not dropped
+
+
+def test_a_preset_entity_the_model_cannot_label_is_kept_and_nothing_overlaps_it(ner_model):
+    nlp, crf = ruler_pipeline(ner_model[1], [{"label": "PRODUCT", "pattern": [{"ORTH": "New"}, {"ORTH": "York"}]}])
+    doc = nlp("Bob visited New York today .")
+    assert (2, 4, "PRODUCT") in [(e.start, e.end, e.label_) for e in doc.ents]
+    expected, _ = brute_ents(crf, [t.text for t in doc], lambda labels, n: only(labels, n, {2: "O", 3: "O"}))
+    assert [(e.start, e.end, e.label_) for e in doc.ents if e.label_ != "PRODUCT"] == expected
+
+
+def test_preset_outside_holds_the_ruler_O_tokens(ner_model):
+    """With preset_outside, tokens set O are O: after a ruler that is every other token, so only its entities."""
+    nlp, _ = ruler_pipeline(ner_model[1], [{"label": "LOC", "pattern": "Paris"}], preset_outside=True)
+    doc = nlp("Alice lives in Paris .")
+    assert [(e.start, e.label_) for e in doc.ents] == [(3, "LOC")]
+    nlp, _ = ruler_pipeline(ner_model[1], [{"label": "LOC", "pattern": "Paris"}])
+    assert [(e.start, e.label_) for e in nlp("Alice lives in Paris .").ents] == [(0, "PER"), (3, "LOC")]
+
+
+def test_overwrite_decodes_as_if_nothing_were_known(ner_model):
+    nlp = spacy.blank(LANG)
+    nlp.add_pipe("entity_ruler").add_patterns([{"label": "LOC", "pattern": "Alice"}])
+    nlp.add_pipe("treecrf", config=component_config(SMALL)).from_bytes(ner_model[1])
+    assert [(e.start, e.label_) for e in nlp("Alice lives in Paris .").ents] == [(0, "PER"), (3, "LOC")]
+
+
+def test_preset_tags_are_known_to_their_neighbours():
+    """tag target, overwrite = false: a given tag is kept and the others are the best tagging that agrees with it
+    (brute force over the model's paths); a tag the model does not know is kept and constrains nothing."""
+    nlp = spacy.blank("en")
+    crf = nlp.add_pipe("treecrf", config=component_config({"target": "tag", "max_leaves": 8, "shrinkage": 1.0}))
+    sentences = [["the", "dog", "runs"], ["a", "cat", "sleeps"], ["dogs", "run"], ["the", "run", "ends"]]
+    tags = [["DT", "NN", "VBZ"], ["DT", "NN", "VBZ"], ["NNS", "VBP"], ["DT", "NN", "VBZ"]]
+    examples = [Example.from_dict(Doc(nlp.vocab, words=w), {"tags": t}) for w, t in zip(sentences, tags)]
+    nlp.initialize(lambda: examples)
+    for _ in range(6):
+        nlp.update(examples)
+    crf.cfg["overwrite"] = False
+    words = ["the", "dog", "run"]
+    labels = list(crf.labels)
+    for given in (["", "VBZ", ""], ["NNS", "", ""], ["XX", "", ""]):
+        doc = nlp(Doc(nlp.vocab, words=words, tags=given))
+        fixed = {i: tag for i, tag in enumerate(given) if tag in labels}
+        rows = crf._rows([Doc(nlp.vocab, words=words)])
+        phi = crf.crf.ensemble.potentials(rows.indptr, rows.indices, 1, rows.missing,
+                                          valid=(crf.allowed, rows.seq_starts))
+        paths, scores = agreeing_paths(phi, only(labels, 3, fixed), 0, 3)
+        best = [labels[k] for k in paths[np.argmax(scores)]]
+        assert [t.tag_ for t in doc] == [tag or best[i] for i, tag in enumerate(given)]
+
+
+def test_spans_target_keeps_its_group_and_adds_what_it_finds_around_it():
+    nlp = spacy.blank("en")
+    crf = nlp.add_pipe("treecrf", config=component_config({"target": "spans", "spans_key": "chunks",
+                                                            "max_leaves": 8, "shrinkage": 1.0}))
+    words = ["the", "big", "dog", "runs", "to", "the", "cat"]
+    chunks = [(0, 3, "NP"), (3, 4, "VP"), (4, 5, "PP"), (5, 7, "NP")]
+    gold = Doc(nlp.vocab, words=words)
+    gold.spans["chunks"] = [Span(gold, s, e, label) for s, e, label in chunks]
+    examples = [Example(Doc(nlp.vocab, words=words), gold)]
+    nlp.initialize(lambda: examples)
+    for _ in range(6):
+        nlp.update(examples)
+    crf.cfg["overwrite"] = False
+    doc = Doc(nlp.vocab, words=words)
+    doc.spans["chunks"] = [Span(doc, 3, 5, "NP")]  # a preset chunk across two gold chunks
+    doc = nlp(doc)
+    found = [(s.start, s.end, s.label_) for s in doc.spans["chunks"]]
+    assert found[0] == (3, 5, "NP")
+    assert (0, 3, "NP") in found and (5, 7, "NP") in found
+    assert all(not (s < 5 and e > 3) for s, e, _ in found[1:])
+    assert len(doc.spans["chunks"].attrs["scores"]) == len(found)
+
+
+def test_doc_confidence_is_the_labellings_probability_and_travels_with_the_doc(ner_model):
+    nlp = spacy.blank(LANG)
+    crf = nlp.add_pipe("treecrf", config=component_config(SMALL)).from_bytes(ner_model[1])
+    doc = nlp("Carol met Alice in Rome")
+    _, probability = brute_ents(crf, [t.text for t in doc], lambda labels, n: np.ones((n, len(labels)), bool))
+    sure = doc._.treecrf_confidence["treecrf"]
+    assert sure["probability"] == pytest.approx(probability, rel=1e-5)
+    labels, probs = doc.user_data[("treecrf", "scores")]["treecrf"][:2]
+    picked = [probs[i, list(labels).index(tag)] for i, tag in enumerate(
+        (f"{t.ent_iob_}-{t.ent_type_}" if t.ent_type_ else "O") for t in doc)]
+    assert sure["least_marginal"] == pytest.approx(min(picked), rel=1e-5)
+    copy = Doc(nlp.vocab).from_bytes(doc.to_bytes())
+    assert copy._.treecrf_confidence["treecrf"] == pytest.approx(sure)
