@@ -31,6 +31,7 @@ from .engine.missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
 from .engine.numeric import NumericIndex
 from .engine.rules import Explanation, ensemble_rules, explain_sequence
 from .engine.transitions import first_forbidden
+from .engine.sparse import take_rows
 from .engine.trees import no_missing
 from .errors import Errors
 
@@ -48,11 +49,10 @@ class EngineRows(NamedTuple):
     seq_starts: np.ndarray
     missing: Optional[MissingRows]
 
-    def part(self, q0: int, q1: int) -> "EngineRows":
-        """The rows of sequences q0:q1."""
-        a, b = int(self.seq_starts[q0]), int(self.seq_starts[q1])
-        return EngineRows(self.indptr[a:b + 1] - self.indptr[a], self.indices[self.indptr[a]:self.indptr[b]],
-                          self.seq_starts[q0:q1 + 1] - a, None if self.missing is None else self.missing.part(a, b))
+    def take(self, positions: np.ndarray, seq_starts: np.ndarray) -> "EngineRows":
+        """The rows of ``positions`` (int64, in that order), as sequences at offsets ``seq_starts``."""
+        return EngineRows(*take_rows(self.indptr, self.indices, positions), seq_starts,
+                          None if self.missing is None else self.missing.take(positions))
 
 
 class Known(NamedTuple):
@@ -166,25 +166,24 @@ class SequenceModel:
         labels, crf.agreeing_labels) those of the ``restricted`` sequences (bool, per sequence) hold only the cells
         of paths that agree with what is known (crf.clamp_potentials), scaled anew from the raw potentials, so no
         agreeing path is lost to underflow next to a much likelier path the known labels rule out."""
-        P = self.ensemble.scaled_potentials(rows.indptr, rows.indices, self.allowed, rows.seq_starts,
-                                            self.params.threads, rows.missing)
         if alive is None or not restricted.any():
-            return P
-        starts = rows.seq_starts
+            return self.ensemble.scaled_potentials(rows.indptr, rows.indices, self.allowed, rows.seq_starts,
+                                                   self.params.threads, rows.missing)
+        lengths = np.diff(rows.seq_starts)
+        at = np.repeat(restricted, lengths)  # the restricted sequences' positions, and theirs end to end:
+        positions = np.flatnonzero(at)
+        starts = np.concatenate([[0], np.cumsum(lengths[restricted])]).astype(np.int64)
         budget = max(1, CLAMP_CELLS // self.allowed.size)  # positions a block of raw potentials holds
-        parts, q, n_seq = [], 0, len(starts) - 1
-        while q < n_seq:
-            q1 = q + 1
-            if restricted[q]:
-                while q1 < n_seq and restricted[q1] and starts[q1 + 1] - starts[q] <= budget:
-                    q1 += 1
-                parts.append(self._clamped(rows.part(q, q1), alive[starts[q]:starts[q1]]))
-            else:
-                while q1 < n_seq and not restricted[q1]:
-                    q1 += 1
-                parts.append(crf.part(P, int(starts[q]), int(starts[q1])))
+        parts, q = [], 0
+        while q < len(starts) - 1:  # blocks of whole sequences of at most ``budget`` positions (or one sequence)
+            q1 = max(q + 1, int(np.searchsorted(starts, starts[q] + budget, side="right")) - 1)
+            a, b = starts[q], starts[q1]
+            parts.append(self._clamped(rows.take(positions[a:b], starts[q:q1 + 1] - a), alive[positions[a:b]]))
             q = q1
-        return crf.join(parts)
+        if at.all():
+            return crf.join(parts)
+        free = rows.take(np.flatnonzero(~at), np.concatenate([[0], np.cumsum(lengths[~restricted])]).astype(np.int64))
+        return crf.interleave(self.potentials(free), crf.join(parts), at)
 
     def _clamped(self, rows: EngineRows, alive: np.ndarray) -> crf.Potentials:
         """The Potentials of the rows restricted to ``alive``'s labels (see ``potentials``)."""

@@ -399,3 +399,17 @@ def test_doc_confidence_is_the_labellings_probability_and_travels_with_the_doc(n
     assert sure["least_marginal"] == pytest.approx(min(picked), rel=1e-5)
     copy = Doc(nlp.vocab).from_bytes(doc.to_bytes())
     assert copy._.treecrf_confidence["treecrf"] == pytest.approx(sure)
+
+
+def test_blocks_of_raw_potentials_do_not_change_the_decoding(bio_model, monkeypatch):
+    """The restricted sequences' raw potentials are made in blocks of bounded memory: one sequence a block gives
+    what one block of all gives."""
+    from spacy_treecrf import model
+    rng = random.Random(9)
+    X = [[{"w": rng.choice("abcdef")} for _ in range(rng.randint(1, 5))] for _ in range(30)]
+    known = [[None] * len(x) for x in X]
+    for q in range(0, 30, 3):
+        known[q][0] = "B-X"
+    whole = bio_model.predict_marginals(X, known=known), bio_model.predict(X, known=known)
+    monkeypatch.setattr(model, "CLAMP_CELLS", 1)
+    assert (bio_model.predict_marginals(X, known=known), bio_model.predict(X, known=known)) == whole

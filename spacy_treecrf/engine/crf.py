@@ -71,6 +71,23 @@ def join(parts: List[Potentials]) -> Potentials:
                       c=np.concatenate([p.c for p in parts]))
 
 
+def interleave(P: Potentials, Q: Potentials, from_q: np.ndarray) -> Potentials:
+    """The Potentials of positions that are, in order, P's where ``from_q`` (bool, per position of the result) is
+    false and Q's where it is true."""
+    counts = np.empty(len(from_q), dtype=np.int64)
+    counts[~from_q], counts[from_q] = np.diff(P.start), np.diff(Q.start)
+    start = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=start[1:])
+    first = np.empty(len(from_q), dtype=np.int64)  # each position's first row among P's rows, then Q's
+    first[~from_q], first[from_q] = P.start[:-1], len(P.values) + Q.start[:-1]
+    rows = np.arange(start[-1], dtype=np.int64) + np.repeat(first - start[:-1], counts)
+    group = np.empty((len(from_q), P.group.shape[1]), dtype=np.int32)
+    c = np.empty(len(from_q))
+    group[~from_q], group[from_q] = P.group, Q.group
+    c[~from_q], c[from_q] = P.c, Q.c
+    return Potentials(values=np.concatenate([P.values, Q.values])[rows], start=start, group=group, c=c)
+
+
 @njit(**NOGIL, inline="always")
 def _allowed(y, t, k, clamp):
     return (not clamp) or y[t] < 0 or y[t] == k

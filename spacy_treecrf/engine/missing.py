@@ -26,7 +26,7 @@ from numba import njit
 
 from .numeric import passes
 from .trees import MissingIndex
-from .sparse import has_feature
+from .sparse import has_feature, take_rows
 from ..errors import Errors
 
 STRATEGIES = ("instance_weighting", "surrogate", "imputation", "indicator", "learned_direction")
@@ -67,10 +67,10 @@ class MissingRows:
         """The positions with at least one missing variable."""
         return np.flatnonzero(np.diff(self.indptr) > 0).astype(np.int64)
 
-    def part(self, a: int, b: int) -> "MissingRows":
-        """The rows of positions a:b (the same variables)."""
-        return MissingRows(self.indptr[a:b + 1] - self.indptr[a], self.indices[self.indptr[a]:self.indptr[b]],
-                           self.feature_var, self.n_vars, self.known)
+    def take(self, positions: np.ndarray) -> "MissingRows":
+        """The rows of ``positions`` (int64, in that order; the same variables)."""
+        return MissingRows(*take_rows(self.indptr, self.indices, positions), self.feature_var, self.n_vars,
+                           self.known)
 
 
 def most_common_columns(indptr, indices, missing_rows: MissingRows) -> np.ndarray:
