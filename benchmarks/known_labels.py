@@ -167,8 +167,8 @@ def main():
     nlp = spacy.load(args.model)
     gold_docs = list(DocBin().from_disk(args.dev).get_docs(nlp.vocab))
     print(f"{len(gold_docs)} dev docs, {sum(len(d) for d in gold_docs):,} tokens, "
-          f"{sum(len(d.ents) for d in gold_docs):,} gold entities; given: the entities of {args.share:.0%} of the "
-          f"{'docs' if args.by == 'doc' else 'entities'}")
+          f"{sum(len(d.ents) for d in gold_docs):,} gold entities; given: " + (
+              f"the entities of {args.share:.0%} of the docs" if args.by == "doc" else f"{args.share:.0%} of them"))
     known_entities(nlp, gold_docs, args.share, args.seeds, args.passes, args.by)
     if not args.no_deciles:
         confidence_deciles(nlp, gold_docs, args.plot)
