@@ -170,7 +170,7 @@ class SequenceModel:
             return self.ensemble.scaled_potentials(rows.indptr, rows.indices, self.allowed, rows.seq_starts,
                                                    self.params.threads, rows.missing)
         lengths = np.diff(rows.seq_starts)
-        at = np.repeat(restricted, lengths)  # the restricted sequences' positions, and theirs end to end:
+        at = np.repeat(restricted, lengths)  # the restricted sequences' positions, and their offsets end to end
         positions = np.flatnonzero(at)
         starts = np.concatenate([[0], np.cumsum(lengths[restricted])]).astype(np.int64)
         budget = max(1, CLAMP_CELLS // self.allowed.size)  # positions a block of raw potentials holds
@@ -226,8 +226,7 @@ class SequenceModel:
         """The ``permitted`` table (Known) of known labels given as a label or None per position (None: unknown):
         None when nothing is known. E224 names a label the model does not know."""
         index = {label: k for k, label in enumerate(self.labels)}
-        flat = [label for labels in labels_per_sequence for label in labels]
-        permitted = np.ones((len(flat), len(self.labels)), dtype=np.bool_)
+        permitted = np.ones((sum(map(len, labels_per_sequence)), len(self.labels)), dtype=np.bool_)
         t = 0
         for q, labels in enumerate(labels_per_sequence):
             for i, label in enumerate(labels):
@@ -322,12 +321,15 @@ class SequenceModel:
 def confidence(P: crf.Potentials, fb: ForwardBackward, gamma: np.ndarray, seq_starts: np.ndarray,
                ids: np.ndarray) -> Confidence:
     """The Confidence of labelling ``ids`` (positions) from its batch's decoding: the path's probability is its
-    score over Z (0 for a path the transition mask forbids, as marginal decoding can produce)."""
+    score over Z; 0 for a path the transition mask forbids (as marginal decoding can produce), and 0 where Z
+    underflowed (potentials hundreds of nats apart at every position of a long sequence, beyond float32's range:
+    no probability can be told, and such a sequence is one to look at first)."""
     seq_starts = np.asarray(seq_starts, dtype=np.int64)
-    with np.errstate(divide="ignore"):
-        logp = crf.gold_log_score(P, seq_starts, ids) - fb.logz
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logp = np.where(np.isfinite(fb.logz), crf.gold_log_score(P, seq_starts, ids) - fb.logz, -np.inf)
         picked = gamma[np.arange(len(ids)), ids]
-        entropy = -np.sum(np.where(gamma > 0, gamma * np.log(np.where(gamma > 0, gamma, 1.0)), 0.0), axis=1)
+        entropy = np.maximum(-np.sum(np.where(gamma > 0, gamma * np.log(np.where(gamma > 0, gamma, 1.0)), 0.0),
+                                     axis=1), 0.0)
     lengths = np.diff(seq_starts)
     nonempty = lengths > 0
     least = np.ones(len(lengths))
