@@ -1,5 +1,6 @@
 """spacy-treecrf: linear-chain CRFs trained by gradient tree boosting, as a spaCy component."""
-from .estimator import TreeCRF
+from . import metrics
+from .estimator import CRF, TreeCRF
 
-__all__ = ["TreeCRF"]
+__all__ = ["CRF", "TreeCRF", "metrics"]
 __version__ = "0.1.0"

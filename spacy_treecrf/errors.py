@@ -54,6 +54,10 @@ class Warnings(metaclass=_WithCodes):
     W011 = ("Component '{name}': its model was trained with {settings}; these are part of the model (its feature "
             "columns, its kind of trees), so the model's are used and the configured ones cannot apply.")
 
+    W012 = ("CRF: {settings} set CRFsuite's own training (its optimiser, regularisation, files), which tree boosting does "
+            "not have; they are left unused and TreeCRF's defaults train the model (pass TreeCRF's settings, such as "
+            "n_rounds or max_leaves, to change them)")
+
     W007 = ("Component '{name}': the training data has gold labels {labels} that are not among its labels {known}; "
             "they are trained as unknown. To add labels to a trained model, go on training it with "
             "[initialize.components.{name}] resume_from = <its pipeline> (or pass labels= to initialize).")
@@ -324,6 +328,11 @@ class Errors(metaclass=_WithCodes):
             "first label one that may start it)")
     E224 = ("{where}: the known label {label!r} is not one of the model's labels {labels}; give a label it knows, or "
             "None where the label is unknown")
+    E226 = "metrics: y_true and y_pred hold different numbers of labels or sequences ({n_true} and {n_pred})"
+    E227 = "metrics: average must be one of {averages}, got {average!r}"
+    E228 = ("metrics: average='binary' (the default, as in scikit-learn) scores two labels, but the sequences hold "
+            "{n} ({labels}...); give average='micro', 'macro', 'weighted' or None")
+    E229 = "metrics: pos_label={pos_label!r} is not one of the labels {labels}; give pos_label one of them"
     E216 = ("{name}.explain_span: the span must be a labelled Span of at least one token (an entity or chunk of the "
             "doc), got {span}")
     E217 = ("Model trees: a leaf value of {value:g} lies outside +/-{bound:g}, the most a boosting round can move a "

@@ -22,6 +22,7 @@ from .engine.rules import Explanation
 from .engine.sparse import pairs_to_rows, window_rows
 from .engine.transitions import transitions_allowed
 from .engine import missing
+from .crfsuite_api import CRFSUITE_SETTINGS, CRFsuiteMethods
 from .model import Columns, Confidence, EngineRows, Known, SequenceModel, is_label, load
 from .errors import Errors, Warnings, excerpt
 
@@ -412,7 +413,7 @@ def window_moves(n_old: int, n_new: int, window: int) -> np.ndarray:
     return slot * (n_new + 1) + g
 
 
-class TreeCRF:
+class TreeCRF(CRFsuiteMethods):
     """Linear-chain CRF whose potentials are sums of regression trees (Dietterich, Hao & Ashenfelter, JMLR 2008).
 
     ``n_rounds`` is the most rounds ``fit`` runs: with validation data it keeps the round with the best validation
@@ -810,6 +811,16 @@ class TreeCRF:
             setattr(self, name, value)
         self.crf_, self.features, self.window_ = crf_, features, window
         return self
+
+
+def CRF(**settings) -> "TreeCRF":  # noqa: N802  (sklearn_crfsuite.CRF's name)
+    """A TreeCRF for a script written for sklearn_crfsuite.CRF: CRFsuite's own settings (CRFSUITE_SETTINGS) are
+    accepted and left unused with one warning naming them (W012; ``verbose`` is TreeCRF's too), TreeCRF's are
+    applied. Its defaults, not CRFsuite's optimiser settings, decide the fit."""
+    unused = sorted(key for key in settings if key in CRFSUITE_SETTINGS and settings[key] not in (None, False))
+    if unused:
+        warnings.warn(Warnings.W012.format(settings=unused), stacklevel=2)
+    return TreeCRF(**{key: value for key, value in settings.items() if key not in CRFSUITE_SETTINGS})
 
 
 def known_labels(crf_: SequenceModel, X: list, known) -> Optional[Known]:

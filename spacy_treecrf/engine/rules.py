@@ -227,3 +227,41 @@ def explanation_table(words, explanations: List[Explanation], top: int) -> str:
             rest = e.potential - sum(part.value for part in shown)
             lines.append(f"    {rest:+.4f}  the other {len(e.parts) - len(shown)} leaves")
     return "\n".join(lines)
+
+
+class SingleTests(NamedTuple):
+    """single_test_weights' result: the binary tests the trees split on (``tests``, int64 atom ids), ``state``
+    (tests x labels): the mean over the previous labels allowed before each label of what the test alone adds to
+    its potential, and ``transition`` (labels x labels): the potential of label k after label j where no test
+    holds (-inf where the transition mask forbids it)."""
+    tests: np.ndarray
+    state: np.ndarray
+    transition: np.ndarray
+
+
+SINGLE_TEST_CELLS = 1 << 23  # float64 cells of raw potentials a block of single-test rows takes
+
+
+def single_test_weights(ensemble, allowed: np.ndarray, n_atoms: int, numeric) -> SingleTests:
+    """A linear CRF's two weight tables, read off the trees: each split test's effect alone (a row where only it
+    holds, against the empty row) and the transitions of the empty row. A tree's effect of a test depends on the
+    others that hold, so this is what the test does by itself: what a linear model's weight says. Only binary atoms
+    are tests here (``n_atoms`` atoms, of which ``numeric``, a NumericIndex, names the numeric columns' bins:
+    their thresholds are no single test)."""
+    nodes = ensemble.forest().nodes
+    split = np.unique(nodes.feature[nodes.kind == FEATURE])
+    split = split[(split >= 0) & (split < n_atoms)]
+    if len(numeric.column):
+        split = split[numeric.column[split] < 0]
+    tests = split.astype(np.int64)
+    S, K = allowed.shape
+    before = np.asarray(allowed[1:], dtype=bool)  # previous label j (state j + 1) may precede label k
+    empty = ensemble.potentials(np.zeros(2, dtype=np.int64), np.zeros(0, dtype=np.int32))[0, 1:]
+    state = np.zeros((len(tests), K))
+    block = max(1, SINGLE_TEST_CELLS // (S * K))
+    for a in range(0, len(tests), block):
+        ids = tests[a:a + block]
+        phi = ensemble.potentials(np.arange(len(ids) + 1, dtype=np.int64), ids.astype(np.int32))[:, 1:]
+        diff = np.where(before[None], phi - empty[None], 0.0)
+        state[a:a + len(ids)] = diff.sum(axis=1) / np.maximum(before.sum(axis=0), 1)[None]
+    return SingleTests(tests=tests, state=state, transition=np.where(before, empty, -np.inf))
