@@ -28,6 +28,7 @@ from .errors import Errors, Warnings, excerpt
 
 Position = Union[Dict[str, object], Iterable[str]]
 NUMBERS = (int, float, np.integer, np.floating)  # a dict value of these types (not bool) is a number
+NO_FEATURE = -2  # FeatureIndex._pair_table's column of an item that gives no feature (a False value)
 NUMBER_TYPES = frozenset({int, float, np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
                           np.uint8, np.uint16, np.uint32, np.uint64})  # the usual ones, for _known_rows
 BOOST_SETTINGS = {f.name: f.default for f in dataclasses.fields(BoostParams)}
@@ -167,13 +168,32 @@ class FeatureIndex:
 
     def _with_numbers(self, indptr, indices, numbers, grow: bool, known: Counter):
         """The rows with each (position, key, value) of ``numbers`` as its bin's id in the key's numeric column;
-        while growing, keys without a column get one, binned on these values (numeric.bin_uppers)."""
+        while growing, keys without a column get one, binned on these values (numeric.bin_uppers), except keys
+        whose numbers are all 0 or 1 (sklearn-crfsuite's way of saying present, ``"bias": 1.0``): those are
+        flags, the feature 'key' where the value is 1, as True gives it (a column of two bins would be the same
+        test at the cost of a numeric column)."""
         position, keys, values = zip(*numbers)
         position, values = np.array(position, dtype=np.int64), np.array(values, dtype=np.float64)
         keys = np.array(keys, dtype=object)
+        flag_rows, flag_ids = [], []
         for key in dict.fromkeys(keys.tolist()):
             if key not in self.numeric_of and grow:
-                self._numeric_column(key, bin_uppers(values[keys == key]))
+                at = keys == key
+                if np.isin(values[at], (0.0, 1.0)).all():
+                    col = self.ids.get(key)
+                    col = self._column(key, self._variable(key, True)) if col is None else col
+                    flag_rows.append(position[at & (values == 1.0)])
+                    flag_ids.append(np.full(len(flag_rows[-1]), col, dtype=np.int64))
+                    known[self.feature_var[col]] += int(at.sum())
+                    position, keys, values = position[~at], keys[~at], values[~at]
+                    continue
+                self._numeric_column(key, bin_uppers(values[at]))
+        if flag_rows:
+            row_of = np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
+            indptr, indices = pairs_to_rows(np.concatenate([row_of] + flag_rows),
+                                            np.concatenate([indices] + flag_ids).astype(np.int32), len(indptr) - 1)
+        if not len(keys):
+            return indptr, indices
         column = np.array([self.numeric_of[key] for key in keys.tolist()], dtype=np.int64)
         if grow:
             known.update(self.feature_var[self.numeric_base[c]] for c in column.tolist())
@@ -195,14 +215,17 @@ class FeatureIndex:
 
     def _pair_table(self) -> Dict[Tuple[str, object], int]:
         """(key, value) -> column of every known name a dict item gives: 'key=value' under (key, value) for keys
-        without '=' (then the name's first '=' ends the key, and no two items give one name), a name without '='
-        under (name, True) (a truthy non-string value's feature; 1 and 1.0 hash as True and give the same one).
-        Rebuilt when the names have grown."""
+        without '=' (then the name's first '=' ends the key, and no two items give one name), every name under
+        (name, True) (a truthy non-string value's feature; 1 and 1.0 hash as True and give the same one), and
+        NO_FEATURE under (key, False) for every variable without a numeric column (False, 0 and 0.0: known, no
+        feature). Rebuilt when the names have grown."""
         if self._pairs_of != len(self.names):
-            pairs = {}
+            pairs = {(key, False): NO_FEATURE for key in self.variables if key not in self.numeric_of}
             for name, col in self.ids.items():
                 key, eq, value = name.partition("=")
-                pairs[(key, value) if eq else (name, True)] = col
+                if eq:
+                    pairs[(key, value)] = col
+                pairs[(name, True)] = col
             self._pairs, self._pairs_of = pairs, len(self.names)
         return self._pairs
 
@@ -222,9 +245,8 @@ class FeatureIndex:
         lengths = np.fromiter(map(len, positions), dtype=np.int64, count=len(positions))
         row_of = np.repeat(np.arange(len(positions), dtype=np.int64), lengths)
         is_number = np.zeros(len(cols), dtype=bool)
-        readable = (str, bool)  # the values of an item the table lacks that rows() would drop too
+        readable = (str, bool, *NUMBER_TYPES)  # the values of an item the table lacks that rows() may drop too
         if self.numeric_keys:  # numbers go to their columns (1 and 1.0 would find a flag's entry): find them
-            readable = (str, bool, *NUMBER_TYPES)
             kinds = set(map(type, chain.from_iterable(map(dict.values, positions))))
             if kinds - {str, bool} - NUMBER_TYPES:
                 return None  # None, or a value of another type
@@ -232,11 +254,13 @@ class FeatureIndex:
                 is_number = np.fromiter(map(NUMBER_TYPES.__contains__, map(type, chain.from_iterable(map(
                     dict.values, positions)))), dtype=bool, count=len(cols))
                 cols[is_number] = -1
-        for row in np.unique(row_of[(cols < 0) & ~is_number]).tolist():
+        for row in np.unique(row_of[(cols == -1) & ~is_number]).tolist():
             for key, value in positions[row].items():
-                if (key, value) not in table and not (type(key) is str and "=" not in key
-                                                      and type(value) in readable):
-                    return None
+                if (key, value) in table:
+                    continue
+                if type(key) is not str or type(value) not in readable or value != value or (
+                        (key, True) in table if type(value) is not str else "=" in key):
+                    return None  # (NaN is missing; a truthy number of a flag key that is not 1 is the flag)
         keep = cols >= 0
         rows, ids = row_of[keep], cols[keep]
         if is_number.any():
@@ -253,34 +277,47 @@ class FeatureIndex:
         return indptr, indices, seq_starts, missing_rows
 
     def _grown_rows(self, X):
-        """rows(X, grow=True) where every position is a dict of string keys without '=' and string or bool values
-        (sklearn-crfsuite's usual input), in a few passes at C speed: the distinct items, in the order the general
-        path meets them, give the new names and variables in the order it gives them (so the same ids), then
+        """rows(X, grow=True) where every position is a dict of string keys and string (under a key without '='),
+        bool, or 0 / 1 number values (sklearn-crfsuite's usual input, ``"bias": 1.0`` included), in a few passes
+        at C speed: the distinct items, in the order the general path meets them, give the new names and variables
+        in the order it gives them (so the same ids: a number's flag comes after, as _with_numbers gives it), then
         _known_rows reads the rows, and ``known`` counts each variable's items (an item is one position's value
-        of its key: a dict holds a key once). None when a position needs the general path (a list of names, a
-        number, a missing value, a key with '=' or that is no string)."""
+        of its key: a dict holds a key once). None when a position needs the general path (a list of names, another
+        number, a missing value, a string under a key with '=', a key that is no string)."""
         positions = list(chain.from_iterable(X))
         try:
             items = dict.fromkeys(chain.from_iterable(map(dict.items, positions)))
         except TypeError:  # not a dict, or an unhashable value
             return None
-        if not all(type(key) is str and "=" not in key and (type(value) is bool or isinstance(value, str))
-                   for key, value in items):
-            return None
-        for key, value in items:  # as rows()' loop: a False value makes its key's variable, a new name its column
+        typed = [(key, type(value), value) for key, value in items]
+        if {kind for _, kind, _ in typed} & NUMBER_TYPES:  # True and 1 are one dict key: tell them apart, in order
+            values = chain.from_iterable(map(dict.values, positions))
+            typed = list(dict.fromkeys(zip(chain.from_iterable(map(dict.keys, positions)), map(
+                type, chain.from_iterable(map(dict.values, positions))), values)))
+        for key, kind, value in typed:
+            if type(key) is not str or not (kind is bool or (issubclass(kind, str) and "=" not in key) or (
+                    kind in NUMBER_TYPES and value in (0, 1) and key not in self.numeric_of)):
+                return None
+        for key, kind, value in typed:  # as rows()' loop: a False value makes its key's variable, a new name its
+            if kind in NUMBER_TYPES:    # column; numbers wait for _with_numbers
+                continue
             if value is False:
                 self._variable(key, True)
                 continue
             name = key if value is True else f"{key}={value}"
             if name not in self.ids:
                 self._column(name, self._variable(key, True))
+        for key in dict.fromkeys(key for key, kind, _ in typed if kind in NUMBER_TYPES):  # flags, as _with_numbers
+            if key not in self.ids:
+                self._column(key, self._variable(key, True))
         self._grow_tables()
         indptr, indices, seq_starts, missing_rows = self._known_rows(X)
         V = len(self.variables)
         var = np.array(self.feature_var, dtype=np.int64)[indices]
         known = np.bincount(var[var >= 0], minlength=V)
-        if any(value is False for _, value in items):  # a False value gives no feature but counts as known
-            falses = Counter(key for key, value in chain.from_iterable(map(dict.items, positions)) if value is False)
+        if any(not value for _, kind, value in typed if kind is bool or kind in NUMBER_TYPES):
+            falses = Counter(key for key, value in chain.from_iterable(map(dict.items, positions))
+                             if not value and type(value) is not str)  # known, no feature (False, 0)
             for key, n in falses.items():
                 known[self.var_ids[key]] += n
         missing_rows.known = known
@@ -309,8 +346,9 @@ class FeatureIndex:
         return indptr, cols[known].astype(np.int32), seq_starts, missing_rows
 
     def _numeric_pairs(self, positions, row_of, is_number):
-        """(row, bin id) of every number of _known_rows' items (``is_number``, in item order) whose key has a
-        numeric column (others are dropped, as rows() drops them); None if one is NaN (missing: rows())."""
+        """(row, id) of every number of _known_rows' items (``is_number``, in item order): its bin's where its key
+        has a numeric column, else, where it is not 0, its key's flag (others are dropped, as rows() drops them);
+        None if one is NaN (missing: rows())."""
         items = [item for item, number in zip(chain.from_iterable(map(dict.items, positions)), is_number.tolist())
                  if number]
         try:
@@ -319,9 +357,13 @@ class FeatureIndex:
             values = np.array([as_float(value) for _, value in items], dtype=np.float64)
         if np.isnan(values).any():
             return None
-        column = np.fromiter(map(self.numeric_of.get, [key for key, _ in items], repeat(-1)), dtype=np.int64,
-                             count=len(items))
-        rows, atoms = row_of[is_number], self._bin_ids(column, values)
+        keys = [key for key, _ in items]
+        column = np.fromiter(map(self.numeric_of.get, keys, repeat(-1)), dtype=np.int64, count=len(items))
+        atoms = self._bin_ids(column, values)
+        table = self._pair_table()
+        flags = np.fromiter(map(table.get, zip(keys, repeat(True)), repeat(-1)), dtype=np.int64, count=len(items))
+        atoms = np.where((column < 0) & (values != 0), flags, atoms)
+        rows = row_of[is_number]
         return rows[atoms >= 0], atoms[atoms >= 0]
 
     def _bin_ids(self, column, values) -> np.ndarray:

@@ -278,6 +278,45 @@ def test_growing_fast_path_gives_the_general_paths_index_and_rows():
         assert FeatureIndex()._grown_rows(general_only) is None
 
 
+def test_a_key_whose_numbers_are_0_or_1_is_a_flag_and_takes_the_fast_paths():
+    """sklearn-crfsuite's way of saying "present" ("bias": 1.0, {"-1=a": 1}) is a present / absent test, not a
+    numeric column: the feature 'key' where the value is 1, none where it is 0, as True and False give them; a key
+    with another number is a numeric column. Growing and predicting take the fast paths, with the general path's
+    names, variables, ids, rows and known counts, keys with '=' included."""
+    from spacy_treecrf.estimator import FeatureIndex
+
+    first = [[{"bias": 1.0, "w": "a", "-1=x": 1, "cap": True}, {"bias": 1.0, "w": "b", "-1=a": 1, "cap": 1}],
+             [{"bias": 1, "w": "a", "cap": False, "n": 0}, {"bias": 1.0, "+1=z": True, "cap": 0, "n": 1}]]
+    second = [[{"bias": 1.0, "w": "c", "-1=y": 1, "new": 0}, {"cap": True, "flag": 1.0, "w": "a"}]]
+    fast, general = FeatureIndex(), FeatureIndex()
+    general._grown_rows = lambda X: None
+    for X in (first, second):
+        quick, slow = fast.rows(X, grow=True), general.rows(X, grow=True)
+        assert (fast.names, fast.variables, fast.feature_var) == (general.names, general.variables,
+                                                                  general.feature_var)
+        for a, b in zip(quick[:3], slow[:3]):
+            assert np.array_equal(a, b)
+        assert np.array_equal(quick[3].known, slow[3].known)
+    assert fast.numeric_keys == [] and {"bias", "-1=x", "-1=a", "cap", "n", "+1=z", "flag", "new"} <= set(fast.names)
+    assert fast._grown_rows(first) is not None
+    X = [[{"bias": 1.0, "-1=x": 1, "cap": 0, "n": 1.0, "w": "zz", "-1=q": 1}, {"+1=z": True, "cap": False, "new": 1}]]
+    quick = fast._known_rows(X)
+    assert quick is not None
+    slow = fast.rows(X + [[["bias"]]], grow=False)
+    n = len(quick[0])
+    assert np.array_equal(quick[0], slow[0][:n]) and np.array_equal(quick[1], slow[1][:quick[0][-1]])
+    names = [[fast.names[j] for j in quick[1][a:b]] for a, b in zip(quick[0][:-1], quick[0][1:])]
+    assert [sorted(row) for row in names] == [["-1=x", "bias", "n"], ["+1=z", "new"]]
+    assert fast._known_rows([[{"cap": 2.5}]]) is None  # a known flag's other number is the flag: rows() reads it
+    assert fast._known_rows([[{"-1=x": float("nan")}]]) is None  # missing
+    numeric = FeatureIndex()
+    numeric.rows([[{"x": 0.5, "bias": 1.0}, {"x": 2.0, "bias": 1.0}]], grow=True)
+    assert numeric.numeric_keys == ["x"] and "bias" in numeric.ids
+    quick = numeric._known_rows([[{"x": 1.0, "bias": 1.0}, {"x": 3.0, "bias": 0.0}]])
+    assert [sorted(numeric.names[j] for j in quick[1][a:b]) for a, b in zip(quick[0][:-1], quick[0][1:])] == [
+        ["bias", "x <= 1.25"], ["x present"]]
+
+
 def test_feature_rows_fast_path_reads_numbers_into_their_columns():
     """A model with numeric columns: its numbers take the fast path into their bins (1 among them, though it
     hashes as True), exactly as the general path reads them; NaN (missing) takes the general path."""
