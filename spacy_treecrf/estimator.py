@@ -767,7 +767,8 @@ class TreeCRF(CRFsuiteMethods):
         probable label). ``known``: a label or None per position of X, one list per sequence: the labelling is
         the best among those that agree with the known labels (E223 where the allowed transitions leave none)."""
         decoded, bounds = self._decoded(X, self.decode, known=known)
-        labels = [self.classes_[k] for k in decoded.ids.tolist()]  # (python ints: indexing with numpy's costs 3x)
+        classes = self.classes_
+        labels = [classes[k] for k in decoded.ids.tolist()]  # (python ints: indexing with numpy's costs 3x)
         return [labels[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
     def predict_marginals(self, X, known=None) -> List[List[Dict[str, float]]]:
