@@ -253,6 +253,23 @@ def test_feature_rows_fast_path_gives_the_general_paths_rows():
     assert mixed[3].any and mixed[3].rows().tolist() == [n + 1]  # the missing 'p'
 
 
+def grown_as_the_general_path(*fits):
+    """A FeatureIndex grown on each of ``fits`` in turn, after checking that the fast path gave what the general
+    path's loop gives, item by item: the same names, variables and ids, rows and per-variable known counts."""
+    from spacy_treecrf.estimator import FeatureIndex
+
+    fast, general = FeatureIndex(), FeatureIndex()
+    general._grown_rows = lambda X: None  # the general path's loop, item by item
+    for X in fits:
+        quick, slow = fast.rows(X, grow=True), general.rows(X, grow=True)
+        assert (fast.names, fast.variables, fast.feature_var) == (general.names, general.variables,
+                                                                  general.feature_var)
+        for a, b in zip(quick[:3], slow[:3]):
+            assert np.array_equal(a, b)
+        assert not quick[3].any and np.array_equal(quick[3].known, slow[3].known)
+    return fast
+
+
 def test_growing_fast_path_gives_the_general_paths_index_and_rows():
     """While growing, dicts of string keys without '=' and string or bool values take _grown_rows: the same names,
     variables and ids in the same order as the general path, the same rows and the same per-variable counts of
@@ -263,15 +280,7 @@ def test_growing_fast_path_gives_the_general_paths_index_and_rows():
     first = [[{"cap": False, "w": "a"}, {"w": "b", "cap": True, "p": np.str_("x")}, {}, {"w": "a", "cap": False}],
              [], [{"p": "x", "q": "y"}, {"w": "a"}]]
     second = [[{"w": "c", "r": False}, {"p": "x", "cap": True}], [{"r": True, "w": "a", "s": "z"}]]
-    fast, general = FeatureIndex(), FeatureIndex()
-    general._grown_rows = lambda X: None  # the general path's loop, item by item
-    for X in (first, second):
-        quick, slow = fast.rows(X, grow=True), general.rows(X, grow=True)
-        assert (fast.names, fast.variables, fast.feature_var) == (general.names, general.variables,
-                                                                  general.feature_var)
-        for a, b in zip(quick[:3], slow[:3]):
-            assert np.array_equal(a, b)
-        assert not quick[3].any and np.array_equal(quick[3].known, slow[3].known)
+    fast = grown_as_the_general_path(first, second)
     assert fast.variables == ["cap", "w", "p", "q", "r", "s"]
     assert fast.rows(second, grow=True)[3].known.tolist() == [1, 2, 1, 0, 2, 1]  # cap w p q r s
     for general_only in ([[{"w=1": "c"}]], [[{1: "d"}]], [[{"w": 1.5}]], [[{"w": None}]], [[["w=a"]]]):
@@ -288,15 +297,7 @@ def test_a_key_whose_numbers_are_0_or_1_is_a_flag_and_takes_the_fast_paths():
     first = [[{"bias": 1.0, "w": "a", "-1=x": 1, "cap": True}, {"bias": 1.0, "w": "b", "-1=a": 1, "cap": 1}],
              [{"bias": 1, "w": "a", "cap": False, "n": 0}, {"bias": 1.0, "+1=z": True, "cap": 0, "n": 1}]]
     second = [[{"bias": 1.0, "w": "c", "-1=y": 1, "new": 0}, {"cap": True, "flag": 1.0, "w": "a"}]]
-    fast, general = FeatureIndex(), FeatureIndex()
-    general._grown_rows = lambda X: None
-    for X in (first, second):
-        quick, slow = fast.rows(X, grow=True), general.rows(X, grow=True)
-        assert (fast.names, fast.variables, fast.feature_var) == (general.names, general.variables,
-                                                                  general.feature_var)
-        for a, b in zip(quick[:3], slow[:3]):
-            assert np.array_equal(a, b)
-        assert np.array_equal(quick[3].known, slow[3].known)
+    fast = grown_as_the_general_path(first, second)
     assert fast.numeric_keys == [] and {"bias", "-1=x", "-1=a", "cap", "n", "+1=z", "flag", "new"} <= set(fast.names)
     assert fast._grown_rows(first) is not None
     X = [[{"bias": 1.0, "-1=x": 1, "cap": 0, "n": 1.0, "w": "zz", "-1=q": 1}, {"+1=z": True, "cap": False, "new": 1}]]
