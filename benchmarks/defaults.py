@@ -84,7 +84,9 @@ MAX_RSS_MB = 1536.0
 # source of it, not the only one. TreeCRF's speed moved by 18% across the same processes.
 TAGGING_SEEDS = (1, 2, 3, 4, 5)
 README_START, README_END = "<!-- defaults-results:start -->", "<!-- defaults-results:end -->"
-LEGEND = ("Test scores (no choice was made on a test set); training seconds without dev evaluations (estimator "
+LEGEND = ("Test scores (no choice was made on a test set): TreeCRF's with its default decoding (Viterbi), "
+          "CRFsuite's with the decoding it scored better with on dev (estimator rows: Viterbi or marginal; spaCy rows: "
+          "Viterbi); training seconds without dev evaluations (estimator "
           "rows: TreeCRF's `fit` with the validation it holds out to stop, CRFsuite's refit); tokens/s: "
           "TreeCRF's tagging (spaCy rows: `nlp.pipe`), CRFsuite's featurization + tagging (estimator rows: both "
           "from the symbol sequences: CRFsuite's window feature dicts, TreeCRF's dicts of each position's own "
@@ -433,13 +435,24 @@ def seed_speeds(per_seed: dict, name: str) -> dict:
 
 
 # ---- table ---------------------------------------------------------------------------------------------------
+def crfsuite_score(crf: dict) -> float:
+    """CRFsuite's test score with the decoding it scored better with on dev: the estimator rows score both Viterbi
+    (TreeCRF's default decoding) and marginal decoding (protein: 51.3 against 62.6 on dev); the spaCy rows decode
+    by Viterbi, as TreeCRF does."""
+    detail = crf.get("detail", {})
+    dev = detail.get("dev")
+    if isinstance(dev, dict) and "test_marginal" in detail and dev.get("marginal", 0.0) > dev.get("viterbi", 0.0):
+        return detail["test_marginal"]
+    return crf["score"]
+
+
 def checks(res: dict) -> dict:
     by = {s["system"]: s for s in res["systems"]}
     tree, crf = by.get("TreeCRF"), by.get("CRFsuite")
     if not tree or not crf:
         return {}
     bound = crf["train_seconds"] if crf["train_seconds"] > 10 else 10.0
-    return dict(score=tree["score"] >= crf["score"],
+    return dict(score=tree["score"] >= crfsuite_score(crf),
                 speed=tree["tokens_per_second"] >= 2 * crf["tokens_per_second"],
                 train=tree["train_seconds"] is not None and tree["train_seconds"] <= bound,
                 memory=tree["peak_rss_mb"] <= MAX_RSS_MB)
@@ -474,7 +487,7 @@ def table(results: dict) -> str:
         ratio = (tree["tokens_per_second"] / crf["tokens_per_second"]) if tree and crf else None
         lines.append(
             f"| {row} | {res['metric']} | {fmt(tree.get('score', 0) * 100, '.2f')} | "
-            f"{fmt(crf.get('score', 0) * 100, '.2f')} |"
+            f"{fmt(crfsuite_score(crf) * 100 if crf else 0, '.2f')} |"
             + (f" {stock_cell(row, stock)} |" if stock_column else "") +
             f" {fmt(tree.get('train_seconds'), '.1f')} | {fmt(crf.get('train_seconds'), '.1f')} | "
             f"{fmt(tree.get('tokens_per_second'), ',.0f')} | {fmt(crf.get('tokens_per_second'), ',.0f')} | "
@@ -493,6 +506,7 @@ def write_tables(work: Path, out: Path, readme: Path = None):
     results = {}
     for path in sorted((work / "rows").glob("*.json")):
         results[path.stem] = json.loads(path.read_text())
+        results[path.stem]["checks"] = checks(results[path.stem])
     commits = sorted({r["commit"] for r in results.values()})
     rows = ", ".join(r for r in ROWS if r in results)
     text = ["# TreeCRF defaults next to CRFsuite", "",
