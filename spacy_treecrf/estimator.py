@@ -34,7 +34,11 @@ NUMBER_TYPES = frozenset({int, float, np.float16, np.float32, np.float64, np.int
 BOOST_SETTINGS = {f.name: f.default for f in dataclasses.fields(BoostParams)}
 EARLY_STOPPING = ("auto", True, False)
 AUTO_MIN_VALIDATION = 1_000  # early_stopping="auto" holds out sequences that hold at least this many positions
-DEFAULT_PATIENCE = 10  # rounds without a better validation score before fit stops, when patience is None
+DEFAULT_PATIENCE = 10  # rounds without a better validation score before fit stops, when patience is None ...
+SMALL_DEV_PATIENCE, SMALL_DEV = 30, 10_000  # ... or this many where the validation data has fewer positions: a
+# small validation set's accuracy is noisy from round to round, and 10 rounds stopped protein at round 22 of the
+# 90 its dev accuracy kept rising to (benchmarks/results/defaults_candidates.md, "Patience for small validation
+# sets")
 MAX_WINDOW = 50  # the most positions either side a window reads (columns grow as 2 x window + 1)
 PAD = "<pad>"  # a window column's name for the positions past a sequence's ends
 
@@ -459,7 +463,8 @@ class TreeCRF(CRFsuiteMethods):
     """Linear-chain CRF whose potentials are sums of regression trees (Dietterich, Hao & Ashenfelter, JMLR 2008).
 
     ``n_rounds`` is the most rounds ``fit`` runs: with validation data it keeps the round with the best validation
-    token accuracy and stops after ``patience`` rounds without a better one (None: 10). The validation data is
+    token accuracy and stops after ``patience`` rounds without a better one (None: 10, or 30 where the validation
+    data has fewer than 10,000 positions). The validation data is
     ``fit``'s X_dev / y_dev if given; otherwise, with ``early_stopping`` True, a ``validation_fraction`` of the
     training sequences drawn with ``random_state`` is held out (and not trained on). "auto" (scikit-learn's
     HistGradientBoosting convention: only where the data is large enough) holds them out where they have at least
@@ -685,6 +690,8 @@ class TreeCRF(CRFsuiteMethods):
                 return float((pred[known] == dev_gold[known]).mean()) if known.any() else 0.0
             if kept_trees:  # a continued fit keeps only rounds that beat the model as it was
                 best_acc = dev_accuracy(self.params.threads)
+        patience = self.patience or (DEFAULT_PATIENCE if dev is None or known.sum() >= SMALL_DEV else
+                                     SMALL_DEV_PATIENCE)
         self.history_ = []
         start = time.perf_counter()
         if warm and self.n_rounds <= kept_rounds:
@@ -703,7 +710,7 @@ class TreeCRF(CRFsuiteMethods):
             self.history_.append(entry)
             if self.verbose:
                 print(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in entry.items()))
-            if dev is not None and r - best_round >= (self.patience or DEFAULT_PATIENCE):
+            if dev is not None and r - best_round >= patience:
                 break
         new_rounds = best_round if dev is not None else len(self.history_)
         crf_.rounds = kept_rounds + new_rounds
