@@ -4,8 +4,9 @@ The model is a trained pipeline with a treecrf NER component (e.g. `benchmarks/i
 model-best: `spacy init config` defaults, text only); the dev docs are a .spacy corpus of the same conversion.
 
 Known entities: for each seed, a random SHARE of the dev set's gold entities (--by entity), or the gold entities of
-a random SHARE of its docs (--by doc), is given (set on the doc as its entities, every other token left unset), and three decodings are scored on the entities that were not given (a
-predicted span equal to a given entity is not counted; one that overlaps it but differs is a false positive):
+a random SHARE of its docs (--by doc), is given (set on the doc as its entities, every other token left unset),
+and three decodings are scored on the entities that were not given (a predicted span equal to a given entity is
+not counted; one that overlaps it but differs is a false positive):
 - free: the model decodes as if nothing were known (overwrite = true);
 - dropped: the free decoding with its spans that overlap a given entity dropped (what overwrite = false did
   before decoding was clamped);

@@ -54,9 +54,9 @@ class Warnings(metaclass=_WithCodes):
     W011 = ("Component '{name}': its model was trained with {settings}; these are part of the model (its feature "
             "columns, its kind of trees), so the model's are used and the configured ones cannot apply.")
 
-    W012 = ("CRF: {settings} set CRFsuite's own training (its optimiser, regularisation, files), which tree boosting does "
-            "not have; they are left unused and TreeCRF's defaults train the model (pass TreeCRF's settings, such as "
-            "n_rounds or max_leaves, to change them)")
+    W012 = ("CRF: {settings} set CRFsuite's own training (its optimiser, regularisation, files), which tree boosting "
+            "does not have; they are left unused and TreeCRF's defaults train the model (pass TreeCRF's settings, such "
+            "as n_rounds or max_leaves, to change them)")
 
     W007 = ("Component '{name}': the training data has gold labels {labels} that are not among its labels {known}; "
             "they are trained as unknown. To add labels to a trained model, go on training it with "

@@ -121,9 +121,10 @@ DEFAULT_CONFIG = {
 def make_treecrf(nlp: Language, name: str, model: Model, features, booster: BoostParams, target: str,
                  spans_key: str, token_attr: str, decode: str, constrain_bio: bool, store_scores: bool,
                  n_best: int, overwrite: bool, preset_outside: bool, round_every: str, rounds_per_pass: int,
-                 scorer: Optional[Callable], max_leaves: Optional[Union[int, str]] = None, shrinkage: Optional[Union[float, str]] = None,
-                 learning_rate: Optional[float] = None, min_samples_leaf: Optional[float] = None,
-                 min_gain: Optional[float] = None, subsample: Optional[float] = None,
+                 scorer: Optional[Callable], max_leaves: Optional[Union[int, str]] = None,
+                 shrinkage: Optional[Union[float, str]] = None, learning_rate: Optional[float] = None,
+                 min_samples_leaf: Optional[float] = None, min_gain: Optional[float] = None,
+                 subsample: Optional[float] = None,
                  colsample: Optional[float] = None, trim: Optional[float] = None, random_state: Optional[int] = None,
                  n_threads: Optional[int] = None, loss: Optional[str] = None, missing: Optional[str] = None,
                  leaf_values: Optional[str] = None, label_splits: Optional[str] = None,
@@ -448,7 +449,8 @@ class TreeCRFComponent(TrainablePipe):
         self._check_initialized()
         docs = list(docs)
         rows = self._rows(docs)
-        known = None if self.cfg["overwrite"] else self.task.batch_known(docs, self.labels, self.cfg["preset_outside"])
+        known = None if self.cfg["overwrite"] else self.task.batch_known(docs, self.labels,
+                                                                          self.cfg["preset_outside"])
         decoded = self.crf.decode(rows, self.cfg["decode"], self.cfg["store_scores"], self.cfg["n_best"], known)
         return {"ids": decoded.ids, "seq_starts": rows.seq_starts, "gamma": decoded.gamma, "decoded": decoded}
 
@@ -728,7 +730,8 @@ def _check_rounds_per_pass(rounds) -> None:
 def _check_loaded_cfg(cfg: dict) -> None:
     """The settings a model file carries, checked as the constructor checks them."""
     kinds = {"spans_key": str, "token_attr": str, "decode": str, "constrain_bio": bool, "store_scores": bool,
-             "n_best": int, "overwrite": bool, "preset_outside": bool, "round_every": str, "rounds_per_pass": int, "corpus_size": int}
+             "n_best": int, "overwrite": bool, "preset_outside": bool, "round_every": str, "rounds_per_pass": int,
+             "corpus_size": int}
     for key, typ in kinds.items():
         if key in cfg and (not isinstance(cfg[key], typ) or (typ is int and isinstance(cfg[key], bool))):
             raise ValueError(Errors.E110.format(key=key, type_name=typ.__name__, cfg=cfg[key]))
