@@ -463,9 +463,8 @@ class TreeCRF(CRFsuiteMethods):
     """Linear-chain CRF whose potentials are sums of regression trees (Dietterich, Hao & Ashenfelter, JMLR 2008).
 
     ``n_rounds`` is the most rounds ``fit`` runs: with validation data it keeps the round with the best validation
-    token accuracy and stops after ``patience`` rounds without a better one (None: 10, or 30 where the validation
-    data has fewer than 10,000 positions). The validation data is
-    ``fit``'s X_dev / y_dev if given; otherwise, with ``early_stopping`` True, a ``validation_fraction`` of the
+    token accuracy and stops after ``patience`` rounds without a better one (None: resolved_patience). The
+    validation data is ``fit``'s X_dev / y_dev if given; otherwise, with ``early_stopping`` True, a ``validation_fraction`` of the
     training sequences drawn with ``random_state`` is held out (and not trained on). "auto" (scikit-learn's
     HistGradientBoosting convention: only where the data is large enough) holds them out where they have at least
     1,000 positions (so the validation accuracy's standard error is at most 1.6 points), as from about 10,000
@@ -690,8 +689,7 @@ class TreeCRF(CRFsuiteMethods):
                 return float((pred[known] == dev_gold[known]).mean()) if known.any() else 0.0
             if kept_trees:  # a continued fit keeps only rounds that beat the model as it was
                 best_acc = dev_accuracy(self.params.threads)
-        patience = self.patience or (DEFAULT_PATIENCE if dev is None or known.sum() >= SMALL_DEV else
-                                     SMALL_DEV_PATIENCE)
+        patience = self.patience or resolved_patience(int(known.sum()) if dev is not None else SMALL_DEV)
         self.history_ = []
         start = time.perf_counter()
         if warm and self.n_rounds <= kept_rounds:
@@ -861,6 +859,12 @@ class TreeCRF(CRFsuiteMethods):
             setattr(self, name, value)
         self.crf_, self.features, self.window_ = crf_, features, window
         return self
+
+
+def resolved_patience(n_validation: int) -> int:
+    """The rounds fit waits for a better validation score when ``patience`` is None: 10, or 30 where the validation
+    data has fewer than 10,000 positions (SMALL_DEV_PATIENCE's reason)."""
+    return SMALL_DEV_PATIENCE if n_validation < SMALL_DEV else DEFAULT_PATIENCE
 
 
 def CRF(**settings) -> "TreeCRF":  # noqa: N802  (sklearn_crfsuite.CRF's name)

@@ -444,8 +444,7 @@ class TreeCRFComponent(TrainablePipe):
 
     # ---- prediction ------------------------------------------------------------------------------------------
     def predict(self, docs: Iterable[Doc]):
-        """Label ids per token, the per-token marginals and the forward-backward pieces for span scores
-        (SequenceModel.decode's Decoded, and the docs' sequence offsets)."""
+        """Label ids, marginals and forward-backward pieces (SequenceModel.decode's Decoded), the docs' offsets."""
         self._check_initialized()
         docs = list(docs)
         rows = self._rows(docs)
