@@ -463,9 +463,9 @@ class TreeCRF(CRFsuiteMethods):
     """Linear-chain CRF whose potentials are sums of regression trees (Dietterich, Hao & Ashenfelter, JMLR 2008).
 
     ``n_rounds`` is the most rounds ``fit`` runs: with validation data it keeps the round with the best validation
-    token accuracy and stops after ``patience`` rounds without a better one (None: resolved_patience). The
-    validation data is ``fit``'s X_dev / y_dev if given; otherwise, with ``early_stopping`` True, a ``validation_fraction`` of the
-    training sequences drawn with ``random_state`` is held out (and not trained on). "auto" (scikit-learn's
+    token accuracy and stops after ``patience`` rounds without a better one (None: resolved_patience). Validation
+    data: ``fit``'s X_dev / y_dev if given; otherwise, with ``early_stopping`` True, a ``validation_fraction`` of
+    the training sequences drawn with ``random_state`` is held out (and not trained on). "auto" (scikit-learn's
     HistGradientBoosting convention: only where the data is large enough) holds them out where they have at least
     1,000 positions (so the validation accuracy's standard error is at most 1.6 points), as from about 10,000
     training positions at the default fraction; otherwise every round is kept.
