@@ -162,9 +162,9 @@ class SequenceModel:
     # ---- training --------------------------------------------------------------------------------------------
     def potentials(self, rows: EngineRows, alive: Optional[np.ndarray] = None,
                    restricted: Optional[np.ndarray] = None) -> crf.Potentials:
-        """The scaled Potentials of the rows under the trees and the transition mask; with ``alive`` (positions x
-        labels, crf.agreeing_labels) those of the ``restricted`` sequences (bool, per sequence) hold only the cells
-        of paths that agree with what is known (crf.clamp_potentials), scaled anew from the raw potentials, so no
+        """The scaled Potentials of the rows under the trees and the transition mask; with ``alive`` (``agreeing``:
+        the positions of the ``restricted`` sequences end to end x labels) those sequences hold only the cells of
+        paths that agree with what is known (crf.clamp_potentials), scaled anew from the raw potentials, so no
         agreeing path is lost to underflow next to a much likelier path the known labels rule out."""
         if alive is None or not restricted.any():
             return self.ensemble.scaled_potentials(rows.indptr, rows.indices, self.allowed, rows.seq_starts,
@@ -178,7 +178,7 @@ class SequenceModel:
         while q < len(starts) - 1:  # blocks of whole sequences of at most ``budget`` positions (or one sequence)
             q1 = max(q + 1, int(np.searchsorted(starts, starts[q] + budget, side="right")) - 1)
             a, b = starts[q], starts[q1]
-            parts.append(self._clamped(rows.take(positions[a:b], starts[q:q1 + 1] - a), alive[positions[a:b]]))
+            parts.append(self._clamped(rows.take(positions[a:b], starts[q:q1 + 1] - a), alive[a:b]))
             q = q1
         if at.all():
             return crf.join(parts)
@@ -197,18 +197,20 @@ class SequenceModel:
         return potentials_to_scaled(phi, self.allowed, rows.seq_starts)
 
     def agreeing(self, known: Known, seq_starts: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-        """(alive, restricted): the labels on some allowed path that agrees with ``known`` (positions x labels,
-        crf.agreeing_labels) and the sequences where something is known. E223 names the first position that no
-        such path reaches."""
+        """(alive, restricted): the sequences where something is known (bool, per sequence) and, for their
+        positions end to end, the labels on some allowed path that agrees with ``known`` (crf.agreeing_labels;
+        the other sequences are not walked). E223 names the first position that no such path reaches."""
         permitted = np.ascontiguousarray(known.permitted, dtype=np.bool_)
         seq_starts = np.asarray(seq_starts, dtype=np.int64)
         ruled_out = np.concatenate([[0], np.cumsum(~permitted.all(axis=1))])
         restricted = ruled_out[seq_starts[1:]] > ruled_out[seq_starts[:-1]]
-        alive, dead = crf.agreeing_labels(permitted, seq_starts, self.allowed)
+        lengths = np.diff(seq_starts)
+        starts = np.concatenate([[0], np.cumsum(lengths[restricted])]).astype(np.int64)
+        alive, dead = crf.agreeing_labels(permitted[np.repeat(restricted, lengths)], starts, self.allowed)
         bad = np.flatnonzero(dead >= 0)
         if len(bad):
-            q = int(bad[0])
-            a, t = int(seq_starts[q]), int(seq_starts[q] + dead[q])
+            q = int(np.flatnonzero(restricted)[bad[0]])
+            a, t = int(seq_starts[q]), int(seq_starts[q] + dead[bad[0]])
             shown = [i for i in range(a, t + 1) if not permitted[i].all()][-3:]
             words = "; ".join(f"{known.where(q, i - a)}: {self._permitted_words(permitted[i])}" for i in shown)
             raise ValueError(Errors.E223.format(where=known.where(q, t - a), known=words))
