@@ -4,13 +4,14 @@ benchmark behind the README's results table.
     TREECRF_DATA_DIR=../shared/data python benchmarks/defaults.py [--rows ROW ...] [--work DIR] [--stock]
         [--crf-jobs N] [--out benchmarks/results/defaults]
     TREECRF_DATA_DIR=../shared/data python benchmarks/defaults.py --dev-only [--rows ROW ...] [--set NAME=VALUE ...]
-        [--max-steps N]
+        [--max-steps N] [--documents]
 
 --dev-only trains TreeCRF alone on each spaCy row, as below, with the generated config's settings overridden by
 --set (a boosting, feature or component setting, by name), and prints its best dev score and round and the
 training's peak RSS: how candidate defaults are compared across tasks (on dev data only; the estimator rows'
 candidates: estimator_defaults.py). --max-steps N stops spaCy's loop after N steps (training.max_steps): a short
-run that shows the memory of the first rounds.
+run that shows the memory of the first rounds. --documents: the ner row's Docs are CoNLL-2003's documents, their
+sentences marked (conll2003_documents), rather than one Doc per sentence.
 
 Rows (data under TREECRF_DATA_DIR; nothing is tuned on a test set):
 - spaCy rows, trained as a user would: `spacy init config --pipeline treecrf`, then only the target, its score
@@ -144,9 +145,21 @@ def genre_split(data: Path, out: Path) -> list:
     return paths
 
 
-def spacy_corpus(row: str, data: Path, work: Path) -> list:
-    """The (train, dev, test) files of a spaCy row, converted once into WORK/corpus."""
-    corpus = work / "corpus" / row
+def conll2003_documents(source: Path, out: Path) -> Path:
+    """A copy of a CoNLL-2003 file whose ``-DOCSTART- -X- -X- O`` lines read ``-DOCSTART- -X- O O``, the document
+    delimiter spaCy's ``ner`` converter looks for: with it the converter makes a Doc per document, its sentences
+    marked; without it, a Doc per sentence, and a Doc of the word ``-DOCSTART-`` for each delimiter line."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    lines = source.read_text(encoding="utf8").splitlines(keepends=True)
+    out.write_text("".join("-DOCSTART- -X- O O\n" if line.startswith("-DOCSTART-") else line for line in lines),
+                   encoding="utf8")
+    return out
+
+
+def spacy_corpus(row: str, data: Path, work: Path, documents: bool = False) -> list:
+    """The (train, dev, test) files of a spaCy row, converted once into WORK/corpus; ``documents`` (ner): a Doc
+    per CoNLL-2003 document (conll2003_documents)."""
+    corpus = work / "corpus" / (row + ("_documents" if documents else ""))
     corpus.mkdir(parents=True, exist_ok=True)
     if row == "chunking":
         import carve_dev
@@ -155,6 +168,8 @@ def spacy_corpus(row: str, data: Path, work: Path) -> list:
         return [corpus / "train-split.txt", corpus / "dev-split.txt", data / "conll2000" / "test.txt"]
     if row == "ner":
         sources, converter = [data / f"conll2003/{s}.txt" for s in ("train", "valid", "test")], ["--converter", "ner"]
+        if documents:
+            sources = [conll2003_documents(source, corpus / "conll" / source.name) for source in sources]
     elif row == "upos_genre":
         sources, converter = genre_split(data, corpus / "conllu"), ["--converter", "conllu", "-n", "1"]
     else:
@@ -210,13 +225,14 @@ def train_pipeline(pipeline: str, row: str, files: list, run_dir: Path, override
         raise SystemExit(f"spacy train failed for {row} ({pipeline}): see {run_dir / 'train.log'}")
 
 
-def dev_run(row: str, data: Path, work: Path, settings: list, max_steps: int = 0) -> dict:
+def dev_run(row: str, data: Path, work: Path, settings: list, max_steps: int = 0, documents: bool = False) -> dict:
     """TreeCRF alone on a spaCy row, the generated config with ``settings`` (NAME=VALUE, see init_config_train),
     stopped after ``max_steps`` steps (0: the config's): its best dev score, the round it came from (spaCy's
     epoch: a round per pass), the rounds run and the training's peak RSS."""
     from init_config_train import override
-    files = spacy_corpus(row, data, work)
-    name = ",".join(settings + ([f"max_steps={max_steps}"] if max_steps else [])) or "defaults"
+    files = spacy_corpus(row, data, work, documents and row == "ner")
+    name = ",".join(settings + ([f"max_steps={max_steps}"] if max_steps else [])
+                    + (["documents"] if documents and row == "ner" else [])) or "defaults"
     run_dir = work / "dev" / row / name
     overrides = [part for item in settings for part in override(item)]
     train_pipeline("treecrf", row, files, run_dir,
@@ -226,6 +242,7 @@ def dev_run(row: str, data: Path, work: Path, settings: list, max_steps: int = 0
     peak = json.loads((run_dir / "run.json").read_text())["peak_rss_mb"]
     result = dict(row=row, settings=settings, max_steps=max_steps or None, best_dev=best["score"],
                   best_round=best["epoch"], rounds=evals[-1]["epoch"], peak_rss_mb=peak, commit=commit(),
+                  documents=documents and row == "ner",
                   date=time.strftime("%Y-%m-%d"))
     (run_dir / "result.json").write_text(json.dumps(result, indent=1))
     print(f"{row} {name}: best dev {SPACY_ROWS[row][1]} {100 * best['score']:.2f} at round {best['epoch']} of "
@@ -548,6 +565,8 @@ def main():
     parser.add_argument("--set", nargs="*", default=[], help="with --dev-only: settings NAME=VALUE")
     parser.add_argument("--max-steps", type=int, default=0, help="with --dev-only: spaCy's max_steps (0: its own)")
     parser.add_argument("--readme", type=Path, default=None, help="also put the table into this README")
+    parser.add_argument("--documents", action="store_true",
+                        help="with --dev-only: ner trains and tags a Doc per CoNLL-2003 document, not per sentence")
     args = parser.parse_args()
     data = Path(os.environ.get("TREECRF_DATA_DIR") or REPO.parent / "shared" / "data")
     if not data.is_dir():
@@ -559,7 +578,7 @@ def main():
     if args.dev_only:
         for row in args.rows:
             if row in SPACY_ROWS:
-                dev_run(row, data, args.work, args.set, args.max_steps)
+                dev_run(row, data, args.work, args.set, args.max_steps, args.documents)
         return
     (args.work / "rows").mkdir(parents=True, exist_ok=True)
     for row in [] if args.table_only else args.rows:

@@ -96,9 +96,11 @@ TARGET = typer.Option(None, help="ner | spans | tag | pos | token_attr (format c
 SPANS_KEY = typer.Option("chunks", help="doc.spans key for target spans")
 KEEP = typer.Option([], help="column=attribute to keep as input, e.g. pos=tag_")
 SPLIT = typer.Option(None, help="NETtalk split: train_1000 | test_1000 | all")
+DOCUMENTS = typer.Option(False, help="a Doc per document (-DOCSTART- to -DOCSTART-), not per sentence")
 
 
-def column_corpus(input_path, format, columns, words_column, label_column, sep, target, spans_key, keep, split):
+def column_corpus(input_path, format, columns, words_column, label_column, sep, target, spans_key, keep, split,
+                  documents=False):
     """The ColumnCorpus the options describe; ValueError (a coded message) for a bad option."""
     from .readers import ColumnCorpus
 
@@ -108,7 +110,7 @@ def column_corpus(input_path, format, columns, words_column, label_column, sep, 
     return ColumnCorpus(str(input_path), format=format, target=target, spans_key=spans_key,
                         keep_columns=dict(item.split("=", 1) for item in keep), split=split,
                         columns=columns.split(",") if columns else None, words_column=words_column,
-                        label_column=label_column, sep=sep)
+                        label_column=label_column, sep=sep, documents=documents)
 
 
 @app.command()
@@ -118,11 +120,11 @@ def convert(input_path: Path = INPUT_PATH,
             format: str = FORMAT, columns: Optional[str] = COLUMNS, words_column: Optional[str] = WORDS_COLUMN,
             label_column: Optional[str] = LABEL_COLUMN, sep: Optional[str] = SEP, target: Optional[str] = TARGET,
             spans_key: str = SPANS_KEY, keep: List[str] = KEEP, split: Optional[str] = SPLIT,
-            lang: str = typer.Option("en", help="Language of the blank vocab")):
+            documents: bool = DOCUMENTS, lang: str = typer.Option("en", help="Language of the blank vocab")):
     """Convert a column file to a .spacy DocBin (gold on the docs; kept columns as token attributes). Any layout:
     --format columns --columns word,pos,tag --target tag (words: the first column, labels: the last)."""
     corpus = column_corpus(input_path, format, columns, words_column, label_column, sep, target, spans_key, keep,
-                           split)
+                           split, documents)
     docs = [eg.reference for eg in corpus(spacy.blank(lang))]
     for doc in docs:  # column files do not record spacing: `spacy evaluate` then keeps these tokens
         doc.has_unknown_spaces = True
@@ -138,7 +140,7 @@ def evaluate(pipeline: Path = typer.Argument(..., help="A trained pipeline"),
              input_path: Path = INPUT_PATH, format: str = FORMAT, columns: Optional[str] = COLUMNS,
              words_column: Optional[str] = WORDS_COLUMN, label_column: Optional[str] = LABEL_COLUMN,
              sep: Optional[str] = SEP, target: Optional[str] = TARGET, spans_key: str = SPANS_KEY,
-             keep: List[str] = KEEP, split: Optional[str] = SPLIT,
+             keep: List[str] = KEEP, split: Optional[str] = SPLIT, documents: bool = DOCUMENTS,
              output: Optional[Path] = typer.Option(None, help="Write the scores as JSON")):
     """Score a pipeline on a column file read like training data, so input columns (e.g. the CoNLL POS column)
     reach the predicted docs, which `spacy evaluate` on a .spacy file cannot do."""
@@ -148,7 +150,7 @@ def evaluate(pipeline: Path = typer.Argument(..., help="A trained pipeline"),
 
     nlp = spacy.load(pipeline)
     corpus = column_corpus(input_path, format, columns, words_column, label_column, sep, target, spans_key, keep,
-                           split)
+                           split, documents)
     examples = list(corpus(nlp))
     crfs = [pipe for _, pipe in nlp.pipeline if isinstance(pipe, TreeCRFComponent)]
     if crfs and not any(pipe.has_gold(eg.reference) for pipe in crfs for eg in examples):

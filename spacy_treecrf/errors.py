@@ -333,6 +333,8 @@ class Errors(metaclass=_WithCodes):
     E228 = ("metrics: average='binary' (the default, as in scikit-learn) scores two labels, but the sequences hold "
             "{n} ({labels}...); give average='micro', 'macro', 'weighted' or None")
     E229 = "metrics: pos_label={pos_label!r} is not one of the labels {labels}; give pos_label one of them"
+    E230 = ("Column reader: documents={documents!r} is not possible with {format}: it must be true or false, and "
+            "true only for column files (conll2000, conll2003, columns), whose -DOCSTART- lines separate documents")
     E216 = ("{name}.explain_span: the span must be a labelled Span of at least one token (an entity or chunk of the "
             "doc), got {span}")
     E217 = ("Model trees: a leaf value of {value:g} lies outside +/-{bound:g}, the most a boosting round can move a "

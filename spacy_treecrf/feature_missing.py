@@ -7,6 +7,7 @@ import numpy as np
 from spacy.attrs import ENT_IOB
 from spacy.tokens import Doc
 from .engine.sparse import pairs_to_rows, window_rows
+from .feature_document import DOC_FAMILIES
 from .feature_tests import ATTRS, TokenTable, _chunks, _concat, offset_name
 
 
@@ -20,7 +21,8 @@ class MissingVariables:
         names += [f"p{k}=" for k in range(1, self.prefix + 1)] + [f"s{k}=" for k in range(1, self.suffix + 1)]
         names += (["sh="] if self.shape else []) + (["f="] if self.flags else [])
         names += [f"a:{attr}=" for attr in self.attrs] + (["lex="] if self.lexicons else [])
-        return names + (["ld="] if self.label_dictionary else [])
+        names += ["ld="] if self.label_dictionary else []
+        return names + (list(DOC_FAMILIES) if self.doc_context else [])
 
     @property
     def n_variables(self) -> int:
@@ -60,13 +62,14 @@ class MissingVariables:
         colmap = (np.arange(W, dtype=np.int32)[None, :] * F + np.arange(F, dtype=np.int32)[:, None]).astype(np.int32)
         lengths = np.array([len(d) for d in chunk], dtype=np.int64)
         doc_starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-        applies = np.array([np.maximum(lengths - abs(j - self.window), 0).sum() for j in range(W)])
         nonempty = [d for d in chunk if len(d)]
+        if nonempty and table is None:
+            table = self._read_tokens(nonempty)
+        bounds = self._window_starts(doc_starts, table)
+        applies = np.array([np.maximum(np.diff(bounds) - abs(j - self.window), 0).sum() for j in range(W)])
         T = int(doc_starts[-1])
         rows, ids = [np.zeros(0, np.int64)], [np.zeros(0, np.int32)]
         if nonempty:
-            if table is None:
-                table = self._read_tokens(nonempty)
             whole = np.flatnonzero(table.missing)
             rows.append(np.repeat(whole, F))
             ids.append(np.tile(np.arange(F, dtype=np.int32), len(whole)))
@@ -76,7 +79,7 @@ class MissingVariables:
                     rows.append(absent)
                     ids.append(np.full(len(absent), fams.index(f"a:{attr}="), np.int32))
         f_indptr, f_ids = pairs_to_rows(np.concatenate(rows), np.concatenate(ids), T)
-        indptr, indices = window_rows(f_indptr, f_ids, doc_starts, self.window, colmap, np.full(W, -1, np.int32))
+        indptr, indices = window_rows(f_indptr, f_ids, bounds, self.window, colmap, np.full(W, -1, np.int32))
         return indptr, indices, doc_starts, applies
 
     def _missing_result(self, parts):

@@ -48,8 +48,9 @@ class SavedState:
         cfg = state["config"]
         if not isinstance(cfg, dict):
             raise ValueError(Errors.E081.format(where=where))
-        # states written before the label dictionary and the numeric sources existed
-        cfg = {"label_dictionary": False, "numeric_attrs": [], "vectors": False, "tensor": False, **cfg}
+        # states written before the label dictionary, the numeric sources and the document tests existed
+        cfg = {"label_dictionary": False, "numeric_attrs": [], "vectors": False, "tensor": False,
+               "doc_context": False, "sentence_windows": False, **cfg}
         expected = set(self.config())
         if set(cfg) != expected:
             raise ValueError(Errors.E082.format(where=where, cfg=sorted(cfg), expected=sorted(expected)))

@@ -12,7 +12,7 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tu
 import numpy as np
 import spacy
 from numba import njit
-from spacy.attrs import DEP, ENT_IOB, ENT_TYPE, IDX, LEMMA, LENGTH, ORTH, POS, TAG
+from spacy.attrs import DEP, ENT_IOB, ENT_TYPE, IDX, LEMMA, LENGTH, ORTH, POS, SENT_START, TAG
 from spacy.matcher import PhraseMatcher
 from spacy.strings import get_string_id
 from spacy.tokens import Doc, Token
@@ -439,6 +439,10 @@ class AtomicTests:
                         a.extend([atom] * (end - start))
             rows.append(np.asarray(r, dtype=np.int64))
             atoms.append(np.asarray(a, dtype=np.int32))
+        if self.doc_context:
+            r, a = self._document_atoms(doc_starts, table, vocab)
+            rows.append(r)
+            atoms.append(a)
         if not rows:
             return np.zeros(T + 1, np.int64), np.zeros(0, np.int32)
         r = np.concatenate(rows)
@@ -483,6 +487,8 @@ class AtomicTests:
         ("._.", name, token.idx, None)), rather than a Token and its Underscore per token."""
         codes = [ORTH, IDX] + [ATTRS[a] for a in self.attrs if a in ATTRS] + ([LENGTH] if "len" in
                                                                               self.numeric_attrs else [])
+        if self.doc_context or self.sentence_windows:
+            codes.append(SENT_START)
         if "ent_type_" in self.attrs:
             codes.append(ENT_IOB)  # an unset entity type is ENT_IOB 0 (ENT_TYPE is 0 outside entities too)
         codes = list(dict.fromkeys(codes))

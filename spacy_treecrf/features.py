@@ -105,6 +105,7 @@ from spacy.tokens import Doc, Token
 from spacy.vocab import Vocab
 from .engine.sparse import window_rows
 from .errors import Errors
+from .feature_document import DocumentContext
 from .feature_missing import MissingVariables
 from .feature_numeric import NumericSources
 from .feature_state import SavedState
@@ -114,7 +115,7 @@ from .feature_tests import FLAGS, MISSING_EXT, REGEXES, char_classes, regex_test
 
 
 # Families subject to the min_freq cut-off.
-_FREQ_FAMILIES = ("w=", "lw=")
+_FREQ_FAMILIES = ("w=", "lw=", "dp=", "dn=")
 # Bounds of what a config or a model file may ask for. Columns are looked up in an atoms x (2 window + 1) table,
 # and every affix length is a test per token: a window of 25 (51 tokens of context) or affixes of 30 characters are
 # beyond any use, and larger values would let a few bytes of config allocate gigabytes.
@@ -124,7 +125,9 @@ MAX_AFFIX = 30
 
 # family prefix of a test name -> (what the family reads, whether its value is text to quote)
 READABLE_FAMILIES = {"w=": ("word", True), "lw=": ("lower", True), "re=": ("pattern", False),
-                     "sh=": ("shape", False), "lex=": ("lexicon", False), "ld=": ("seen_as", False)}
+                     "sh=": ("shape", False), "lex=": ("lexicon", False), "ld=": ("seen_as", False),
+                     "dc=": ("in_doc", False), "dp=": ("before_other_mention", True),
+                     "dn=": ("after_other_mention", True)}
 
 
 def readable_test(name: str) -> str:
@@ -133,7 +136,8 @@ def readable_test(name: str) -> str:
     ``sh=Xxxxx@0`` -> ``shape[0] = Xxxxx``, ``re=Aa+@0`` -> ``pattern[0] = Aa+`` (the regex tests of the
     module docstring), ``f=is_title@0`` -> ``is_title[0]``, ``a:tag_=NNP@-1`` -> ``tag_[-1] = "NNP"``,
     ``lex=CITY@0`` -> ``lexicon[0] = CITY``, ``ld=B-PER@0`` -> ``seen_as[0] = B-PER`` (the word carried that
-    gold label in training), ``pad@+2`` -> ``outside[+2]`` (the offset lies beyond the doc's edge),
+    gold label in training), ``dc=longer@0`` -> ``in_doc[0] = longer``, ``dp=mr.@0`` ->
+    ``before_other_mention[0] = "mr."``, ``pad@+2`` -> ``outside[+2]`` (the offset lies beyond the doc's edge),
     ``missing:w=@0`` -> ``word[0] missing``, ``num:vector3 <= 0.25@-1`` -> ``vector3[-1] <= 0.25``."""
     if name.startswith("missing:"):
         family, _, offset = name[len("missing:"):].rpartition("@")
@@ -230,7 +234,7 @@ def _check_lexicons(lexicons: Any) -> Dict[str, str]:
 # ---------------------------------------------------------------------------------------- featurizer
 
 
-class WindowFeaturizer(AtomicTests, NumericSources, MissingVariables, SavedState):
+class WindowFeaturizer(AtomicTests, DocumentContext, NumericSources, MissingVariables, SavedState):
     """Docs -> sparse binary rows over windowed atomic tests (see the module docstring).
 
     Options (all validated at construction; a bad value raises ``ValueError`` naming the setting):
@@ -257,6 +261,9 @@ class WindowFeaturizer(AtomicTests, NumericSources, MissingVariables, SavedState
       module docstring); ``len`` (characters), a numeric Token attribute (``rank``, ...) or ``_.<extension>``
       holding numbers; the token's vector; its row of ``doc.tensor`` (put the tok2vec that sets it in
       ``[training] annotating_components``, frozen, so its values mean the same in training and tagging).
+    - ``doc_context``: document tests ``dc=``, ``dp=``, ``dn=`` of a capitalised token from the other
+      occurrences of its word in the same Doc (feature_document.py). ``sentence_windows``: window offsets stop at
+      the Doc's sentence boundaries (padding there as at its edges); the Doc stays one sequence.
     - ``missing_text``: tokens whose value is unknown. A token whose text equals this string (or with
       ``token._.treecrf_missing`` set True) produces no atomic tests at all (no lexeme tests, no attributes, no
       lexicon matches), and ``missing_rows`` reports every variable it feeds as missing. ``None`` disables the
@@ -274,7 +281,7 @@ class WindowFeaturizer(AtomicTests, NumericSources, MissingVariables, SavedState
                  attrs: List[str] = [], lexicons: Dict[str, str] = {},
                  lexicon_lowercase: bool = True, missing_text: Optional[str] = None,
                  label_dictionary: bool = True, numeric_attrs: List[str] = [], vectors: bool = False,
-                 tensor: bool = False):
+                 tensor: bool = False, doc_context: bool = False, sentence_windows: bool = False):
         """The options of the class docstring, checked (a bad one: ValueError naming it). This signature is the
         config block's too (spacy_treecrf.window_features.v1 is this class): the empty ``attrs``,
         ``numeric_attrs`` and ``lexicons`` defaults are a list and a dict, as a config shows them; never
@@ -283,7 +290,8 @@ class WindowFeaturizer(AtomicTests, NumericSources, MissingVariables, SavedState
                              prefix=prefix, suffix=suffix, shape=shape, flags=flags, attrs=attrs,
                              lexicons={} if lexicons is None else lexicons, lexicon_lowercase=lexicon_lowercase,
                              missing_text=missing_text, label_dictionary=label_dictionary,
-                             numeric_attrs=numeric_attrs, vectors=vectors, tensor=tensor))
+                             numeric_attrs=numeric_attrs, vectors=vectors, tensor=tensor,
+                             doc_context=doc_context, sentence_windows=sentence_windows))
         self._reset_state()
 
     # ---- configuration
@@ -309,6 +317,8 @@ class WindowFeaturizer(AtomicTests, NumericSources, MissingVariables, SavedState
         self.numeric_attrs = _check_numeric_attrs(cfg["numeric_attrs"])
         self.vectors = _check_bool("vectors", cfg["vectors"])
         self.tensor = _check_bool("tensor", cfg["tensor"])
+        self.doc_context = _check_bool("doc_context", cfg["doc_context"])
+        self.sentence_windows = _check_bool("sentence_windows", cfg["sentence_windows"])
 
     @property
     def lexicons(self) -> Dict[str, str]:
@@ -327,7 +337,8 @@ class WindowFeaturizer(AtomicTests, NumericSources, MissingVariables, SavedState
                 "flags": self.flags, "attrs": list(self.attrs), "lexicons": dict(self.lexicons),
                 "lexicon_lowercase": self.lexicon_lowercase, "missing_text": self.missing_text,
                 "label_dictionary": self.label_dictionary, "numeric_attrs": list(self.numeric_attrs),
-                "vectors": self.vectors, "tensor": self.tensor}
+                "vectors": self.vectors, "tensor": self.tensor, "doc_context": self.doc_context,
+                "sentence_windows": self.sentence_windows}
 
     @property
     def offsets(self) -> List[int]:
@@ -513,7 +524,7 @@ class WindowFeaturizer(AtomicTests, NumericSources, MissingVariables, SavedState
         seen = np.zeros((0, W), bool)
         pad_seen = np.zeros(W, bool)
         for chunk, own in _chunks_with_labels(docs, labels if self.label_dictionary else None):
-            a_indptr, a_ids, doc_starts, _ = self.token_atoms(chunk, own)
+            a_indptr, a_ids, doc_starts, table = self.token_atoms(chunk, own)
             A = len(self._atom_names)
             if A > len(counts):
                 counts = np.concatenate([counts, np.zeros(A - len(counts), np.int64)])
@@ -521,7 +532,8 @@ class WindowFeaturizer(AtomicTests, NumericSources, MissingVariables, SavedState
             counts += np.bincount(a_ids, minlength=A)
             # the (atom, offset) pairs and padded offsets that occur: windowed rows whose columns are the pairs' ids
             ids = np.arange((A + 1) * W, dtype=np.int32)
-            _, pairs = window_rows(a_indptr, a_ids, doc_starts, self.window, ids[:A * W].reshape(A, W), ids[A * W:])
+            _, pairs = window_rows(a_indptr, a_ids, self._window_starts(doc_starts, table), self.window,
+                                   ids[:A * W].reshape(A, W), ids[A * W:])
             pad = pairs >= A * W
             seen[pairs[~pad] // W, pairs[~pad] % W] = True
             pad_seen[pairs[pad] - A * W] = True
@@ -584,8 +596,9 @@ class WindowFeaturizer(AtomicTests, NumericSources, MissingVariables, SavedState
         parts, missing_parts = [], []
         for chunk, own in _chunks_with_labels(docs, own_labels):
             a_indptr, a_ids, doc_starts, table = self.token_atoms(chunk, own)
-            indptr, indices = window_rows(a_indptr, a_ids, doc_starts, window, self._colmap, self._padcol)
-            indptr, indices = self._with_numeric(indptr, indices, doc_starts, [d for d in chunk if len(d)], table)
+            bounds = self._window_starts(doc_starts, table)
+            indptr, indices = window_rows(a_indptr, a_ids, bounds, window, self._colmap, self._padcol)
+            indptr, indices = self._with_numeric(indptr, indices, bounds, [d for d in chunk if len(d)], table)
             parts.append((indptr, indices, doc_starts))
             if with_missing:
                 missing_parts.append(self._missing_chunk(chunk, table))

@@ -77,20 +77,49 @@ def _iter_sentences(path: Union[str, Path], n_columns: Optional[int], sep: Optio
                     ) -> Iterator[Tuple[List[Row], List[int]]]:
     """(rows, line numbers) per blank-line-separated sentence; ``-DOCSTART-`` lines are skipped (and end a
     sentence). With ``n_columns`` None the first data line fixes the column count."""
+    for rows, linenos, _ in _iter_marked_sentences(path, n_columns, sep):
+        yield rows, linenos
+
+
+def _iter_documents(path: Union[str, Path], n_columns: Optional[int], sep: Optional[str]
+                    ) -> Iterator[Tuple[List[Row], List[int], List[int]]]:
+    """(rows, line numbers, where each sentence starts) per document: the sentences from one ``-DOCSTART-`` line
+    to the next (a file without them is one document)."""
     rows: List[Row] = []
     linenos: List[int] = []
+    starts: List[int] = []
+    for sentence, lines, new_document in _iter_marked_sentences(path, n_columns, sep):
+        if new_document and rows:
+            yield rows, linenos, starts
+            rows, linenos, starts = [], [], []
+        starts.append(len(rows))
+        rows += sentence
+        linenos += lines
+    if rows:
+        yield rows, linenos, starts
+
+
+def _iter_marked_sentences(path: Union[str, Path], n_columns: Optional[int], sep: Optional[str]
+                           ) -> Iterator[Tuple[List[Row], List[int], bool]]:
+    """_iter_sentences' sentences, each with whether a ``-DOCSTART-`` line came since the previous one."""
+    rows: List[Row] = []
+    linenos: List[int] = []
+    new_document = after_docstart = False
     for lineno, line in _lines(path):
         if not line.strip():
             if rows:
-                yield rows, linenos
+                yield rows, linenos, new_document
                 rows, linenos = [], []
             continue
         fields = line.split(sep) if sep is not None else line.split()
         if fields[0] == "-DOCSTART-":
             if rows:
-                yield rows, linenos
+                yield rows, linenos, new_document
                 rows, linenos = [], []
+            after_docstart = True
             continue
+        if not rows:
+            new_document, after_docstart = after_docstart, False
         if n_columns is None:
             n_columns = len(fields)
         if len(fields) != n_columns:
@@ -99,7 +128,7 @@ def _iter_sentences(path: Union[str, Path], n_columns: Optional[int], sep: Optio
         rows.append(tuple(fields))
         linenos.append(lineno)
     if rows:
-        yield rows, linenos
+        yield rows, linenos, new_document
 
 
 def read_columns(path: Union[str, Path], columns: Optional[Sequence[str]], label_column: Optional[str] = None,
@@ -259,9 +288,11 @@ def _ensure_extension(attr: str) -> None:
 
 
 def make_doc(vocab: Vocab, words: List[str], attrs: Optional[Dict[str, List[str]]] = None,
-             spaces: Optional[List[bool]] = None, where: Callable[[int], str] = lambda i: f"token {i}") -> Doc:
+             spaces: Optional[List[bool]] = None, where: Callable[[int], str] = lambda i: f"token {i}",
+             sent_starts: Optional[List[int]] = None) -> Doc:
     """A Doc of ``words`` with token attributes (attr -> values: ``tag_``, ``pos_``, ``lemma_``, ``_.ext``).
-    ``spaces`` defaults to True after every token but the last."""
+    ``spaces`` defaults to True after every token but the last; ``sent_starts``: the tokens that start a sentence
+    (every other token does not)."""
     if spaces is None:
         spaces = [True] * len(words)
         if words:
@@ -280,6 +311,10 @@ def make_doc(vocab: Vocab, words: List[str], attrs: Optional[Dict[str, List[str]
             kwargs["lemmas"] = values
         else:
             ext[attr[2:]] = values
+    if sent_starts is not None:
+        kwargs["sent_starts"] = [False] * len(words)
+        for i in sent_starts:
+            kwargs["sent_starts"][i] = True
     doc = Doc(vocab, words=words, spaces=spaces, **kwargs)
     for name, values in ext.items():
         _ensure_extension("_." + name)
@@ -380,13 +415,14 @@ def columns_to_docs(vocab: Vocab, path: Union[str, Path], words_column: ColumnRe
                     label_column: Optional[ColumnRef], label_scheme: Optional[str],
                     input_columns: Optional[Dict[ColumnRef, str]] = None, spans_key: str = "sc", *,
                     columns: Optional[Sequence[str]] = None, token_attr: Optional[str] = None,
-                    sep: Optional[str] = None, limit: int = 0) -> List[Doc]:
-    """Docs (one per sentence) of a column file, with the gold labels stored following ``label_scheme``
+                    sep: Optional[str] = None, limit: int = 0, documents: bool = False) -> List[Doc]:
+    """Docs (one per sentence; with ``documents``, one per document: the sentences between ``-DOCSTART-`` lines,
+    their starts marked) of a column file, with the gold labels stored following ``label_scheme``
     (``None``: no labels) and input columns copied onto token attributes (``input_columns``: column ->
     ``tag_`` / ``pos_`` / ``lemma_`` / ``_.ext``).
 
     Columns are referred to by name (``columns`` gives the file's column names) or by integer position
-    (negative counts from the end). ``limit`` > 0 stops after that many sentences. For CoNLL-2000 chunking:
+    (negative counts from the end). ``limit`` > 0 stops after that many Docs. For CoNLL-2000 chunking:
     ``columns_to_docs(vocab, path, "word", "chunk", "bio_spans", {"pos": "tag_"}, "chunks",
     columns=["word", "pos", "chunk"])``.
     """
@@ -395,21 +431,34 @@ def columns_to_docs(vocab: Vocab, path: Union[str, Path], words_column: ColumnRe
     if label_scheme is not None and layout.label is None:
         raise ValueError(Errors.E121.format(label_scheme=label_scheme))
     docs = []
-    for rows, linenos in _iter_sentences(path, None if names is None else len(names), sep):
+    n_columns = None if names is None else len(names)
+    blocks = (_iter_documents(path, n_columns, sep) if documents else
+              ((rows, linenos, None) for rows, linenos in _iter_sentences(path, n_columns, sep)))
+    for rows, linenos, starts in blocks:
         if limit and len(docs) >= limit:
             break
-        docs.append(_sentence_doc(vocab, layout, rows, linenos, path, gold=True, spans_key=spans_key))
+        docs.append(_sentence_doc(vocab, layout, rows, linenos, path, gold=True, spans_key=spans_key,
+                                  sent_starts=starts))
     return docs
 
 
 def _sentence_doc(vocab, layout: _Layout, rows, linenos, path, gold: bool, spans_key: str,
-                  spaces: Optional[List[bool]] = None) -> Doc:
+                  spaces: Optional[List[bool]] = None, sent_starts: Optional[List[int]] = None) -> Doc:
+    """The Doc of one sentence, or of a document's sentences (``sent_starts``: where each starts; a span never
+    runs on into the next sentence: an ``I-X`` that starts one is read as ``B-X``, as at the start of a file's
+    sentence)."""
     where = _where(path, linenos)
     if layout.max_index >= len(rows[0]):  # every row of a file has the same number of columns
         raise ValueError(Errors.E122.format(where=where(0), value=layout.max_index + 1, n_rows=len(rows[0])))
-    doc = make_doc(vocab, layout.words_of(rows), layout.inputs_of(rows), spaces=spaces, where=where)
+    doc = make_doc(vocab, layout.words_of(rows), layout.inputs_of(rows), spaces=spaces, where=where,
+                   sent_starts=sent_starts)
     if gold and layout.scheme is not None:
-        set_gold(doc, layout.labels_of(rows), layout.scheme, spans_key, layout.token_attr, where)
+        labels = layout.labels_of(rows)
+        if sent_starts is not None and layout.scheme in SPAN_SCHEMES:
+            for i in sent_starts:
+                if labels[i].startswith("I-"):
+                    labels[i] = "B-" + labels[i][2:]
+        set_gold(doc, labels, layout.scheme, spans_key, layout.token_attr, where)
     return doc
 
 
@@ -445,7 +494,7 @@ class ColumnCorpus:
                  spans_key: str = "sc", keep_columns: Optional[Dict[str, str]] = None,
                  token_attr: Optional[str] = None, limit: int = 0, split: Optional[str] = None,
                  columns: Optional[Sequence[str]] = None, words_column: Optional[str] = None,
-                 label_column: Optional[str] = None, sep: Optional[str] = None):
+                 label_column: Optional[str] = None, sep: Optional[str] = None, documents: bool = False):
         if format not in FORMATS and format != "columns":
             raise ValueError(Errors.E129.format(value=list(FORMATS) + ['columns'], format=format))
         if format == "columns":
@@ -472,6 +521,9 @@ class ColumnCorpus:
             raise ValueError(Errors.E145)
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise ValueError(Errors.E131.format(limit=limit))
+        if not isinstance(documents, bool) or (documents and format in ("nettalk", "protein")):
+            raise ValueError(Errors.E230.format(documents=documents, format=f"format {format!r}"))
+        self.documents = documents
         self.path = None if path is None else Path(path)
         self.format = format
         self.target = target
@@ -482,18 +534,22 @@ class ColumnCorpus:
         self.layout = _Layout(names, words, label, READER_SCHEMES[target], keep_columns, token_attr)
         self.spans_opened_by_inside = 0  # read so far: spans whose first tag is I- (module docstring, BIO repair)
 
-    def _sentences(self) -> Iterator[Tuple[List[Row], List[int], object]]:
+    def _sentences(self) -> Iterator[Tuple[List[Row], List[int], object, Optional[List[int]]]]:
+        """(rows, line numbers, file, sentence starts: None but for a document) of each Doc to read."""
         if self.path is None:
             raise ValueError(Errors.E132)
         if self.format == "nettalk":
             for word, phon, stress, lineno in _nettalk_selection(self.path, self.split):
-                yield list(zip(word, phon, stress)), [lineno] * len(word), self.path / "nettalk.data"
+                yield list(zip(word, phon, stress)), [lineno] * len(word), self.path / "nettalk.data", None
         elif self.format == "protein":
             for rows, linenos in _protein_sentences(self.path):
-                yield rows, linenos, self.path
+                yield rows, linenos, self.path, None
+        elif self.documents:
+            for rows, linenos, starts in _iter_documents(self.path, len(self.layout.names), self.sep):
+                yield rows, linenos, self.path, starts
         else:
             for rows, linenos in _iter_sentences(self.path, len(self.layout.names), self.sep):
-                yield rows, linenos, self.path
+                yield rows, linenos, self.path, None
 
     def _is_docbin(self) -> bool:
         """A .spacy file, or a directory of them (spaCy's own corpus format, e.g. from `spacy convert`)."""
@@ -518,16 +574,18 @@ class ColumnCorpus:
 
     def __call__(self, nlp: Language) -> Iterator[Example]:
         if self._is_docbin():
+            if self.documents:  # a .spacy file's Docs are what its converter made them
+                raise ValueError(Errors.E230.format(documents=True, format=f"the .spacy corpus {self.path}"))
             yield from self._docbin_examples(nlp)
             return
         spaces = self.format not in ("nettalk", "protein")
         n = 0
-        for rows, linenos, path in self._sentences():
+        for rows, linenos, path, starts in self._sentences():
             if self.limit and n >= self.limit:
                 break
             sp = None if spaces else [False] * len(rows)
-            predicted = _sentence_doc(nlp.vocab, self.layout, rows, linenos, path, False, self.spans_key, sp)
-            reference = _sentence_doc(nlp.vocab, self.layout, rows, linenos, path, True, self.spans_key, sp)
+            predicted = _sentence_doc(nlp.vocab, self.layout, rows, linenos, path, False, self.spans_key, sp, starts)
+            reference = _sentence_doc(nlp.vocab, self.layout, rows, linenos, path, True, self.spans_key, sp, starts)
             if self.layout.scheme in SPAN_SCHEMES:
                 labels = self.layout.labels_of(rows)
                 spans = reference.ents if SPAN_SCHEMES[self.layout.scheme] == "ents" else reference.spans[
@@ -541,7 +599,7 @@ class ColumnCorpus:
 def create_column_corpus(path: Optional[Union[str, Path]], format: str = "columns", target: Optional[str] = None, spans_key: str = "sc",
                          keep_columns: Dict[str, str] = {}, token_attr: Optional[str] = None, limit: int = 0,
                          split: Optional[str] = None, columns: List[str] = [], words_column: Optional[str] = None,
-                         label_column: Optional[str] = None, sep: Optional[str] = None
+                         label_column: Optional[str] = None, sep: Optional[str] = None, documents: bool = False
                          ) -> Callable[[Language], Iterator[Example]]:
     """Corpus reader for ``[corpora]`` blocks.
 
@@ -557,12 +615,14 @@ def create_column_corpus(path: Optional[Union[str, Path]], format: str = "column
     - ``keep_columns``: input columns copied onto BOTH the predicted and the reference doc, column name ->
       attribute (``tag_``, ``pos_``, ``lemma_``, ``_.ext``), e.g. ``{"pos": "tag_"}`` for the CoNLL POS column.
     - ``label_column`` / ``words_column`` override the format's default columns (e.g. ``chunk`` for CoNLL-2003).
-    - ``limit``: stop after that many sentences (0: all). ``split`` (NETtalk only): ``train_1000``
+    - ``limit``: stop after that many Docs (0: all). ``split`` (NETtalk only): ``train_1000``
       (default), ``test_1000`` or ``all``.
+    - ``documents`` (column formats): one Doc per document, the sentences between ``-DOCSTART-`` lines with their
+      starts marked (``doc.sents``), instead of one per sentence: what the featurizer's ``doc_context`` reads.
 
     Words are separated by spaces in column formats; NETtalk and protein docs have no spaces (``doc.text`` is
     the word / residue string). Gold annotation is set on the reference doc only.
     """
     return ColumnCorpus(path, format=format, target=target, spans_key=spans_key, keep_columns=dict(keep_columns),
                         token_attr=token_attr, limit=limit, split=split, columns=list(columns) or None,
-                        words_column=words_column, label_column=label_column, sep=sep)
+                        words_column=words_column, label_column=label_column, sep=sep, documents=documents)

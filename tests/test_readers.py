@@ -105,6 +105,30 @@ def test_columns_to_docs_schemes(vocab, conll):
     assert [t._.treecrf_test_pos for t in ext[1]] == ["NNP", "NNP"]
 
 
+def test_documents_keep_their_sentences(vocab, conll, tmp_path):
+    docs = columns_to_docs(vocab, conll, "word", "ner", "bio_ents", {"pos": "tag_"}, columns=COLS, documents=True)
+    assert [d.text for d in docs] == ["EU rejects German call . Peter Blackburn", "Hello"]
+    assert [s.text for s in docs[0].sents] == ["EU rejects German call .", "Peter Blackburn"]
+    assert [(e.text, e.label_) for e in docs[0].ents] == [("EU", "ORG"), ("German", "MISC"), ("Peter Blackburn", "PER")]
+    # an I-X that starts a sentence starts a span: it does not continue the one that ends the sentence before
+    running = tmp_path / "running.conll"
+    running.write_text("-DOCSTART- -X- -X- O\n\nNew B-LOC\nYork I-LOC\n\nCity I-LOC\nhall O\n", encoding="utf8")
+    doc, = columns_to_docs(vocab, running, 0, -1, "bio_ents", None, documents=True)
+    assert [(e.text, e.start) for e in doc.ents] == [("New York", 0), ("City", 2)]
+    # a file without -DOCSTART- lines is one document; the corpus reader reads the same Docs
+    plain = tmp_path / "plain.conll"
+    plain.write_text(CONLL.replace("-DOCSTART- -X- -X- O\n", ""), encoding="utf8")
+    whole, = columns_to_docs(vocab, plain, "word", "ner", "bio_ents", None, columns=COLS, documents=True)
+    assert len(list(whole.sents)) == 3
+    read = [eg.reference for eg in ColumnCorpus(conll, format="conll2003", documents=True)(fake_nlp(vocab))]
+    assert [d.text for d in read] == [d.text for d in docs]
+    assert [[s.start for s in d.sents] for d in read] == [[0, 5], [0]]
+    with pytest.raises(ValueError, match=r"E230.*format 'nettalk'"):
+        ColumnCorpus(tmp_path, format="nettalk", documents=True)
+    with pytest.raises(ValueError, match="E230"):
+        ColumnCorpus(conll, format="conll2003", documents="yes")
+
+
 def test_columns_to_docs_errors(vocab, conll, tmp_path):
     with pytest.raises(ValueError, match=r"mini\.conll, line 3: 'B-NP' is not a Universal POS tag"):
         columns_to_docs(vocab, conll, "word", "chunk", "pos", None, columns=COLS)

@@ -1,0 +1,125 @@
+"""Document context: what the other mentions of a word in the same Doc say about it (features.py's module
+docstring), and sentence-bounded windows. A mixin of WindowFeaturizer.
+
+Why: a window of +/-2 tokens cannot tell "Jordan" the country from "Jordan" the player, but the rest of the
+document often can: "Michael Jordan" three sentences earlier, "said Jordan", "in jordan" never. A Doc of many
+sentences is a document (spaCy's CoNLL-2003 converter makes one per ``-DOCSTART-``), and a capitalised word's
+other occurrences in it are cheap, label-free evidence (Chieu & Ng 2003's global features; the label consistency
+of Krishnan & Manning 2006 without its second stage). The tests (``doc_context``), on tokens whose first
+character is upper-case, over the occurrences of the same lowercase form elsewhere in the Doc:
+
+- ``dc=lower``: another occurrence is all lowercase ("May" / "may").
+- ``dc=title``: another occurrence is title-case and not first in its sentence (a sentence-initial or headline
+  ALL-CAPS word whose ordinary spelling is a name).
+- ``dc=longer``: another occurrence is inside a longer run of capitalised tokens ("Jordan" after "Michael
+  Jordan"); ``dc=again`` / ``dc=first``: an earlier / only later occurrences.
+- ``dc=acronym``: an ALL-CAPS token (2-6 letters) spelt by the initials of a run of capitalised tokens
+  elsewhere ("ECB" and "European Central Bank").
+- ``dp=WORD`` / ``dn=WORD``: the lowercase word just before / after another occurrence ("mr.", "said",
+  "corp"); only words seen ``min_freq`` times in training keep a test, as word tests.
+
+At most MAX_OTHERS other occurrences are read for the context words of a token, so a word repeated hundreds of
+times costs linear time. Tokens whose value is missing take part in no test.
+"""
+from collections import defaultdict
+from typing import Dict, List, Tuple
+
+import numpy as np
+from spacy.attrs import ORTH, SENT_START
+
+# Occurrences read for one token's dp= / dn= tests (the first ones in the Doc).
+MAX_OTHERS = 10
+# Families of the document tests; dp= and dn= are cut at min_freq like word tests.
+DOC_FAMILIES = ("dc=", "dp=", "dn=")
+
+
+def _caps_runs(words: List[str], sent_start: List[bool], cap: List[bool]) -> Tuple[List[int], set]:
+    """Per token the length of the run of capitalised tokens it is in (0 outside one; a run stops at a sentence
+    start), and the initials (upper-cased) of every stretch of 2-6 tokens within a run ("The European Union": TE,
+    TEU, EU)."""
+    n = len(words)
+    run = [0] * n
+    initials = set()
+    i = 0
+    while i < n:
+        if not cap[i]:
+            i += 1
+            continue
+        j = i + 1
+        while j < n and cap[j] and not sent_start[j]:
+            j += 1
+        run[i:j] = [j - i] * (j - i)
+        letters = "".join(w[0] for w in words[i:j]).upper()
+        initials.update(letters[a:b] for a in range(len(letters)) for b in range(a + 2, min(a + 6, len(letters)) + 1))
+        i = j
+    return run, initials
+
+
+def document_cues(words: List[str], sent_start: List[bool]) -> Tuple[List[int], List[str]]:
+    """The document tests of one Doc's tokens (``words``, True where a sentence starts) as (token, test name)
+    pairs, tokens ascending (see the module docstring)."""
+    n = len(words)
+    lower = [w.lower() for w in words]
+    cap = [w[:1].isupper() for w in words]
+    where: Dict[str, List[int]] = defaultdict(list)
+    for i, form in enumerate(lower):
+        where[form].append(i)
+    run, initials = _caps_runs(words, sent_start, cap)
+    tokens: List[int] = []
+    names: List[str] = []
+    for i in range(n):
+        if not cap[i]:
+            continue
+        found = []
+        occurrences = where[lower[i]]
+        others = [k for k in occurrences if k != i]
+        if others:
+            if any(words[k].islower() for k in others):
+                found.append("dc=lower")
+            if any(words[k].istitle() and not sent_start[k] for k in others):
+                found.append("dc=title")
+            if max(run[k] for k in others) > run[i]:
+                found.append("dc=longer")
+            found.append("dc=again" if occurrences[0] < i else "dc=first")
+            before = {lower[k - 1] for k in others[:MAX_OTHERS] if k > 0 and not sent_start[k]}
+            after = {lower[k + 1] for k in others[:MAX_OTHERS] if k + 1 < n and not sent_start[k + 1]}
+            found.extend(sorted("dp=" + w for w in before) + sorted("dn=" + w for w in after))
+        if 2 <= len(words[i]) <= 6 and words[i].isalpha() and words[i].isupper() and words[i] in initials \
+                and run[i] < len(words[i]):
+            found.append("dc=acronym")
+        tokens.extend([i] * len(found))
+        names.extend(found)
+    return tokens, names
+
+
+class DocumentContext:
+    """The featurizer's document tests and sentence bounds (see the module docstring)."""
+
+    def _window_starts(self, doc_starts: np.ndarray, table) -> np.ndarray:
+        """Where windows stop: the docs' starts, and with ``sentence_windows`` every sentence start as well
+        (``table`` read with SENT_START; None: no tokens)."""
+        if not self.sentence_windows or table is None:
+            return doc_starts
+        starts = np.flatnonzero(table.column(SENT_START).astype(np.int64) == 1)
+        return np.union1d(doc_starts, starts).astype(np.int64)
+
+    def _document_atoms(self, doc_starts: np.ndarray, table, vocab) -> Tuple[np.ndarray, np.ndarray]:
+        """(token, atom) of every document test of the tokens in ``table`` (unknown tests dropped once frozen)."""
+        orths = table.column(ORTH)
+        uniq, inverse = np.unique(orths, return_inverse=True)
+        texts = [vocab.strings[int(o)] for o in uniq.tolist()]
+        words = [texts[k] for k in inverse.reshape(-1).tolist()]
+        sent_start = (table.column(SENT_START).astype(np.int64) == 1).tolist()
+        rows: List[int] = []
+        atoms: List[int] = []
+        for q in range(len(doc_starts) - 1):
+            s, e = int(doc_starts[q]), int(doc_starts[q + 1])
+            if e - s < 2:
+                continue
+            tokens, names = document_cues(words[s:e], [True] + sent_start[s + 1:e])
+            for t, name in zip(tokens, names):
+                atom = self._intern_one(name)
+                if atom >= 0:
+                    rows.append(s + t)
+                    atoms.append(atom)
+        return np.asarray(rows, np.int64), np.asarray(atoms, np.int32)
