@@ -19,7 +19,9 @@ character is upper-case, over the occurrences of the same lowercase form elsewhe
   "corp"); only words seen ``min_freq`` times in training keep a test, as word tests.
 
 At most MAX_OTHERS other occurrences are read for the context words of a token, so a word repeated hundreds of
-times costs linear time. Tokens whose value is missing take part in no test.
+times costs linear time. Tokens whose value is missing take part in no test. Sentences are the Doc's where they
+are set (a reader's, a sentencizer's or parser's); on a Doc made from text alone, a token after ".", "?" or "!"
+starts one here (a Doc from spaCy's corpus reader has none: it is made from the text).
 """
 from collections import defaultdict
 from typing import Dict, List, Tuple
@@ -31,6 +33,8 @@ from spacy.attrs import ORTH, SENT_START
 MAX_OTHERS = 10
 # Families of the document tests; dp= and dn= are cut at min_freq like word tests.
 DOC_FAMILIES = ("dc=", "dp=", "dn=")
+# Where a Doc's sentences are not set, a token after one of these starts a sentence (for the tests, not windows).
+SENTENCE_ENDS = frozenset((".", "?", "!"))
 
 
 def _caps_runs(words: List[str], sent_start: List[bool], cap: List[bool]) -> Tuple[List[int], set]:
@@ -109,14 +113,18 @@ class DocumentContext:
         uniq, inverse = np.unique(orths, return_inverse=True)
         texts = [vocab.strings[int(o)] for o in uniq.tolist()]
         words = [texts[k] for k in inverse.reshape(-1).tolist()]
-        sent_start = (table.column(SENT_START).astype(np.int64) == 1).tolist()
+        marks = table.column(SENT_START).astype(np.int64)
         rows: List[int] = []
         atoms: List[int] = []
         for q in range(len(doc_starts) - 1):
             s, e = int(doc_starts[q]), int(doc_starts[q + 1])
             if e - s < 2:
                 continue
-            tokens, names = document_cues(words[s:e], [True] + sent_start[s + 1:e])
+            if marks[s + 1:e].any():  # the Doc's sentences are set (1: starts one, -1: does not)
+                starts = [True] + (marks[s + 1:e] == 1).tolist()
+            else:  # unset, as on a Doc made from text: a token after a full stop starts one
+                starts = [True] + [w in SENTENCE_ENDS for w in words[s:e - 1]]
+            tokens, names = document_cues(words[s:e], starts)
             for t, name in zip(tokens, names):
                 atom = self._intern_one(name)
                 if atom >= 0:

@@ -178,3 +178,19 @@ def test_the_component_trains_and_tags_documents(tmp_path):
     assert features.doc_context and features.sentence_windows
     again = back(examples[0].predicted.copy())
     assert [(e.text, e.label_) for e in again.ents] == [(e.text, e.label_) for e in doc.ents]
+
+
+def test_unset_sentences_start_after_full_stops(vocab):
+    """A Doc made from text has no sentences: the tests then take a token after ".", "?" or "!" as their start."""
+    words = "Jordan won . Jordan met Michael Jordan .".split()
+    feat = WindowFeaturizer(doc_context=True, label_dictionary=False, min_freq=1, window=0)
+    unset = Doc(vocab, words=words)
+    set_ = Doc(vocab, words=words, sent_starts=[True] + [False] * (len(words) - 1))  # one sentence, set
+    feat.initialize([unset, set_])
+    indptr, indices, _ = feat([unset])
+    names = feat.feature_names()
+    first = {names[c] for c in indices[indptr[0]:indptr[1]]}
+    assert "dp=michael@0" in first and "dp=.@0" not in first  # the Jordan after "." starts a sentence
+    indptr, indices, _ = feat([set_])
+    first = {names[c] for c in indices[indptr[0]:indptr[1]]}
+    assert "dp=.@0" in first
