@@ -93,7 +93,7 @@ def test_context_words_follow_min_freq(vocab):
 
 def test_without_the_option_nothing_changes(vocab):
     doc = sentence_doc(vocab)
-    plain = WindowFeaturizer(label_dictionary=False, min_freq=1)
+    plain = WindowFeaturizer(label_dictionary=False, min_freq=1, doc_context=False)
     plain.initialize([doc])
     assert not any(name.startswith(("dc=", "dp=", "dn=")) for name in plain.feature_names())
 
@@ -135,7 +135,7 @@ def test_options_survive_a_round_trip_and_old_states_load(vocab):
     assert back.doc_context and back.sentence_windows
     a, b = feat([doc]), back([doc])
     assert all(np.array_equal(x, y) for x, y in zip(a, b))
-    plain = WindowFeaturizer(label_dictionary=False, min_freq=1)
+    plain = WindowFeaturizer(label_dictionary=False, min_freq=1, doc_context=False)
     plain.initialize([doc])
     old = plain.to_dict()
     for key in ("doc_context", "sentence_windows"):

@@ -320,7 +320,7 @@ def test_imputation_counts_only_positions_where_the_variable_has_a_value():
 # ---- the featurizer and the spaCy component ---------------------------------------------------------------------
 
 def window_featurizer(**options):
-    base = dict(window=1, prefix=1, suffix=0, regexes=False, shape=False, flags=False)
+    base = dict(window=1, prefix=1, suffix=0, regexes=False, shape=False, flags=False, doc_context=False)
     return plain_featurizer(**{**base, **options})
 
 
