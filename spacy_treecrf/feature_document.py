@@ -108,23 +108,32 @@ class DocumentContext:
         return np.union1d(doc_starts, starts).astype(np.int64)
 
     def _document_atoms(self, doc_starts: np.ndarray, table, vocab) -> Tuple[np.ndarray, np.ndarray]:
-        """(token, atom) of every document test of the tokens in ``table`` (unknown tests dropped once frozen)."""
+        """(token, atom) of every document test of the tokens in ``table`` (unknown tests dropped once frozen).
+        Only Docs with a capitalised word that occurs twice or an ALL-CAPS word can have a test: they are found
+        over all Docs at once (one sort), and only theirs are read word by word."""
         orths = table.column(ORTH)
         uniq, inverse = np.unique(orths, return_inverse=True)
+        inverse = inverse.reshape(-1)
         texts = [vocab.strings[int(o)] for o in uniq.tolist()]
-        words = [texts[k] for k in inverse.reshape(-1).tolist()]
+        forms, form_of = np.unique([text.lower() for text in texts], return_inverse=True)
+        capitalised = np.fromiter((text[:1].isupper() for text in texts), bool, len(texts))[inverse]
+        acronym = np.fromiter((2 <= len(t) <= 6 and t.isalpha() and t.isupper() for t in texts), bool,
+                              len(texts))[inverse]
+        doc_of = np.repeat(np.arange(len(doc_starts) - 1), np.diff(doc_starts))
+        _, occurrence, counts = np.unique(doc_of * (len(forms) + 1) + form_of.reshape(-1)[inverse],
+                                          return_inverse=True, return_counts=True)
+        candidate = (capitalised & (counts[occurrence.reshape(-1)] >= 2)) | acronym
         marks = table.column(SENT_START).astype(np.int64)
         rows: List[int] = []
         atoms: List[int] = []
-        for q in range(len(doc_starts) - 1):
+        for q in np.unique(doc_of[candidate]).tolist():
             s, e = int(doc_starts[q]), int(doc_starts[q + 1])
-            if e - s < 2:
-                continue
+            words = [texts[k] for k in inverse[s:e].tolist()]
             if marks[s + 1:e].any():  # the Doc's sentences are set (1: starts one, -1: does not)
                 starts = [True] + (marks[s + 1:e] == 1).tolist()
             else:  # unset, as on a Doc made from text: a token after a full stop starts one
-                starts = [True] + [w in SENTENCE_ENDS for w in words[s:e - 1]]
-            tokens, names = document_cues(words[s:e], starts)
+                starts = [True] + [w in SENTENCE_ENDS for w in words[:-1]]
+            tokens, names = document_cues(words, starts)
             for t, name in zip(tokens, names):
                 atom = self._intern_one(name)
                 if atom >= 0:

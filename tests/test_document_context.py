@@ -194,3 +194,30 @@ def test_unset_sentences_start_after_full_stops(vocab):
     indptr, indices, _ = feat([set_])
     first = {names[c] for c in indices[indptr[0]:indptr[1]]}
     assert "dp=.@0" in first
+
+
+def test_only_docs_that_can_have_a_test_are_read_and_nothing_is_lost(vocab):
+    """_document_atoms skips Docs without a repeated capitalised word or an ALL-CAPS one; the tests it finds
+    are exactly document_cues' over every Doc."""
+    from spacy_treecrf.feature_document import SENTENCE_ENDS
+    sentences = SENTENCES + ["Smith and smith .", "A A", "x"]
+    docs = [sentence_doc(vocab, SENTENCES[:3]), Doc(vocab, words="nothing here .".split()),
+            Doc(vocab, words="NATO met . NATO left".split()), sentence_doc(vocab, sentences[-3:]),
+            Doc(vocab, words=[]), sentence_doc(vocab, SENTENCES[3:])]
+    feat = WindowFeaturizer(doc_context=True, label_dictionary=False, min_freq=1, window=0)
+    feat.initialize(docs)
+    nonempty = [d for d in docs if len(d)]
+    table = feat._read_tokens(nonempty)
+    starts = np.cumsum([0] + [len(d) for d in docs])
+    rows, atoms = feat._document_atoms(starts, table, vocab)
+    found = sorted((int(r), feat._atom_names[a]) for r, a in zip(rows, atoms))
+    expected = []
+    for q, doc in enumerate(docs):
+        words = [t.text for t in doc]
+        if len(words) < 2:
+            continue
+        marks = [t.is_sent_start for t in doc] if doc.has_annotation("SENT_START") else None
+        first = [True] + ([bool(m) for m in marks[1:]] if marks else [w in SENTENCE_ENDS for w in words[:-1]])
+        tokens, names = document_cues(words, first)
+        expected += [(int(starts[q]) + t, name) for t, name in zip(tokens, names)]
+    assert found == sorted(expected) and len(found) > 20
