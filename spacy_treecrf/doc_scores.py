@@ -12,7 +12,7 @@ Scores live in doc.user_data, so they travel with Doc.to_bytes, DocBin and nlp.p
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
-from spacy.attrs import IDX, LENGTH, ORTH
+from spacy.attrs import IDX, LENGTH, ORTH, SENT_START
 from spacy.tokens import Doc, Span, SpanGroup, Token
 
 from .targets import TARGET_CLASSES
@@ -137,10 +137,20 @@ def bio_spans(tags: Sequence[str]) -> List[Tuple[int, int, str]]:
     return sequence_bio_spans(ids, np.array([0, len(ids)], dtype=np.int64), labels)[0]
 
 
-def bio_span_arrays(ids: np.ndarray, seq_starts: np.ndarray, labels: Sequence[str]):
+def sentence_starts(docs: Sequence[Doc], seq_starts: np.ndarray) -> np.ndarray:
+    """The batch positions where a sentence starts, in the docs whose sentences are set (by a reader, a
+    sentencizer, a parser); none in the others."""
+    found = [int(seq_starts[q]) + np.flatnonzero(doc.to_array(SENT_START) == 1) for q, doc in enumerate(docs)
+             if len(doc) > 1 and doc.has_annotation("SENT_START")]
+    return np.concatenate(found).astype(np.int64) if found else np.zeros(0, np.int64)
+
+
+def bio_span_arrays(ids: np.ndarray, seq_starts: np.ndarray, labels: Sequence[str],
+                    cut: Optional[np.ndarray] = None):
     """The BIO spans of every sequence of label ids at once, in array operations over all tokens: (owner, start,
     end, kind, kinds), span i covering positions start[i]:end[i] of the batch in sequence owner[i] with type
-    kinds[kind[i]], in order of position."""
+    kinds[kind[i]], in order of position. ``cut``: positions where no span continues (sentence starts: an entity
+    never runs from one sentence into the next, though the model may label the two as one)."""
     parts = [label.partition("-") for label in labels]
     kinds = sorted({kind for _, _, kind in parts})
     kind_id = {kind: i for i, kind in enumerate(kinds)}
@@ -149,6 +159,8 @@ def bio_span_arrays(ids: np.ndarray, seq_starts: np.ndarray, labels: Sequence[st
     T = len(ids)
     first = np.zeros(T, dtype=bool)
     first[seq_starts[:-1][seq_starts[:-1] < seq_starts[1:]]] = True
+    if cut is not None:
+        first[cut] = True
     cont = np.zeros(T, dtype=bool)  # an I-X right after a B-X or I-X of the same sequence
     cont[1:] = (prefix[1:] == 2) & ~first[1:] & (prefix[:-1] > 0) & (kind[1:] == kind[:-1])
     begins = np.flatnonzero((prefix > 0) & ~cont)

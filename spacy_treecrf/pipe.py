@@ -39,7 +39,8 @@ from .engine.numeric import NumericIndex, numeric_index
 from .engine.predict_partition import partition_potentials
 from .engine.memory import check_training_memory
 from .engine.rules import Explanation
-from .doc_scores import NBEST_KEY, SCORES_KEY, bio_span_arrays, per_sequence, spans_per_sequence, token_key
+from .doc_scores import (NBEST_KEY, SCORES_KEY, bio_span_arrays, per_sequence, sentence_starts, spans_per_sequence,
+                         token_key)
 from .doc_scores import bio_spans, sequence_bio_spans  # noqa: F401 (imported from here by scripts and tests)
 from .features import readable_test, window_features  # noqa: F401 (registers the features)
 from .errors import Errors, Warnings
@@ -461,7 +462,7 @@ class TreeCRFComponent(TrainablePipe):
         tags = self.task.tag_values(labels, decoded.ids, self.vocab)
         offsets = span_p = None  # (sliced per doc in the loop below: see BatchSpans)
         if self.task.bio:
-            spans = bio_span_arrays(decoded.ids, starts, labels)
+            spans = bio_span_arrays(decoded.ids, starts, labels, sentence_starts(docs, starts))
             offsets = spans_per_sequence(spans, starts)
             if decoded.fb is not None and self.cfg["store_scores"]:  # (marginal decoding runs forward-backward too)
                 owner, start, end, kind, kinds = spans

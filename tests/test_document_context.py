@@ -221,3 +221,21 @@ def test_only_docs_that_can_have_a_test_are_read_and_nothing_is_lost(vocab):
         tokens, names = document_cues(words, first)
         expected += [(int(starts[q]) + t, name) for t, name in zip(tokens, names)]
     assert found == sorted(expected) and len(found) > 20
+
+
+def test_an_entity_never_runs_into_the_next_sentence(vocab):
+    """Where a Doc's sentences are set, a span the labels run across a sentence start is cut there; a Doc
+    without sentences keeps the span whole."""
+    import numpy as np
+    from spacy_treecrf.doc_scores import bio_span_arrays, sentence_starts
+    labels = ["O", "B-X", "I-X"]
+    ids = np.array([1, 2, 2, 0, 0, 1, 2, 2])  # one span over positions 0-2 of each doc
+    set_ = Doc(vocab, words="a b c d".split(), sent_starts=[True, False, True, False])
+    unset = Doc(vocab, words="a b c d".split())
+    starts = np.array([0, 4, 8])
+    cut = sentence_starts([set_, unset], starts)
+    assert cut.tolist() == [0, 2]
+    owner, start, end, _, _ = bio_span_arrays(ids, starts, labels, cut)
+    assert list(zip(owner.tolist(), start.tolist(), end.tolist())) == [(0, 0, 2), (0, 2, 3), (1, 5, 8)]
+    owner, start, end, _, _ = bio_span_arrays(ids, starts, labels)
+    assert list(zip(start.tolist(), end.tolist())) == [(0, 3), (5, 8)]
