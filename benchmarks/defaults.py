@@ -4,21 +4,22 @@ benchmark behind the README's results table.
     TREECRF_DATA_DIR=../shared/data python benchmarks/defaults.py [--rows ROW ...] [--work DIR] [--stock]
         [--crf-jobs N] [--out benchmarks/results/defaults]
     TREECRF_DATA_DIR=../shared/data python benchmarks/defaults.py --dev-only [--rows ROW ...] [--set NAME=VALUE ...]
-        [--max-steps N] [--sentence-docs]
+        [--max-steps N] [--documents]
 
 --dev-only trains TreeCRF alone on each spaCy row, as below, with the generated config's settings overridden by
 --set (a boosting, feature or component setting, by name), and prints its best dev score and round and the
 training's peak RSS: how candidate defaults are compared across tasks (on dev data only; the estimator rows'
 candidates: estimator_defaults.py). --max-steps N stops spaCy's loop after N steps (training.max_steps): a short
-run that shows the memory of the first rounds. --sentence-docs: the ner row's Docs are its sentences, as spaCy's
-converter makes them from the files as distributed (the rows before 2026-11-29), not its documents.
+run that shows the memory of the first rounds. --documents: the ner row's Docs are CoNLL-2003's documents, their
+sentences marked (conll2003_documents), not its sentences as spaCy's converter makes them from the files as
+distributed; --set applies to the full rows too (TreeCRF's config; CRFsuite reads the columns it makes).
 
 Rows (data under TREECRF_DATA_DIR; nothing is tuned on a test set):
 - spaCy rows, trained as a user would: `spacy init config --pipeline treecrf`, then only the target, its score
   weight and the input columns named, then `spacy train` with spaCy's default training block (rounds chosen by
   early stopping on the dev split):
-  - ner: CoNLL-2003 English, text only (`spacy convert --converter ner`, a Doc per document: the files'
-    -DOCSTART- lines written as the converter's document delimiter, conll2003_documents); dev = valid.txt.
+  - ner: CoNLL-2003 English, text only (`spacy convert --converter ner`: a Doc per sentence, and one of the word
+    -DOCSTART- per delimiter line, as the files are distributed; --documents: a Doc per document); dev = valid.txt.
   - chunking: CoNLL-2000, the POS column as input (the column reader keeps it as token.tag_); dev = every 10th
     training sentence (carve_dev.py).
   - upos / xpos: UD English EWT (`spacy convert --converter conllu -n 1`), its own dev and test.
@@ -227,14 +228,14 @@ def train_pipeline(pipeline: str, row: str, files: list, run_dir: Path, override
         raise SystemExit(f"spacy train failed for {row} ({pipeline}): see {run_dir / 'train.log'}")
 
 
-def dev_run(row: str, data: Path, work: Path, settings: list, max_steps: int = 0, documents: bool = True) -> dict:
+def dev_run(row: str, data: Path, work: Path, settings: list, max_steps: int = 0, documents: bool = False) -> dict:
     """TreeCRF alone on a spaCy row, the generated config with ``settings`` (NAME=VALUE, see init_config_train),
     stopped after ``max_steps`` steps (0: the config's): its best dev score, the round it came from (spaCy's
     epoch: a round per pass), the rounds run and the training's peak RSS."""
     from init_config_train import override
     files = spacy_corpus(row, data, work, documents)
     name = ",".join(settings + ([f"max_steps={max_steps}"] if max_steps else [])
-                    + (["sentence_docs"] if row == "ner" and not documents else [])) or "defaults"
+                    + (["documents"] if row == "ner" and documents else [])) or "defaults"
     run_dir = work / "dev" / row / name
     overrides = [part for item in settings for part in override(item)]
     train_pipeline("treecrf", row, files, run_dir,
@@ -254,8 +255,10 @@ def dev_run(row: str, data: Path, work: Path, settings: list, max_steps: int = 0
 
 def spacy_row(row: str, data: Path, work: Path, args) -> dict:
     target, key, stock = SPACY_ROWS[row]
-    files = spacy_corpus(row, data, work, not args.sentence_docs)
-    train_pipeline("treecrf", row, files, work / row / "treecrf")
+    files = spacy_corpus(row, data, work, args.documents)
+    from init_config_train import override
+    settings = [part for item in args.set for part in override(item)]
+    train_pipeline("treecrf", row, files, work / row / "treecrf", settings)
     command = [sys.executable, SCRIPTS / "side_by_side.py", "--task", row, "--out", work / row / "bench",
                "--train", files[0], "--dev", files[1], "--test", files[2],
                "--treecrf", f"defaults={work / row / 'treecrf'}",
@@ -273,7 +276,7 @@ def spacy_row(row: str, data: Path, work: Path, args) -> dict:
                             wall_seconds=r.get("wall_seconds"), tokens_per_second=r.get("tokens_per_second"),
                             peak_rss_mb=max(filter(None, (r.get("train_peak_rss_mb"), r.get("tag_peak_rss_mb")))),
                             rounds=r.get("rounds"), detail={k: r[k] for k in ("c1", "c2", "dev", "trees") if k in r}))
-    return dict(metric=key, systems=systems, documents=row == "ner" and not args.sentence_docs)
+    return dict(metric=key, systems=systems, documents=row == "ner" and args.documents, settings=args.set)
 
 
 # ---- estimator rows ------------------------------------------------------------------------------------------
@@ -532,7 +535,9 @@ def write_tables(work: Path, out: Path, readme: Path = None):
             f"`python benchmarks/defaults.py` (rows: {rows}); code at {', '.join(commits)}; "
             f"{describe_machine(results)}. {LEGEND}", "", table(results), ""]
     for row, res in results.items():
-        text.append(f"- {row}: run {res['date']} at {res['commit']}, {res['seconds']:.0f} s; " + "; ".join(
+        shape = ("a Doc per document; " if res.get("documents") else "") + "".join(
+            f"set {item}; " for item in res.get("settings") or [])
+        text.append(f"- {row}: run {res['date']} at {res['commit']}, {res['seconds']:.0f} s; {shape}" + "; ".join(
             f"{s['system']} rounds/iterations {s.get('rounds')}, {json.dumps(s['detail'])}" for s in res["systems"]))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".md").write_text("\n".join(text) + "\n")
@@ -564,11 +569,11 @@ def main():
                         help="L-BFGS iterations of CRFsuite's fits on the spaCy rows (0: until CRFsuite converges)")
     parser.add_argument("--table-only", action="store_true", help="rewrite OUT from the rows present")
     parser.add_argument("--dev-only", action="store_true", help="TreeCRF's best dev score per spaCy row (see above)")
-    parser.add_argument("--set", nargs="*", default=[], help="with --dev-only: settings NAME=VALUE")
+    parser.add_argument("--set", nargs="*", default=[], help="TreeCRF's settings NAME=VALUE (default: none)")
     parser.add_argument("--max-steps", type=int, default=0, help="with --dev-only: spaCy's max_steps (0: its own)")
     parser.add_argument("--readme", type=Path, default=None, help="also put the table into this README")
-    parser.add_argument("--sentence-docs", action="store_true",
-                        help="ner trains and tags a Doc per CoNLL-2003 sentence, not per document")
+    parser.add_argument("--documents", action="store_true",
+                        help="ner trains and tags a Doc per CoNLL-2003 document, not per sentence")
     args = parser.parse_args()
     data = Path(os.environ.get("TREECRF_DATA_DIR") or REPO.parent / "shared" / "data")
     if not data.is_dir():
@@ -580,7 +585,7 @@ def main():
     if args.dev_only:
         for row in args.rows:
             if row in SPACY_ROWS:
-                dev_run(row, data, args.work, args.set, args.max_steps, not args.sentence_docs)
+                dev_run(row, data, args.work, args.set, args.max_steps, args.documents)
         return
     (args.work / "rows").mkdir(parents=True, exist_ok=True)
     for row in [] if args.table_only else args.rows:

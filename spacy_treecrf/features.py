@@ -281,7 +281,7 @@ class WindowFeaturizer(AtomicTests, DocumentContext, NumericSources, MissingVari
                  attrs: List[str] = [], lexicons: Dict[str, str] = {},
                  lexicon_lowercase: bool = True, missing_text: Optional[str] = None,
                  label_dictionary: bool = True, numeric_attrs: List[str] = [], vectors: bool = False,
-                 tensor: bool = False, doc_context: bool = True, sentence_windows: bool = False):
+                 tensor: bool = False, doc_context: bool = False, sentence_windows: bool = False):
         """The options of the class docstring, checked (a bad one: ValueError naming it). This signature is the
         config block's too (spacy_treecrf.window_features.v1 is this class): the empty ``attrs``,
         ``numeric_attrs`` and ``lexicons`` defaults are a list and a dict, as a config shows them; never
