@@ -9,7 +9,8 @@ tokens, sentence starts). Stage 1: two fold models, each trained on every other 
 documents the other one trained on; a model trained on all of train labels dev. Stage 2 reads two more columns
 as token attributes (`features.attrs`): the stage-1 BIO label of the token (windowed like every test) and the
 stage-1 entity type given most often to the same word's other mentions in its document ("-" for a word that is
-not capitalised or has none). Prints each model's best dev ents_f and its round; --test: stage 1's and stage 2's
+not capitalised or has none); stage2_own_labels reads the first only. Prints each model's best dev ents_f and its
+round; --test: stage 1's and stage 2's
 test ents_f too (the test file read the same way, stage 1's columns from the model trained on all of train).
 """
 import argparse
@@ -45,7 +46,8 @@ def write_documents(docs, path: Path, extra=None) -> Path:
     return path
 
 
-def train(work: Path, name: str, train_file: Path, dev_file: Path, stage2: bool = False) -> dict:
+def train(work: Path, name: str, train_file: Path, dev_file: Path, stage2: bool = False,
+          attrs: tuple = ("_.s1", "_.dl")) -> dict:
     out = work / name
     if not (out / "model-best").exists():
         path = user_config("treecrf", "ner", out)
@@ -59,7 +61,7 @@ def train(work: Path, name: str, train_file: Path, dev_file: Path, stage2: bool 
             cfg["corpora"][split] = block
         cfg["components"]["treecrf"]["features"]["doc_context"] = True
         if stage2:
-            cfg["components"]["treecrf"]["features"]["attrs"] = ["_.s1", "_.dl"]
+            cfg["components"]["treecrf"]["features"]["attrs"] = list(attrs)
         cfg.to_disk(path)
         with open(out / "train.log", "w") as log:
             subprocess.run([sys.executable, "-m", "spacy", "train", path, "--paths.train", train_file,
@@ -110,6 +112,7 @@ def main():
     train2 = write_documents(train_docs, work / "train2.txt", merged)
     dev2 = write_documents(dev_docs, work / "valid2.txt", stage1_columns(work / "stage1_full", dev_docs))
     results.append(train(work, "stage2", train2, dev2, stage2=True))
+    results.append(train(work, "stage2_own_labels", train2, dev2, stage2=True, attrs=("_.s1",)))
     for r in results:
         print(f"{r['model']}: best dev ents_f {100 * r['best_dev']:.2f} at round {r['best_round']} of {r['rounds']}")
     if args.test:  # for the record only: nothing above was chosen on it
@@ -118,7 +121,10 @@ def main():
         for name, path, reader in (("stage1_full", write_documents(test_docs, work / "test.txt"),
                                     dict(format="conll2003")),
                                    ("stage2", stage2_test, dict(format="columns", columns=STAGE2_COLUMNS, target="ner",
-                                                                keep_columns={"s1": "_.s1", "dl": "_.dl"}))):
+                                                                keep_columns={"s1": "_.s1", "dl": "_.dl"})),
+                                   ("stage2_own_labels", stage2_test, dict(
+                                       format="columns", columns=STAGE2_COLUMNS, target="ner",
+                                       keep_columns={"s1": "_.s1"}))):
             nlp = spacy.load(work / name / "model-best")
             examples = list(ColumnCorpus(path, documents=True, **reader)(nlp))
             print(f"{name}: test ents_f {100 * nlp.evaluate(examples)['ents_f']:.2f}")
