@@ -139,9 +139,13 @@ def bio_spans(tags: Sequence[str]) -> List[Tuple[int, int, str]]:
 
 def sentence_starts(docs: Sequence[Doc], seq_starts: np.ndarray) -> np.ndarray:
     """The batch positions where a sentence starts, in the docs whose sentences are set (by a reader, a
-    sentencizer, a parser); none in the others."""
-    found = [int(seq_starts[q]) + np.flatnonzero(doc.to_array(SENT_START) == 1) for q, doc in enumerate(docs)
-             if len(doc) > 1 and doc.has_annotation("SENT_START")]
+    sentencizer, a parser: some token after the first is marked 1 or -1); none in the others. One to_array a doc
+    (Doc.has_annotation walks the tokens in Python)."""
+    found = []
+    for q, doc in enumerate(docs):
+        marks = doc.to_array(SENT_START)
+        if marks[1:].any():
+            found.append(int(seq_starts[q]) + np.flatnonzero(marks == 1))
     return np.concatenate(found).astype(np.int64) if found else np.zeros(0, np.int64)
 
 

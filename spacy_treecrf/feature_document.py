@@ -18,10 +18,11 @@ character is upper-case, over the occurrences of the same lowercase form elsewhe
 - ``dp=WORD`` / ``dn=WORD``: the lowercase word just before / after another occurrence ("mr.", "said",
   "corp"); only words seen ``min_freq`` times in training keep a test, as word tests.
 
-At most MAX_OTHERS other occurrences are read for the context words of a token, so a word repeated hundreds of
-times costs linear time. Tokens whose value is missing take part in no test. Sentences are the Doc's where they
-are set (a reader's, a sentencizer's or parser's); on a Doc made from text alone, a token after ".", "?" or "!"
-starts one here (a Doc from spaCy's corpus reader has none: it is made from the text).
+At most MAX_OTHERS other occurrences are read for the context words of a token, and the rest is counted once per
+word, so a word repeated hundreds of times costs linear time. Tokens whose value is missing take part in no test.
+Sentences are the Doc's where they are set (a reader's, a sentencizer's or parser's); on a Doc made from text
+alone, a token after ".", "?" or "!" starts one here (a Doc from spaCy's corpus reader has none: it is made from
+the text).
 """
 from collections import defaultdict
 from typing import Dict, List, Tuple
@@ -61,32 +62,42 @@ def _caps_runs(words: List[str], sent_start: List[bool], cap: List[bool]) -> Tup
 
 def document_cues(words: List[str], sent_start: List[bool]) -> Tuple[List[int], List[str]]:
     """The document tests of one Doc's tokens (``words``, True where a sentence starts) as (token, test name)
-    pairs, tokens ascending (see the module docstring)."""
+    pairs, tokens ascending (see the module docstring). What the other occurrences of a form show is counted once
+    per form (its lowercase and mid-sentence title-case occurrences, its two longest runs), and each token takes
+    its own share out, so a word repeated m times costs O(m), not O(m^2)."""
     n = len(words)
     lower = [w.lower() for w in words]
     cap = [w[:1].isupper() for w in words]
+    run, initials = _caps_runs(words, sent_start, cap)
     where: Dict[str, List[int]] = defaultdict(list)
     for i, form in enumerate(lower):
         where[form].append(i)
-    run, initials = _caps_runs(words, sent_start, cap)
     tokens: List[int] = []
     names: List[str] = []
+    seen: Dict[str, Tuple[int, int, int, int]] = {}  # form -> (lowercase, title mid-sentence, longest run, next)
     for i in range(n):
         if not cap[i]:
             continue
         found = []
         occurrences = where[lower[i]]
-        others = [k for k in occurrences if k != i]
-        if others:
-            if any(words[k].islower() for k in others):
+        if len(occurrences) > 1:
+            form = seen.get(lower[i])
+            if form is None:
+                runs = sorted((run[k] for k in occurrences), reverse=True)
+                form = seen[lower[i]] = (sum(words[k].islower() for k in occurrences),
+                                         sum(words[k].istitle() and not sent_start[k] for k in occurrences),
+                                         runs[0], runs[1])
+            n_lower, n_title, longest, second = form
+            if n_lower:  # (a capitalised token is never lowercase itself)
                 found.append("dc=lower")
-            if any(words[k].istitle() and not sent_start[k] for k in others):
+            if n_title - (words[i].istitle() and not sent_start[i]) > 0:
                 found.append("dc=title")
-            if max(run[k] for k in others) > run[i]:
+            if (second if run[i] == longest else longest) > run[i]:
                 found.append("dc=longer")
             found.append("dc=again" if occurrences[0] < i else "dc=first")
-            before = {lower[k - 1] for k in others[:MAX_OTHERS] if k > 0 and not sent_start[k]}
-            after = {lower[k + 1] for k in others[:MAX_OTHERS] if k + 1 < n and not sent_start[k + 1]}
+            others = [k for k in occurrences[:MAX_OTHERS + 1] if k != i][:MAX_OTHERS]
+            before = {lower[k - 1] for k in others if k > 0 and not sent_start[k]}
+            after = {lower[k + 1] for k in others if k + 1 < n and not sent_start[k + 1]}
             found.extend(sorted("dp=" + w for w in before) + sorted("dn=" + w for w in after))
         if 2 <= len(words[i]) <= 6 and words[i].isalpha() and words[i].isupper() and words[i] in initials \
                 and run[i] < len(words[i]):

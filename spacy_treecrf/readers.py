@@ -99,6 +99,17 @@ def _iter_documents(path: Union[str, Path], n_columns: Optional[int], sep: Optio
         yield rows, linenos, starts
 
 
+def _iter_docs(path: Union[str, Path], n_columns: Optional[int], sep: Optional[str], documents: bool
+               ) -> Iterator[Tuple[List[Row], List[int], Optional[List[int]]]]:
+    """(rows, line numbers, sentence starts) per Doc to make: per document with ``documents``, else per sentence
+    (its starts None)."""
+    if documents:
+        yield from _iter_documents(path, n_columns, sep)
+    else:
+        for rows, linenos in _iter_sentences(path, n_columns, sep):
+            yield rows, linenos, None
+
+
 def _iter_marked_sentences(path: Union[str, Path], n_columns: Optional[int], sep: Optional[str]
                            ) -> Iterator[Tuple[List[Row], List[int], bool]]:
     """_iter_sentences' sentences, each with whether a ``-DOCSTART-`` line came since the previous one."""
@@ -254,11 +265,13 @@ def _protein_sentences(path: Union[str, Path], split_at: str = "segment") -> Lis
 
 # ------------------------------------------------------------------------------------------ Doc building
 
-def bio_to_spans(labels: Sequence[str], where: Callable[[int], str] = lambda i: f"token {i}"
-                 ) -> List[Tuple[int, int, str]]:
-    """(start, end, label) spans of a BIO / IOB2 tag sequence, repairing a dangling ``I-X`` into ``B-X``."""
+def bio_to_spans(labels: Sequence[str], where: Callable[[int], str] = lambda i: f"token {i}",
+                 sent_starts: Sequence[int] = ()) -> List[Tuple[int, int, str]]:
+    """(start, end, label) spans of a BIO / IOB2 tag sequence, repairing a dangling ``I-X`` into ``B-X``; no span
+    runs on past a position of ``sent_starts`` (an ``I-X`` there starts one, as at a sentence's first token)."""
     spans: List[Tuple[int, int, str]] = []
     start, cur = -1, None
+    breaks = set(sent_starts)
     for i, tag in enumerate(labels):
         if tag == "O":
             kind, typ = "O", None
@@ -266,7 +279,7 @@ def bio_to_spans(labels: Sequence[str], where: Callable[[int], str] = lambda i: 
             kind, typ = tag[0], tag[2:]
         else:
             raise ValueError(Errors.E137.format(where=where(i), tag=excerpt(tag)))
-        if kind == "I" and cur == typ:
+        if kind == "I" and cur == typ and i not in breaks:
             continue
         if cur is not None:
             spans.append((start, i, cur))
@@ -324,10 +337,12 @@ def make_doc(vocab: Vocab, words: List[str], attrs: Optional[Dict[str, List[str]
 
 
 def set_gold(doc: Doc, labels: List[str], label_scheme: str, spans_key: str = "sc",
-             token_attr: Optional[str] = None, where: Callable[[int], str] = lambda i: f"token {i}") -> Doc:
-    """Store the labels on ``doc`` following ``label_scheme`` (see the module docstring)."""
+             token_attr: Optional[str] = None, where: Callable[[int], str] = lambda i: f"token {i}",
+             sent_starts: Sequence[int] = ()) -> Doc:
+    """Store the labels on ``doc`` following ``label_scheme`` (see the module docstring); BIO spans stop at
+    ``sent_starts``."""
     if label_scheme in SPAN_SCHEMES:
-        spans = [Span(doc, s, e, label=lab) for s, e, lab in bio_to_spans(labels, where)]
+        spans = [Span(doc, s, e, label=lab) for s, e, lab in bio_to_spans(labels, where, sent_starts)]
         if SPAN_SCHEMES[label_scheme] == "ents":
             doc.ents = spans
         else:
@@ -431,10 +446,7 @@ def columns_to_docs(vocab: Vocab, path: Union[str, Path], words_column: ColumnRe
     if label_scheme is not None and layout.label is None:
         raise ValueError(Errors.E121.format(label_scheme=label_scheme))
     docs = []
-    n_columns = None if names is None else len(names)
-    blocks = (_iter_documents(path, n_columns, sep) if documents else
-              ((rows, linenos, None) for rows, linenos in _iter_sentences(path, n_columns, sep)))
-    for rows, linenos, starts in blocks:
+    for rows, linenos, starts in _iter_docs(path, None if names is None else len(names), sep, documents):
         if limit and len(docs) >= limit:
             break
         docs.append(_sentence_doc(vocab, layout, rows, linenos, path, gold=True, spans_key=spans_key,
@@ -445,20 +457,14 @@ def columns_to_docs(vocab: Vocab, path: Union[str, Path], words_column: ColumnRe
 def _sentence_doc(vocab, layout: _Layout, rows, linenos, path, gold: bool, spans_key: str,
                   spaces: Optional[List[bool]] = None, sent_starts: Optional[List[int]] = None) -> Doc:
     """The Doc of one sentence, or of a document's sentences (``sent_starts``: where each starts; a span never
-    runs on into the next sentence: an ``I-X`` that starts one is read as ``B-X``, as at the start of a file's
-    sentence)."""
+    runs on into the next sentence: set_gold)."""
     where = _where(path, linenos)
     if layout.max_index >= len(rows[0]):  # every row of a file has the same number of columns
         raise ValueError(Errors.E122.format(where=where(0), value=layout.max_index + 1, n_rows=len(rows[0])))
     doc = make_doc(vocab, layout.words_of(rows), layout.inputs_of(rows), spaces=spaces, where=where,
                    sent_starts=sent_starts)
     if gold and layout.scheme is not None:
-        labels = layout.labels_of(rows)
-        if sent_starts is not None and layout.scheme in SPAN_SCHEMES:
-            for i in sent_starts:
-                if labels[i].startswith("I-"):
-                    labels[i] = "B-" + labels[i][2:]
-        set_gold(doc, labels, layout.scheme, spans_key, layout.token_attr, where)
+        set_gold(doc, layout.labels_of(rows), layout.scheme, spans_key, layout.token_attr, where, sent_starts or ())
     return doc
 
 
@@ -544,12 +550,9 @@ class ColumnCorpus:
         elif self.format == "protein":
             for rows, linenos in _protein_sentences(self.path):
                 yield rows, linenos, self.path, None
-        elif self.documents:
-            for rows, linenos, starts in _iter_documents(self.path, len(self.layout.names), self.sep):
-                yield rows, linenos, self.path, starts
         else:
-            for rows, linenos in _iter_sentences(self.path, len(self.layout.names), self.sep):
-                yield rows, linenos, self.path, None
+            for rows, linenos, starts in _iter_docs(self.path, len(self.layout.names), self.sep, self.documents):
+                yield rows, linenos, self.path, starts
 
     def _is_docbin(self) -> bool:
         """A .spacy file, or a directory of them (spaCy's own corpus format, e.g. from `spacy convert`)."""
@@ -596,11 +599,11 @@ class ColumnCorpus:
 
 
 @spacy.registry.readers("spacy_treecrf.ColumnCorpus.v1")
-def create_column_corpus(path: Optional[Union[str, Path]], format: str = "columns", target: Optional[str] = None, spans_key: str = "sc",
-                         keep_columns: Dict[str, str] = {}, token_attr: Optional[str] = None, limit: int = 0,
-                         split: Optional[str] = None, columns: List[str] = [], words_column: Optional[str] = None,
-                         label_column: Optional[str] = None, sep: Optional[str] = None, documents: bool = False
-                         ) -> Callable[[Language], Iterator[Example]]:
+def create_column_corpus(path: Optional[Union[str, Path]], format: str = "columns", target: Optional[str] = None,
+                         spans_key: str = "sc", keep_columns: Dict[str, str] = {}, token_attr: Optional[str] = None,
+                         limit: int = 0, split: Optional[str] = None, columns: List[str] = [],
+                         words_column: Optional[str] = None, label_column: Optional[str] = None,
+                         sep: Optional[str] = None, documents: bool = False) -> Callable[[Language], Iterator[Example]]:
     """Corpus reader for ``[corpora]`` blocks.
 
     - ``path``: the file (for ``nettalk``: the directory holding ``nettalk.data`` and the split files).
