@@ -335,6 +335,14 @@ class Errors(metaclass=_WithCodes):
     E229 = "metrics: pos_label={pos_label!r} is not one of the labels {labels}; give pos_label one of them"
     E230 = ("Column reader: documents={documents!r} is not possible with {format}: it must be true or false, and "
             "true only for column files (conll2000, conll2003, columns), whose -DOCSTART- lines separate documents")
+    E231 = ("A stacked model (stack_window > 0) is fitted once, on one training set: its first stage's labels of the "
+            "training data come from fold models of that data. Continued training (warm_start, resume_from) and a "
+            "training corpus that changes between rounds are not possible with it; fit a new model, or use "
+            "stack_window = 0")
+    E232 = ("stack_window > 0 fits its first stage on two folds of the training sequences, but there are {n}; give "
+            "at least two sequences (Docs), or use stack_window = 0")
+    E233 = ("Component '{name}': stack_window > 0 fits its first stage once, on the whole training corpus, but "
+            "round_every = 'batch' fits each round on one batch; use round_every = 'corpus', or stack_window = 0")
     E216 = ("{name}.explain_span: the span must be a labelled Span of at least one token (an entity or chunk of the "
             "doc), got {span}")
     E217 = ("Model trees: a leaf value of {value:g} lies outside +/-{bound:g}, the most a boosting round can move a "

@@ -3,7 +3,6 @@ import dataclasses
 import functools
 import inspect
 import math
-import time
 import warnings
 from collections import Counter
 from itertools import chain, repeat
@@ -23,7 +22,8 @@ from .engine.sparse import pairs_to_rows, window_rows
 from .engine.transitions import transitions_allowed
 from .engine import missing
 from .crfsuite_api import CRFSUITE_SETTINGS, CRFsuiteMethods
-from .model import Columns, Confidence, EngineRows, Known, SequenceModel, is_label, load
+from .model import (Columns, Confidence, EngineRows, Known, SequenceModel, Validation, is_label, load,
+                    resolved_patience)
 from .errors import Errors, Warnings, excerpt
 
 Position = Union[Dict[str, object], Iterable[str]]
@@ -34,11 +34,6 @@ NUMBER_TYPES = frozenset({int, float, np.float16, np.float32, np.float64, np.int
 BOOST_SETTINGS = {f.name: f.default for f in dataclasses.fields(BoostParams)}
 EARLY_STOPPING = ("auto", True, False)
 AUTO_MIN_VALIDATION = 1_000  # early_stopping="auto" holds out sequences that hold at least this many positions
-DEFAULT_PATIENCE = 10  # rounds without a better validation score before fit stops, when patience is None ...
-SMALL_DEV_PATIENCE, SMALL_DEV = 30, 10_000  # ... or this many where the validation data has fewer positions: a
-# small validation set's accuracy is noisy from round to round, and 10 rounds stopped protein at round 22 of the
-# 90 its dev accuracy kept rising to (benchmarks/results/defaults_candidates.md, "Patience for small validation
-# sets")
 MAX_WINDOW = 50  # the most positions either side a window reads (columns grow as 2 x window + 1)
 PAD = "<pad>"  # a window column's name for the positions past a sequence's ends
 
@@ -527,6 +522,7 @@ class TreeCRF(CRFsuiteMethods):
                  trim: float = B.trim, random_state: int = B.random_state, n_threads: int = B.n_threads,
                  loss: str = B.loss, missing: str = B.missing, leaf_values: str = B.leaf_values,
                  label_splits: str = B.label_splits, shared_trees: bool = B.shared_trees, l1: float = B.l1,
+                 stack_window: int = B.stack_window,
                  **unknown):
         """The keyword arguments from ``max_leaves`` on are the boosting settings: BoostParams' fields with its
         defaults (B: engine/settings.py's BOOST_DEFAULTS, where each is defined and described once; a treecrf
@@ -674,47 +670,23 @@ class TreeCRF(CRFsuiteMethods):
 
     def _boost(self, trainer, X_dev, y_dev, warm: bool) -> None:
         """Fit rounds up to n_rounds; with validation data keep the best round and stop after patience rounds
-        without a better one (fit's docstring)."""
+        without a better one (fit's docstring; SequenceModel.fit_rounds)."""
         crf_ = self.crf_
-        kept_rounds, kept_trees = crf_.rounds, crf_.n_trees
-        dev = None
-        best_acc, best_round = -1.0, 0
-        if X_dev is not None:
-            dev = crf_.dev_cache(self._rows(X_dev))
-            dev_gold = np.array([self._label_index(label) for ys in y_dev for label in ys], dtype=np.int64)
-            known = dev_gold != -1  # unseen labels (-2) count as errors
-
-            def dev_accuracy(threads: int) -> float:
-                pred = dev.predict(self.decode, threads)
-                return float((pred[known] == dev_gold[known]).mean()) if known.any() else 0.0
-            if kept_trees:  # a continued fit keeps only rounds that beat the model as it was
-                best_acc = dev_accuracy(self.params.threads)
-        patience = self.patience or resolved_patience(int(known.sum()) if dev is not None else SMALL_DEV)
+        validation = None
+        if X_dev is not None:  # unseen labels (-2) count as errors
+            validation = Validation(crf_.dev_cache(self._rows(X_dev)), np.array(
+                [self._label_index(label) for ys in y_dev for label in ys], dtype=np.int64), self.decode)
+        patience = self.patience or (resolved_patience(int((validation.gold != -1).sum())) if validation is not None
+                                     else 0)  # (no validation: every round is kept)
         self.history_ = []
-        start = time.perf_counter()
-        if warm and self.n_rounds <= kept_rounds:
-            warnings.warn(Warnings.W006.format(rounds=kept_rounds, n_rounds=self.n_rounds))
-        scores = []  # the round's validation accuracy, scored beside the round's last step (Trainer.fit_round)
-        for r in range(1, self.n_rounds - kept_rounds + 1):
-            objective = trainer.fit_round(crf_.ensemble, on_tree=dev.add_tree if dev else None,
-                                          beside=(lambda threads: scores.append(dev_accuracy(threads)))
-                                          if dev else None)
-            entry = {"round": kept_rounds + r, "train_loss_before": -objective, "seconds": time.perf_counter() - start,
-                     **trainer.round_report()}
-            if dev is not None:
-                entry["dev_accuracy"] = acc = scores.pop()
-                if acc > best_acc:
-                    best_acc, best_round = acc, r
+        if warm and self.n_rounds <= crf_.rounds:
+            warnings.warn(Warnings.W006.format(rounds=crf_.rounds, n_rounds=self.n_rounds))
+
+        def report(entry: dict) -> None:
             self.history_.append(entry)
             if self.verbose:
                 print(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in entry.items()))
-            if dev is not None and r - best_round >= patience:
-                break
-        new_rounds = best_round if dev is not None else len(self.history_)
-        crf_.rounds = kept_rounds + new_rounds
-        trainer.close()
-        trainer = dev = None  # their caches (T x S x K each) go before the trees are joined into one array
-        crf_.ensemble.truncate(kept_trees + new_rounds * (1 if crf_.params.shared_trees else len(crf_.labels)))
+        crf_.fit_rounds(trainer, self.n_rounds - crf_.rounds, validation, patience, report)
 
     def _fill(self) -> np.ndarray:
         """The model's fill table (model.py): the imputed or indicator feature of each variable (-1: none)."""
@@ -859,12 +831,6 @@ class TreeCRF(CRFsuiteMethods):
             setattr(self, name, value)
         self.crf_, self.features, self.window_ = crf_, features, window
         return self
-
-
-def resolved_patience(n_validation: int) -> int:
-    """The rounds fit waits for a better validation score when ``patience`` is None: 10, or 30 where the validation
-    data has fewer than 10,000 positions (SMALL_DEV_PATIENCE's reason)."""
-    return SMALL_DEV_PATIENCE if n_validation < SMALL_DEV else DEFAULT_PATIENCE
 
 
 def CRF(**settings) -> "TreeCRF":  # noqa: N802  (sklearn_crfsuite.CRF's name)

@@ -17,6 +17,8 @@ label ids back into its output (spans and tags on Docs, lists of labels); everyt
 Nothing here imports spaCy: labels are whatever the front end names them with (strings, or the estimator's
 integers too).
 """
+import dataclasses
+import time
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
@@ -28,16 +30,23 @@ from .engine.ensemble import DevCache, Ensemble, potentials_to_scaled
 from .engine.settings import BoostParams
 from .engine.crf import ForwardBackward
 from .engine.missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
-from .engine.numeric import NumericIndex
+from .engine.numeric import NumericIndex, with_atoms
 from .engine.rules import Explanation, ensemble_rules, explain_sequence
 from .engine.transitions import first_forbidden
-from .engine.sparse import take_rows
+from .engine.sparse import take_rows, with_label_columns
 from .engine.trees import no_missing
 from .errors import Errors
 
 MODEL_KIND = "model"  # the envelope's kind of a version 5 file, whichever front end wrote it
 CLAMP_CELLS = 1 << 22  # raw potentials (float64 cells) a block of sequences with known labels is decoded from
 FRONT_ENDS = {"component": "treecrf", "estimator": "TreeCRF"}  # front end -> the kind its files had before
+DEFAULT_PATIENCE = 10  # rounds without a better validation score before a fit stops, when patience is None ...
+SMALL_DEV_PATIENCE, SMALL_DEV = 30, 10_000  # ... or this many where the validation data has fewer positions: a
+# small validation set's accuracy is noisy from round to round, and 10 rounds stopped protein at round 22 of the
+# 90 its dev accuracy kept rising to (benchmarks/results/defaults_candidates.md, "Patience for small validation
+# sets")
+STACK_MAX_ROUNDS = 300  # the most rounds a first-stage fold model of a stacked model runs (it stops on its
+# validation half long before on every task of benchmarks/defaults.py)
 
 
 class EngineRows(NamedTuple):
@@ -88,6 +97,40 @@ class Decoded(NamedTuple):
     confidence: Optional[Confidence] = None
 
 
+class Validation(NamedTuple):
+    """Held-out rows that pick a fit's best round (SequenceModel.fit_rounds): their DevCache, gold label ids
+    (int64; -1 unknown, left out; -2 a label the model does not know, always an error) and the decoding scored."""
+    cache: DevCache
+    gold: np.ndarray
+    decode: str
+
+    def accuracy(self, threads: int) -> float:
+        """Token accuracy of the cache's current potentials (0 where no gold label is known)."""
+        pred = self.cache.predict(self.decode, threads)
+        known = self.gold != -1
+        return float((pred[known] == self.gold[known]).mean()) if known.any() else 0.0
+
+
+class StackedTests(Sequence):
+    """A stacked model's tests in words: the front end's ``tests`` for its columns and numeric thresholds, the
+    label columns between (SequenceModel.n_columns) as "first stage: LABEL[offset]"."""
+
+    def __init__(self, tests: Sequence[str], n_features: int, labels: Sequence, window: int):
+        self.tests, self.n_features, self.labels, self.window = tests, n_features, list(labels), window
+        self.n_label_columns = (2 * window + 1) * len(self.labels)
+
+    def __len__(self) -> int:
+        return len(self.tests) + self.n_label_columns
+
+    def __getitem__(self, col: int) -> str:
+        if col < self.n_features:
+            return self.tests[col]
+        if col < self.n_features + self.n_label_columns:
+            offset, k = divmod(col - self.n_features, len(self.labels))
+            return f"first stage: {self.labels[k]}[{offset - self.window:+d}]"
+        return self.tests[col - self.n_label_columns]
+
+
 class Columns(NamedTuple):
     """What a front end's featurizer state says of the engine's columns, for the loader to check the trees
     against: the number of atoms, their NumericIndex, the variables a missing value can belong to, the front end's
@@ -113,7 +156,7 @@ class SequenceModel:
 
     def __init__(self, labels: Sequence, allowed: np.ndarray, params: BoostParams, n_features: int,
                  numeric: NumericIndex, fill: Optional[np.ndarray] = None, ensemble: Optional[Ensemble] = None,
-                 rounds: int = 0):
+                 rounds: int = 0, stage1: Optional["SequenceModel"] = None):
         self.labels = list(labels)
         self.allowed = np.ascontiguousarray(allowed, dtype=np.bool_)
         self.params = params
@@ -121,12 +164,29 @@ class SequenceModel:
         self.numeric = numeric
         self.fill = np.zeros(0, dtype=np.int32) if fill is None else np.asarray(fill, dtype=np.int32)
         K = len(self.labels)
+        self.stage1: Optional[SequenceModel] = None  # a stacked model's first stage (params.stack_window > 0)
+        if params.stack_window:
+            self.stage1 = stage1 if stage1 is not None else SequenceModel(
+                labels, allowed, dataclasses.replace(params, stack_window=0), n_features, numeric, self.fill)
         if ensemble is None:
             ensemble = Ensemble(K + 1, K, N_SURROGATES if params.missing == "surrogate" else 0,
                                 shared=params.shared_trees)
-        ensemble.set_numeric(numeric)
+        ensemble.set_numeric(self.tree_numeric)
         self.ensemble = ensemble
         self.rounds = int(rounds)
+
+    @property
+    def n_columns(self) -> int:
+        """The columns the trees read: the front end's ``n_features``, then for a stacked model a column per
+        (offset in the label window, first-stage label) (sparse.with_label_columns)."""
+        if self.stage1 is None:
+            return self.n_features
+        return self.n_features + (2 * self.params.stack_window + 1) * len(self.labels)
+
+    @property
+    def tree_numeric(self) -> NumericIndex:
+        """The NumericIndex of the columns the trees read (the label columns are binary)."""
+        return self.numeric if self.stage1 is None else with_atoms(self.numeric, self.n_columns)
 
     @property
     def n_trees(self) -> int:
@@ -165,36 +225,73 @@ class SequenceModel:
         """The scaled Potentials of the rows under the trees and the transition mask; with ``alive`` (``agreeing``:
         the positions of the ``restricted`` sequences end to end x labels) those sequences hold only the cells of
         paths that agree with what is known (crf.clamp_potentials), scaled anew from the raw potentials, so no
-        agreeing path is lost to underflow next to a much likelier path the known labels rule out."""
-        if alive is None or not restricted.any():
-            return self.ensemble.scaled_potentials(rows.indptr, rows.indices, self.allowed, rows.seq_starts,
-                                                   self.params.threads, rows.missing)
+        agreeing path is lost to underflow next to a much likelier path the known labels rule out. A stacked
+        model's are made block by block from raw potentials (``_raw``)."""
         lengths = np.diff(rows.seq_starts)
+        if alive is None or not restricted.any():
+            if self.stage1 is None:
+                return self.ensemble.scaled_potentials(rows.indptr, rows.indices, self.allowed, rows.seq_starts,
+                                                       self.params.threads, rows.missing)
+            restricted, alive = np.ones(len(lengths), dtype=np.bool_), None
         at = np.repeat(restricted, lengths)  # the restricted sequences' positions, and their offsets end to end
-        positions = np.flatnonzero(at)
         starts = np.concatenate([[0], np.cumsum(lengths[restricted])]).astype(np.int64)
+        own = rows if at.all() else rows.take(np.flatnonzero(at), starts)
         budget = max(1, CLAMP_CELLS // self.allowed.size)  # positions a block of raw potentials holds
         parts, q = [], 0
         while q < len(starts) - 1:  # blocks of whole sequences of at most ``budget`` positions (or one sequence)
             q1 = max(q + 1, int(np.searchsorted(starts, starts[q] + budget, side="right")) - 1)
             a, b = starts[q], starts[q1]
-            parts.append(self._clamped(rows.take(positions[a:b], starts[q:q1 + 1] - a), alive[a:b]))
+            block = own if (a, b) == (0, starts[-1]) else own.take(np.arange(a, b, dtype=np.int64),
+                                                                     starts[q:q1 + 1] - a)
+            parts.append(self._clamped(block, None if alive is None else alive[a:b]))
             q = q1
         if at.all():
             return crf.join(parts)
         free = rows.take(np.flatnonzero(~at), np.concatenate([[0], np.cumsum(lengths[~restricted])]).astype(np.int64))
         return crf.interleave(self.potentials(free), crf.join(parts), at)
 
-    def _clamped(self, rows: EngineRows, alive: np.ndarray) -> crf.Potentials:
-        """The Potentials of the rows restricted to ``alive``'s labels (see ``potentials``)."""
-        T = len(rows.indptr) - 1
-        if self.n_trees:
-            phi = self.ensemble.potentials(rows.indptr, rows.indices, self.params.threads, rows.missing,
-                                           valid=(self.allowed, rows.seq_starts))
-        else:
-            phi = np.zeros((T,) + self.allowed.shape)
-        crf.clamp_potentials(phi, alive, crf.start_mask(rows.seq_starts, T))
+    def _clamped(self, rows: EngineRows, alive: Optional[np.ndarray]) -> crf.Potentials:
+        """The Potentials of the rows, restricted to ``alive``'s labels where given (see ``potentials``)."""
+        phi = self._raw(rows, alive)
+        if alive is not None:
+            crf.clamp_potentials(phi, alive, crf.start_mask(rows.seq_starts, len(rows.indptr) - 1))
         return potentials_to_scaled(phi, self.allowed, rows.seq_starts)
+
+    def _raw(self, rows: EngineRows, alive: Optional[np.ndarray] = None) -> np.ndarray:
+        """Raw potentials (T x S x K, float64; the cells a decoder reads) of the rows: the trees' sum; for a
+        stacked model the first stage's plus its own trees' over the rows with the first stage's labels (its
+        Viterbi path, among the paths that agree with ``alive`` where given)."""
+        T = len(rows.indptr) - 1
+        if self.stage1 is None:
+            if not self.n_trees:
+                return np.zeros((T,) + self.allowed.shape)
+            return self.ensemble.potentials(rows.indptr, rows.indices, self.params.threads, rows.missing,
+                                            valid=(self.allowed, rows.seq_starts))
+        phi = self.stage1._raw(rows)
+        if not self.n_trees:
+            return phi
+        first = phi.copy() if alive is not None else phi
+        if alive is not None:
+            crf.clamp_potentials(first, alive, crf.start_mask(rows.seq_starts, T))
+        ids = viterbi(potentials_to_scaled(first, self.allowed, rows.seq_starts), rows.seq_starts,
+                      self.params.threads)
+        second = self.stacked_rows(rows, ids)
+        return phi + self.ensemble.potentials(second.indptr, second.indices, self.params.threads, second.missing,
+                                              valid=(self.allowed, rows.seq_starts))
+
+    def stacked_rows(self, rows: EngineRows, first_labels: np.ndarray) -> EngineRows:
+        """The rows a stacked model's own trees read: the front end's, and each position's columns of the first
+        stage's labels ``first_labels`` (int32 per position) in the label window."""
+        indptr, indices = with_label_columns(rows.indptr, rows.indices, np.ascontiguousarray(first_labels, np.int32),
+                                             rows.seq_starts, self.n_features, len(self.labels),
+                                             self.params.stack_window)
+        missing_rows = rows.missing
+        if missing_rows is not None:
+            fvar = np.full(self.n_columns, -1, dtype=np.int32)
+            fvar[:len(missing_rows.feature_var)] = missing_rows.feature_var
+            missing_rows = MissingRows(missing_rows.indptr, missing_rows.indices, fvar, missing_rows.n_vars,
+                                       missing_rows.known)
+        return EngineRows(indptr, indices, rows.seq_starts, missing_rows)
 
     def agreeing(self, known: Known, seq_starts: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """(alive, restricted): the sequences where something is known (bool, per sequence) and, for their
@@ -243,21 +340,110 @@ class SequenceModel:
 
     def trainer(self, rows: EngineRows, y: np.ndarray, scheduler=None) -> boost.Trainer:
         """A Trainer over the rows (labels ``y``, int32, -1 unknown), in this process or on a Dask ``scheduler``'s
-        workers, starting from the model's potentials of the rows when it has trees (continued training)."""
-        return boost.new_trainer(rows.indptr, rows.indices, self.n_features, y, rows.seq_starts, self.allowed,
-                                 self.params, scheduler, initial=self.potentials(rows) if self.n_trees else None,
-                                 missing_rows=rows.missing, numeric=self.numeric)
+        workers, starting from the model's potentials of the rows when it has trees (continued training). A
+        stacked model's first stage is fitted here, before its own first round (``fit_first_stage``): its trees
+        then read the rows with the cross-fitted first-stage labels, from the fold models' potentials. E231: a
+        stacked model is fitted once, on one training set."""
+        if self.stage1 is None:
+            return boost.new_trainer(rows.indptr, rows.indices, self.n_features, y, rows.seq_starts, self.allowed,
+                                     self.params, scheduler, initial=self.potentials(rows) if self.n_trees else None,
+                                     missing_rows=rows.missing, numeric=self.numeric)
+        if self.n_trees or self.stage1.n_trees:
+            raise ValueError(Errors.E231)
+        first_labels, initial = self.fit_first_stage(rows, y, scheduler)
+        second = self.stacked_rows(rows, first_labels)
+        return boost.new_trainer(second.indptr, second.indices, self.n_columns, y, rows.seq_starts, self.allowed,
+                                 self.params, scheduler, initial=initial, missing_rows=second.missing,
+                                 numeric=self.tree_numeric)
+
+    def fit_first_stage(self, rows: EngineRows, y: np.ndarray, scheduler=None) -> Tuple[np.ndarray, crf.Potentials]:
+        """Fit a stacked model's first stage (stacked sequential learning, Cohen & Carvalho 2005) on the rows
+        (labels ``y``). Two fold models, one fitted on the even sequences and one on the odd, each stopped at its
+        best round on the other half (validation token accuracy, resolved_patience), label the half they were not
+        fitted on: so the second stage learns from first-stage labels and potentials as wrong as the first
+        stage's are on new data. The first stage is then fitted on every sequence for the fold models' mean best
+        round. Returns the cross-fitted labels (int32 per position, Viterbi) and Potentials. E232: fewer than two
+        sequences."""
+        lengths = np.diff(rows.seq_starts)
+        if len(lengths) < 2:
+            raise ValueError(Errors.E232.format(n=len(lengths)))
+        odd = np.arange(len(lengths)) % 2 == 1
+        at_odd = np.repeat(odd, lengths)
+
+        def half(sequences: np.ndarray) -> Tuple[EngineRows, np.ndarray]:
+            positions = np.flatnonzero(np.repeat(sequences, lengths))
+            return rows.take(positions, np.concatenate([[0], np.cumsum(lengths[sequences])]).astype(np.int64)), \
+                y[positions]
+        first_labels = np.empty(len(at_odd), dtype=np.int32)
+        cross, best = [], []
+        for fitted_on in (odd, ~odd):  # the model fitted on the odd sequences labels the even ones, then the reverse
+            (fit_rows, fit_y), (other_rows, other_y) = half(fitted_on), half(~fitted_on)
+            fold = SequenceModel(self.labels, self.allowed, self.stage1.params, self.n_features, self.numeric,
+                                 self.fill)
+            validation = Validation(fold.dev_cache(other_rows), other_y.astype(np.int64), "viterbi")
+            best.append(fold.fit_rounds(fold.trainer(fit_rows, fit_y, scheduler), STACK_MAX_ROUNDS, validation,
+                                        resolved_patience(int((other_y >= 0).sum()))))
+            validation = None
+            P = fold.potentials(other_rows)
+            first_labels[np.repeat(~fitted_on, lengths)] = viterbi(P, other_rows.seq_starts, self.params.threads)
+            cross.append(P)
+        rounds = int(round(np.mean(best)))
+        if rounds:
+            self.stage1.fit_rounds(self.stage1.trainer(rows, y, scheduler), rounds)
+        return first_labels, crf.interleave(cross[0], cross[1], at_odd)
+
+    def fit_rounds(self, trainer: boost.Trainer, n_rounds: int, validation: Optional["Validation"] = None,
+                   patience: int = DEFAULT_PATIENCE, report: Optional[Callable[[dict], None]] = None) -> int:
+        """Fit up to ``n_rounds`` rounds with ``trainer`` (closed after); with ``validation`` keep the rounds up
+        to the best validation accuracy (a continued fit: only rounds that beat the model as it was) and stop
+        after ``patience`` rounds without a better one. ``report``: called with each round's entry (round, the
+        training loss before it, seconds so far, the trainer's round report, dev_accuracy). Returns the rounds
+        kept."""
+        kept_rounds, kept_trees = self.rounds, self.n_trees
+        best_acc, best_round = -1.0, 0
+        if validation is not None and kept_trees:
+            best_acc = validation.accuracy(self.params.threads)
+        scores = []  # the round's validation accuracy, scored beside the round's last step (Trainer.fit_round)
+        start, done = time.perf_counter(), 0
+        for r in range(1, n_rounds + 1):
+            objective = trainer.fit_round(self.ensemble, on_tree=validation.cache.add_tree if validation else None,
+                                          beside=(lambda threads: scores.append(validation.accuracy(threads)))
+                                          if validation else None)
+            done = r
+            entry = {"round": kept_rounds + r, "train_loss_before": -objective, "seconds": time.perf_counter() - start,
+                     **trainer.round_report()}
+            if validation is not None:
+                entry["dev_accuracy"] = acc = scores.pop()
+                if acc > best_acc:
+                    best_acc, best_round = acc, r
+            if report is not None:
+                report(entry)
+            if validation is not None and r - best_round >= patience:
+                break
+        new_rounds = best_round if validation is not None else done
+        self.rounds = kept_rounds + new_rounds
+        trainer.close()
+        self.ensemble.truncate(kept_trees + new_rounds * (1 if self.params.shared_trees else len(self.labels)))
+        return new_rounds
 
     def dev_cache(self, rows: EngineRows) -> DevCache:
-        """Held-out rows whose potentials follow the trees a fit adds (per-round validation scores)."""
-        return DevCache(rows.indptr, rows.indices, rows.seq_starts, self.allowed, missing_rows=rows.missing,
-                              initial=self.potentials(rows) if self.n_trees else None, numeric=self.numeric)
+        """Held-out rows whose potentials follow the trees a fit adds (per-round validation scores); a stacked
+        model's, with its first stage's labels."""
+        if self.stage1 is None:
+            return DevCache(rows.indptr, rows.indices, rows.seq_starts, self.allowed, missing_rows=rows.missing,
+                            initial=self.potentials(rows) if self.n_trees else None, numeric=self.numeric)
+        first = self.stage1.potentials(rows)
+        second = self.stacked_rows(rows, viterbi(first, rows.seq_starts, self.params.threads))
+        return DevCache(second.indptr, second.indices, rows.seq_starts, self.allowed, missing_rows=second.missing,
+                        initial=self.potentials(rows) if self.n_trees else first, numeric=self.tree_numeric)
 
     def extended(self, labels: Sequence, moved: Optional[np.ndarray], n_features: int, numeric: NumericIndex,
                  allowed: np.ndarray, fill: Optional[np.ndarray] = None) -> "SequenceModel":
         """The model for continued training with ``labels`` (the old ones first, new ones after: their trees start
         from zero, the old trees keep their meaning) and new columns: ``moved`` maps each old column to its new one
-        (None: unchanged)."""
+        (None: unchanged). E231 for a stacked model."""
+        if self.stage1 is not None:
+            raise ValueError(Errors.E231)
         if list(labels[:len(self.labels)]) != self.labels:
             raise ValueError(Errors.E181.format(had=len(self.labels), n_labels=len(labels)))
         ensemble = self.ensemble.with_labels(len(labels)) if len(labels) > len(self.labels) else self.ensemble
@@ -265,6 +451,13 @@ class SequenceModel:
             ensemble = ensemble.with_feature_map(moved, numeric)
         return SequenceModel(labels, allowed, self.params, n_features, numeric,
                              self.fill if fill is None else fill, ensemble, self.rounds)
+
+    def with_settings(self, allowed: np.ndarray, params: BoostParams) -> "SequenceModel":
+        """These trees under a front end's transition constraints and settings (a loaded file's model, as the
+        component that loads it is configured); a stacked model's first stage likewise."""
+        first = self.stage1 and self.stage1.with_settings(allowed, dataclasses.replace(params, stack_window=0))
+        return SequenceModel(self.labels, allowed, params, self.n_features, self.numeric, self.fill, self.ensemble,
+                             self.rounds, first)
 
     # ---- prediction ------------------------------------------------------------------------------------------
     def decode(self, rows: EngineRows, method: str, scores: bool = False, n_best: int = 0,
@@ -302,22 +495,47 @@ class SequenceModel:
 
     def explain(self, rows: EngineRows, ids: np.ndarray, tests: Sequence[str]) -> List[Explanation]:
         """The Explanation of each position of the one sequence of ``rows`` labelled ``ids`` (rules.py);
-        ``tests``: the columns' tests in words, by test id."""
+        ``tests``: the columns' tests in words, by test id. A stacked model's: its first stage's parts, then its
+        own trees' over the first stage's predicted labels (their tree numbers after the first stage's)."""
+        if self.stage1 is not None:
+            first = self.stage1.explain(rows, ids, tests)
+            if not self.n_trees:
+                return first
+            rows = self.stacked_rows(rows, viterbi(self.stage1.potentials(rows), rows.seq_starts, 1))
+            n_first = self.stage1.n_trees
+            return [Explanation(a.label, a.previous, a.potential + b.potential,
+                                a.parts + [part._replace(tree=part.tree + n_first) for part in b.parts])
+                    for a, b in zip(first, self._explain_own(rows, ids, self.readable(tests)))]
+        return self._explain_own(rows, ids, tests)
+
+    def _explain_own(self, rows: EngineRows, ids: np.ndarray, tests: Sequence[str]) -> List[Explanation]:
         route = rows.missing.index() if rows.missing is not None and rows.missing.any else no_missing()
         return explain_sequence(self.ensemble.forest(), self.ensemble.kernel_rows(rows.indptr, rows.indices), route,
                                 0, ids, tests, self.labels, self.allowed, self.ensemble.path_tables())
 
     def rules(self, tests: Sequence[str], top: int, min_support: float) -> List[Tuple[str, str, float, float]]:
-        """The strongest root-to-leaf paths as (label, conjunction of tests, value, support) (rules.py)."""
-        return ensemble_rules(self.ensemble, tests, self.labels, top, min_support, self.allowed)
+        """The strongest root-to-leaf paths as (label, conjunction of tests, value, support) (rules.py); a stacked
+        model's among its first stage's and its own trees'."""
+        own = ensemble_rules(self.ensemble, self.readable(tests), self.labels, top, min_support, self.allowed)
+        if self.stage1 is None:
+            return own
+        return sorted(self.stage1.rules(tests, top, min_support) + own, key=lambda rule: -abs(rule[2]))[:top]
+
+    def readable(self, tests: Sequence[str]) -> Sequence[str]:
+        """The tests of the columns this model's own trees read, in words, from the front end's ``tests``."""
+        if self.stage1 is None:
+            return tests
+        return StackedTests(tests, self.n_features, self.labels, self.params.stack_window)
 
     # ---- the model file --------------------------------------------------------------------------------------
     def to_bytes(self, front: str, features: dict, settings: dict) -> bytes:
         """The model file: this model, and the front end's featurizer state and settings (plain dicts)."""
-        return serialize.dumps(MODEL_KIND, {
-            "front": front, "labels": self.labels, "allowed": self.allowed, "params": vars(self.params),
-            "ensemble": self.ensemble.arrays(), "rounds": self.rounds, "fill": self.fill,
-            "features": features, "settings": settings})
+        payload = {"front": front, "labels": self.labels, "allowed": self.allowed, "params": vars(self.params),
+                   "ensemble": self.ensemble.arrays(), "rounds": self.rounds, "fill": self.fill,
+                   "features": features, "settings": settings}
+        if self.stage1 is not None:
+            payload["stage1"] = {"ensemble": self.stage1.ensemble.arrays(), "rounds": self.stage1.rounds}
+        return serialize.dumps(MODEL_KIND, payload)
 
 
 def confidence(P: crf.Potentials, fb: ForwardBackward, gamma: np.ndarray, seq_starts: np.ndarray,
@@ -370,19 +588,34 @@ def load(data: bytes, front: str, owner: str, columns: Callable[[dict, BoostPara
         raise ValueError(Errors.E110.format(key="rounds", type_name="non-negative int", cfg=rounds))
     serialize.field(payload, "features", dict)
     cols = columns(payload, params)
-    ensemble = serialize.load_ensemble(serialize.field(payload, "ensemble", dict), K, cols.n_features, cols.numeric)
-    if (params.missing == "surrogate") != (ensemble.n_surrogates > 0):
-        raise ValueError(Errors.E108.format(missing=params.missing, n_surrogates=ensemble.n_surrogates))
-    if params.shared_trees != ensemble.shared:
-        raise ValueError(Errors.E170.format(setting=params.shared_trees,
-                                            kind="shared" if ensemble.shared else "per-label"))
     fill = np.full(cols.n_variables, -1, dtype=np.int32) if cols.fill is None else cols.fill
     if "fill" in payload:
         fill = serialize.check_array(payload, "fill", np.int32, (cols.n_variables,))
     if np.any((fill < -1) | (fill >= cols.n_features)):
         raise ValueError(Errors.E112)
-    model = SequenceModel(labels, allowed, params, cols.n_features, cols.numeric, fill, ensemble, rounds)
+    stage1 = None
+    if params.stack_window:  # a stacked model: its first stage's trees read the front end's columns
+        first = serialize.field(payload, "stage1", dict)
+        first_rounds = first.get("rounds")
+        if isinstance(first_rounds, bool) or not isinstance(first_rounds, int) or first_rounds < 0:
+            raise ValueError(Errors.E110.format(key="stage1.rounds", type_name="non-negative int", cfg=first_rounds))
+        first_params = dataclasses.replace(params, stack_window=0)
+        stage1 = SequenceModel(labels, allowed, first_params, cols.n_features, cols.numeric, fill, _trees(
+            serialize.field(first, "ensemble", dict), K, cols.n_features, cols.numeric, first_params), first_rounds)
+    model = SequenceModel(labels, allowed, params, cols.n_features, cols.numeric, fill, None, rounds, stage1)
+    model.ensemble = _trees(serialize.field(payload, "ensemble", dict), K, model.n_columns, model.tree_numeric, params)
     return Loaded(model, cols.state, serialize.field(payload, "settings", dict))
+
+
+def _trees(arrays: dict, n_labels: int, n_atoms: int, numeric: NumericIndex, params: BoostParams) -> Ensemble:
+    """A model file's trees over ``n_atoms`` columns, checked against the settings they were grown with."""
+    ensemble = serialize.load_ensemble(arrays, n_labels, n_atoms, numeric)
+    if (params.missing == "surrogate") != (ensemble.n_surrogates > 0):
+        raise ValueError(Errors.E108.format(missing=params.missing, n_surrogates=ensemble.n_surrogates))
+    if params.shared_trees != ensemble.shared:
+        raise ValueError(Errors.E170.format(setting=params.shared_trees,
+                                            kind="shared" if ensemble.shared else "per-label"))
+    return ensemble
 
 
 def _payload(data: bytes, front: str) -> dict:
@@ -420,6 +653,13 @@ def legacy_payload(front: str, old: dict) -> dict:
                settings={key: old[key] for key in settings if key in old},
                features={"names": old.get("features"), **{key: old[key] for key in features if key in old}})
     return out
+
+
+def resolved_patience(n_validation: int) -> int:
+    """The rounds a fit waits for a better validation score when its patience is not given: DEFAULT_PATIENCE, or
+    SMALL_DEV_PATIENCE where the validation data has fewer than SMALL_DEV positions (SMALL_DEV_PATIENCE's
+    reason)."""
+    return SMALL_DEV_PATIENCE if n_validation < SMALL_DEV else DEFAULT_PATIENCE
 
 
 def check_distinct(labels: Sequence, owner: str) -> None:

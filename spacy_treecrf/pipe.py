@@ -87,7 +87,8 @@ def make_booster(*, max_leaves: Union[int, str] = BOOST_DEFAULTS.max_leaves,
                  n_threads: int = BOOST_DEFAULTS.n_threads, loss: str = BOOST_DEFAULTS.loss,
                  missing: str = BOOST_DEFAULTS.missing, leaf_values: str = BOOST_DEFAULTS.leaf_values,
                  label_splits: str = BOOST_DEFAULTS.label_splits, shared_trees: bool = BOOST_DEFAULTS.shared_trees,
-                 l1: float = BOOST_DEFAULTS.l1, scheduler: str = "") -> BoostParams:
+                 l1: float = BOOST_DEFAULTS.l1, stack_window: int = BOOST_DEFAULTS.stack_window,
+                 scheduler: str = "") -> BoostParams:
     """The boosting settings of a treecrf component ([components.treecrf.booster]): BoostParams' fields, with its
     defaults (engine/settings.py, where each is defined and described once; TreeCRF takes the same).
     ``scheduler``: a key that configs and pipelines from before SCHEDULER_ENV hold, ignored with W008 where it
@@ -97,7 +98,8 @@ def make_booster(*, max_leaves: Union[int, str] = BOOST_DEFAULTS.max_leaves,
     return BoostParams(max_leaves=max_leaves, shrinkage=shrinkage, learning_rate=learning_rate,
                        min_samples_leaf=min_samples_leaf, min_gain=min_gain, subsample=subsample, colsample=colsample,
                        trim=trim, random_state=random_state, n_threads=n_threads, loss=loss, missing=missing,
-                       leaf_values=leaf_values, label_splits=label_splits, shared_trees=shared_trees, l1=l1)
+                       leaf_values=leaf_values, label_splits=label_splits, shared_trees=shared_trees, l1=l1,
+                       stack_window=stack_window)
 
 
 DEFAULT_CONFIG = {
@@ -213,7 +215,7 @@ class TreeCRFComponent(TrainablePipe):
         if round_every not in ROUND_EVERY:
             raise ValueError(Errors.E171.format(choices=ROUND_EVERY, value=round_every))
         _check_n_best(n_best)
-        _check_rounds_per_pass(rounds_per_pass)
+        _check_rounds_per_pass(rounds_per_pass, params, name, round_every)
         self.vocab = vocab
         self.model = model
         self.name = name
@@ -556,9 +558,7 @@ class TreeCRFComponent(TrainablePipe):
         component as it was."""
         crf_model, featurizer, params, settings = read_component(self, bytes_data)
         self.featurizer, self.params = featurizer, params
-        self.crf = SequenceModel(crf_model.labels, self.task.allowed(crf_model.labels, self.cfg["constrain_bio"]),
-                                 params, crf_model.n_features, crf_model.numeric, crf_model.fill, crf_model.ensemble,
-                                 crf_model.rounds)
+        self.crf = crf_model.with_settings(self.task.allowed(crf_model.labels, self.cfg["constrain_bio"]), params)
         self.cfg.update(labels=list(crf_model.labels), rounds=crf_model.rounds,
                         corpus_size=settings.get("corpus_size", 0))
         self._forget_training()  # a pass begun on the old model is dropped
@@ -636,12 +636,14 @@ def read_component(component: TreeCRFComponent, data: bytes
     asked, kept = component.featurizer.config(), featurizer.config()
     replaced = {f"features.{key}": (kept[key], asked[key]) for key in kept
                 if key != "lexicons" and key in asked and kept[key] != asked[key]}  # (lexicons: see features.py)
-    if trained.shared_trees != component.params.shared_trees:
-        replaced["booster.shared_trees"] = (trained.shared_trees, component.params.shared_trees)
+    for key in ("shared_trees", "stack_window"):  # (what the trees are: the file's)
+        if getattr(trained, key) != getattr(component.params, key):
+            replaced[f"booster.{key}"] = (getattr(trained, key), getattr(component.params, key))
     if replaced:
         warnings.warn(Warnings.W011.format(name=component.name, settings=", ".join(
             f"{key} = {model!r} (configured: {configured!r})" for key, (model, configured) in replaced.items())))
-    params = dataclasses.replace(component.params, missing=trained.missing, shared_trees=trained.shared_trees)
+    params = dataclasses.replace(component.params, missing=trained.missing, shared_trees=trained.shared_trees,
+                                 stack_window=trained.stack_window)
     return loaded.model, featurizer, params, settings
 
 
@@ -722,9 +724,13 @@ def _check_n_best(n_best) -> None:
         raise ValueError(Errors.E180.format(maximum=crf.MAX_NBEST, value=n_best))
 
 
-def _check_rounds_per_pass(rounds) -> None:
+def _check_rounds_per_pass(rounds, params: Optional[BoostParams] = None, name: str = "",
+                           round_every: str = "corpus") -> None:
+    """E200 for a number of rounds a pass cannot run; E233 where a stacked model would fit a round per batch."""
     if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= MAX_ROUNDS_PER_PASS:
         raise ValueError(Errors.E200.format(maximum=MAX_ROUNDS_PER_PASS, value=rounds))
+    if params is not None and params.stack_window and round_every == "batch":
+        raise ValueError(Errors.E233.format(name=name))
 
 
 def _check_loaded_cfg(cfg: dict) -> None:

@@ -136,12 +136,12 @@ def test_dev_data_keeps_the_best_round_and_records_history():
 def test_patience_none_stops_30_rounds_after_the_best_on_small_validation_data_else_10(monkeypatch):
     """A validation set of fewer than SMALL_DEV positions is noisy from round to round: fit waits 30 rounds for a
     better one, else 10."""
-    from spacy_treecrf import estimator
+    from spacy_treecrf import model as model_layer
     X, y = toy_data()
     Xd, yd = toy_data(30, seed=2)
     model = paper_crf(n_rounds=80, max_leaves=8, shrinkage=1.0).fit(X, y, Xd, yd)
     assert len(model.history_) == model.best_round_ + 30 < 80
-    monkeypatch.setattr(estimator, "SMALL_DEV", sum(map(len, yd)))  # the same data counts as large
+    monkeypatch.setattr(model_layer, "SMALL_DEV", sum(map(len, yd)))  # the same data counts as large
     model = paper_crf(n_rounds=80, max_leaves=8, shrinkage=1.0).fit(X, y, Xd, yd)
     assert len(model.history_) == model.best_round_ + 10 < 80
 

@@ -55,6 +55,16 @@ def numeric_index(n_atoms: int, base, end) -> NumericIndex:
     return NumericIndex(column=column, base=base, end=end)
 
 
+def with_atoms(numeric: NumericIndex, n_atoms: int) -> NumericIndex:
+    """The same numeric columns among ``n_atoms`` atoms: the atoms past the old ones binary (a stacked model's
+    columns of first-stage labels come after the features')."""
+    if len(numeric.column) == 0:
+        return numeric
+    column = np.full(n_atoms, -1, dtype=np.int32)
+    column[:len(numeric.column)] = numeric.column
+    return NumericIndex(column=column, base=numeric.base, end=numeric.end)
+
+
 def bin_uppers(values, max_bins: int = MAX_BINS) -> np.ndarray:
     """A column's bin upper bounds (float64, ascending, one fewer than its bins) from its training values (NaN:
     missing, left out). With at most max_bins distinct values every value has a bin of its own, cut halfway

@@ -36,6 +36,9 @@ MAX_LEAVES = 100_000
 MAX_THREADS = 256
 
 
+MAX_STACK_WINDOW = 10  # first-stage labels this far either side; wider windows made no dev gain
+
+
 TYPE_WORDS = {int: "an integer", float: "a finite number", str: "a string", bool: "true or false",
               Union[float, str]: 'a finite number or "auto"', Union[int, str]: 'an integer or "auto"'}
 
@@ -115,6 +118,11 @@ class BoostParams:
     l1: float = setting(
         0.1, "an L1 penalty on leaf values: a label's residual sum in a leaf is shrunk by `l1` towards 0, so "
              "shared trees' leaves keep only the labels that matter there")
+    stack_window: int = setting(
+        0, "stacked sequential learning (Cohen & Carvalho 2005): with w > 0 a first model is fitted, its labels on "
+           "the training data taken from two fold models (each labels the half the other was fitted on), and the "
+           "trees then go on from those scores with tests on the first model's labels w positions either side; "
+           "0: one model. See [More context](#more-context)")
 
     def __post_init__(self):
         for f in dataclasses.fields(self):  # the type first: a string "10" must not reach a comparison
@@ -155,6 +163,7 @@ class BoostParams:
             ("trim", 0 <= self.trim < 1, "in [0, 1)"),
             ("n_threads", 0 <= self.n_threads <= MAX_THREADS, f"in [0, {MAX_THREADS}] (0 = all cores)"),
             ("random_state", self.random_state >= 0, "an integer >= 0 (the seed)"),
+            ("stack_window", 0 <= self.stack_window <= MAX_STACK_WINDOW, f"in [0, {MAX_STACK_WINDOW}]"),
         ]
         for name, ok, want in checks:
             if not ok:

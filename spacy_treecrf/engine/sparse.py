@@ -123,6 +123,34 @@ def take_rows(indptr, indices, rows):
 
 
 @njit(cache=True, nogil=True)
+def with_label_columns(indptr, indices, labels, seq_starts, base, n_labels, window):
+    """CSR rows with the columns of neighbouring labels appended: for each position t and offset d in [-window,
+    window] whose position t + d lies in t's sequence (``seq_starts``), the column base + (d + window) * n_labels +
+    labels[t + d] (``labels``: a label id per position, int32). ``base`` is past every column of the rows, so each
+    row stays sorted. Stacked sequential learning's second stage reads the first stage's labels through these."""
+    T = indptr.shape[0] - 1
+    out_ptr = np.zeros(T + 1, np.int64)
+    for q in range(seq_starts.shape[0] - 1):
+        a, b = seq_starts[q], seq_starts[q + 1]
+        for t in range(a, b):
+            out_ptr[t + 1] = indptr[t + 1] - indptr[t] + min(b - 1, t + window) - max(a, t - window) + 1
+    for t in range(T):
+        out_ptr[t + 1] += out_ptr[t]
+    out = np.empty(out_ptr[T], np.int32)
+    for q in range(seq_starts.shape[0] - 1):
+        a, b = seq_starts[q], seq_starts[q + 1]
+        for t in range(a, b):
+            w = out_ptr[t]
+            for i in range(indptr[t], indptr[t + 1]):
+                out[w] = indices[i]
+                w += 1
+            for u in range(max(a, t - window), min(b - 1, t + window) + 1):
+                out[w] = base + (u - t + window) * n_labels + labels[u]
+                w += 1
+    return out_ptr, out
+
+
+@njit(cache=True, nogil=True)
 def window_rows(a_indptr, a_ids, doc_starts, window, colmap, padcol):
     """Windowed CSR rows: for every token t of each sequence (``doc_starts``) and window slot j (offset
     j - window), the columns colmap[atom, j] of token t + j - window's atoms (a_indptr / a_ids, CSR), or padcol[j]
