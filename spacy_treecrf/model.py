@@ -374,8 +374,7 @@ class SequenceModel:
             positions = np.flatnonzero(np.repeat(sequences, lengths))
             return rows.take(positions, np.concatenate([[0], np.cumsum(lengths[sequences])]).astype(np.int64)), \
                 y[positions]
-        first_labels = np.empty(len(at_odd), dtype=np.int32)
-        cross, best = [], []
+        folds, best = [], []
         for fitted_on in (odd, ~odd):  # the model fitted on the odd sequences labels the even ones, then the reverse
             (fit_rows, fit_y), (other_rows, other_y) = half(fitted_on), half(~fitted_on)
             fold = SequenceModel(self.labels, self.allowed, self.stage1.params, self.n_features, self.numeric,
@@ -383,13 +382,18 @@ class SequenceModel:
             validation = Validation(fold.dev_cache(other_rows), other_y.astype(np.int64), "viterbi")
             best.append(fold.fit_rounds(fold.trainer(fit_rows, fit_y, scheduler), STACK_MAX_ROUNDS, validation,
                                         resolved_patience(int((other_y >= 0).sum()))))
-            validation = None
-            P = fold.potentials(other_rows)
-            first_labels[np.repeat(~fitted_on, lengths)] = viterbi(P, other_rows.seq_starts, self.params.threads)
-            cross.append(P)
+            folds.append(fold)
+            validation = fit_rows = other_rows = None  # (their memory goes before the next fit)
         rounds = int(round(np.mean(best)))
         if rounds:
             self.stage1.fit_rounds(self.stage1.trainer(rows, y, scheduler), rounds)
+        first_labels = np.empty(len(at_odd), dtype=np.int32)
+        cross = []  # the fold models' potentials of the halves they label, made once every trainer is closed
+        for fold, fitted_on in zip(folds, (odd, ~odd)):
+            other_rows = half(~fitted_on)[0]
+            cross.append(fold.potentials(other_rows))
+            first_labels[np.repeat(~fitted_on, lengths)] = viterbi(cross[-1], other_rows.seq_starts,
+                                                                   self.params.threads)
         return first_labels, crf.interleave(cross[0], cross[1], at_odd)
 
     def fit_rounds(self, trainer: boost.Trainer, n_rounds: int, validation: Optional["Validation"] = None,
