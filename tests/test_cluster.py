@@ -220,6 +220,22 @@ def test_the_estimator_on_a_local_cluster_fits_the_same_model(local_cluster, sha
 
 
 @needs_dask
+def test_a_stacked_model_fits_its_fold_models_on_the_cluster_the_same(local_cluster):
+    """stack_window: the fold models, the first stage and the second stage all train on the workers, to the
+    model one process fits."""
+    from spacy_treecrf import TreeCRF
+
+    X, y = word_sequences(80, seed=3)
+    settings = dict(n_rounds=3, max_leaves=10, n_threads=1, stack_window=1, early_stopping=False)
+    here = TreeCRF(**settings).fit(X, y)
+    there = TreeCRF(**settings).fit(X, y, scheduler=local_cluster.scheduler_address)
+    assert here.crf_.stage1.rounds == there.crf_.stage1.rounds > 0
+    assert_same_forest(here.crf_.stage1.ensemble.forest(), there.crf_.stage1.ensemble.forest())
+    assert_same_forest(here.ensemble.forest(), there.ensemble.forest())
+    assert here.predict(X) == there.predict(X)
+
+
+@needs_dask
 def test_the_component_trains_through_a_local_cluster(local_cluster, monkeypatch):
     """spacy train's way: the scheduler comes from SPACY_TREECRF_SCHEDULER, and the pipeline's config and model
     files do not hold it."""
