@@ -30,7 +30,7 @@ from .engine.ensemble import DevCache, Ensemble, potentials_to_scaled
 from .engine.settings import BoostParams
 from .engine.crf import ForwardBackward
 from .engine.missing import ENGINE_STRATEGIES, N_SURROGATES, MissingRows
-from .engine.numeric import NumericIndex, with_atoms
+from .engine.numeric import NumericIndex, with_numeric_columns
 from .engine.rules import Explanation, ensemble_rules, explain_sequence
 from .engine.transitions import first_forbidden
 from .engine.sparse import take_rows, with_label_columns
@@ -45,6 +45,12 @@ SMALL_DEV_PATIENCE, SMALL_DEV = 30, 10_000  # ... or this many where the validat
 # small validation set's accuracy is noisy from round to round, and 10 rounds stopped protein at round 22 of the
 # 90 its dev accuracy kept rising to (benchmarks/results/defaults_candidates.md, "Patience for small validation
 # sets")
+# A stacked model's second stage reads the first stage's marginal of each label at the position itself as a
+# numeric column of these bins (the trees learn thresholds among the cuts, as on any numeric column), beside its
+# windowed labels: on CoNLL-2003 dev the marginals took the gain over the first stage from +0.29 to +0.76
+# (benchmarks/results/context_levers.md)
+MARGINAL_CUTS = (0.05, 0.2, 0.5, 0.8, 0.95)
+MARGINAL_BINS = len(MARGINAL_CUTS) + 1
 STACK_MAX_ROUNDS = 300  # the most rounds a first-stage fold model of a stacked model runs (it stops on its
 # validation half long before on every task of benchmarks/defaults.py)
 
@@ -97,6 +103,13 @@ class Decoded(NamedTuple):
     confidence: Optional[Confidence] = None
 
 
+class FirstStage(NamedTuple):
+    """What a stacked model's second stage reads of its first stage, per position: the Viterbi label (int32) and
+    the marginals (positions x labels, float64)."""
+    labels: np.ndarray
+    marginals: np.ndarray
+
+
 class Validation(NamedTuple):
     """Held-out rows that pick a fit's best round (SequenceModel.fit_rounds): their DevCache, gold label ids
     (int64; -1 unknown, left out; -2 a label the model does not know, always an error) and the decoding scored."""
@@ -112,15 +125,17 @@ class Validation(NamedTuple):
 
 
 class StackedTests(Sequence):
-    """A stacked model's tests in words: the front end's ``tests`` for its columns and numeric thresholds, the
-    label columns between (SequenceModel.n_columns) as "first stage: LABEL[offset]"."""
+    """A stacked model's tests in words: the front end's ``tests`` for its columns and their numeric thresholds;
+    the label columns (SequenceModel.n_columns) as "first stage: LABEL[offset]" and the marginal columns' tests as
+    "first stage: P(LABEL) <= cut" (or > cut, past every column)."""
 
     def __init__(self, tests: Sequence[str], n_features: int, labels: Sequence, window: int):
         self.tests, self.n_features, self.labels, self.window = tests, n_features, list(labels), window
         self.n_label_columns = (2 * window + 1) * len(self.labels)
+        self.n_columns = n_features + self.n_label_columns + MARGINAL_BINS * len(self.labels)
 
     def __len__(self) -> int:
-        return len(self.tests) + self.n_label_columns
+        return self.n_columns
 
     def __getitem__(self, col: int) -> str:
         if col < self.n_features:
@@ -128,7 +143,13 @@ class StackedTests(Sequence):
         if col < self.n_features + self.n_label_columns:
             offset, k = divmod(col - self.n_features, len(self.labels))
             return f"first stage: {self.labels[k]}[{offset - self.window:+d}]"
-        return self.tests[col - self.n_label_columns]
+        above = col >= self.n_columns  # a numeric threshold's "x > u" test (numeric.py)
+        atom = col - self.n_columns if above else col
+        if atom < self.n_features:
+            return self.tests[self.n_features + atom]  # (the front end's numbering: its own atoms' count first)
+        k, b = divmod(atom - self.n_features - self.n_label_columns, MARGINAL_BINS)
+        cut = MARGINAL_CUTS[b] if b < len(MARGINAL_CUTS) else 1.0
+        return f"first stage: P({self.labels[k]}) {'>' if above else '<='} {cut:g}"
 
 
 class Columns(NamedTuple):
@@ -181,12 +202,17 @@ class SequenceModel:
         (offset in the label window, first-stage label) (sparse.with_label_columns)."""
         if self.stage1 is None:
             return self.n_features
-        return self.n_features + (2 * self.params.stack_window + 1) * len(self.labels)
+        return self.n_features + (2 * self.params.stack_window + 1 + MARGINAL_BINS) * len(self.labels)
 
     @property
     def tree_numeric(self) -> NumericIndex:
-        """The NumericIndex of the columns the trees read (the label columns are binary)."""
-        return self.numeric if self.stage1 is None else with_atoms(self.numeric, self.n_columns)
+        """The NumericIndex of the columns the trees read: a stacked model's label columns are binary, its
+        marginal columns numeric (MARGINAL_BINS bins each)."""
+        if self.stage1 is None:
+            return self.numeric
+        bases = self.n_features + (2 * self.params.stack_window + 1) * len(self.labels) + \
+            MARGINAL_BINS * np.arange(len(self.labels))
+        return with_numeric_columns(self.numeric, self.n_columns, bases, bases + MARGINAL_BINS)
 
     @property
     def n_trees(self) -> int:
@@ -273,18 +299,24 @@ class SequenceModel:
         first = phi.copy() if alive is not None else phi
         if alive is not None:
             crf.clamp_potentials(first, alive, crf.start_mask(rows.seq_starts, T))
-        ids = viterbi(potentials_to_scaled(first, self.allowed, rows.seq_starts), rows.seq_starts,
-                      self.params.threads)
-        second = self.stacked_rows(rows, ids)
+        second = self.stacked_rows(rows, self.first_stage(potentials_to_scaled(first, self.allowed, rows.seq_starts),
+                                                          rows.seq_starts))
         return phi + self.ensemble.potentials(second.indptr, second.indices, self.params.threads, second.missing,
                                               valid=(self.allowed, rows.seq_starts))
 
-    def stacked_rows(self, rows: EngineRows, first_labels: np.ndarray) -> EngineRows:
-        """The rows a stacked model's own trees read: the front end's, and each position's columns of the first
-        stage's labels ``first_labels`` (int32 per position) in the label window."""
-        indptr, indices = with_label_columns(rows.indptr, rows.indices, np.ascontiguousarray(first_labels, np.int32),
+    def first_stage(self, P: crf.Potentials, seq_starts: np.ndarray) -> FirstStage:
+        """What the second stage reads of the first stage's Potentials ``P``: its Viterbi labels and its
+        marginals."""
+        fb = forward_backward(P, seq_starts, np.full(len(P.c), -1, dtype=np.int32), False, self.params.threads)
+        return FirstStage(viterbi(P, seq_starts, self.params.threads), crf.marginals(fb.alpha, fb.beta))
+
+    def stacked_rows(self, rows: EngineRows, first: FirstStage) -> EngineRows:
+        """The rows a stacked model's own trees read: the front end's, each position's columns of the first
+        stage's labels in the label window and the bins of its marginals (``first``)."""
+        bins = np.searchsorted(np.asarray(MARGINAL_CUTS), first.marginals, side="right").astype(np.int32)
+        indptr, indices = with_label_columns(rows.indptr, rows.indices, np.ascontiguousarray(first.labels, np.int32),
                                              rows.seq_starts, self.n_features, len(self.labels),
-                                             self.params.stack_window)
+                                             self.params.stack_window, bins, MARGINAL_BINS)
         missing_rows = rows.missing
         if missing_rows is not None:
             fvar = np.full(self.n_columns, -1, dtype=np.int32)
@@ -309,17 +341,9 @@ class SequenceModel:
             q = int(np.flatnonzero(restricted)[bad[0]])
             a, t = int(seq_starts[q]), int(seq_starts[q] + dead[bad[0]])
             shown = [i for i in range(a, t + 1) if not permitted[i].all()][-3:]
-            words = "; ".join(f"{known.where(q, i - a)}: {self._permitted_words(permitted[i])}" for i in shown)
+            words = "; ".join(f"{known.where(q, i - a)}: {permitted_words(self.labels, permitted[i])}" for i in shown)
             raise ValueError(Errors.E223.format(where=known.where(q, t - a), known=words))
         return alive, restricted
-
-    def _permitted_words(self, row: np.ndarray) -> str:
-        """A position's permitted labels in words: the label, one of a few, or all but a few."""
-        allowed = [self.labels[k] for k in np.flatnonzero(row)]
-        ruled_out = [self.labels[k] for k in np.flatnonzero(~row)]
-        if len(allowed) <= len(ruled_out):
-            return repr(allowed[0]) if len(allowed) == 1 else f"one of {allowed}"
-        return f"any label but {ruled_out}"
 
     def permitted(self, labels_per_sequence, where: Callable[[int, int], str]) -> Optional[np.ndarray]:
         """The ``permitted`` table (Known) of known labels given as a label or None per position (None: unknown):
@@ -350,20 +374,20 @@ class SequenceModel:
                                      missing_rows=rows.missing, numeric=self.numeric)
         if self.n_trees or self.stage1.n_trees:
             raise ValueError(Errors.E231)
-        first_labels, initial = self.fit_first_stage(rows, y, scheduler)
-        second = self.stacked_rows(rows, first_labels)
+        first, initial = self.fit_first_stage(rows, y, scheduler)
+        second = self.stacked_rows(rows, first)
         return boost.new_trainer(second.indptr, second.indices, self.n_columns, y, rows.seq_starts, self.allowed,
                                  self.params, scheduler, initial=initial, missing_rows=second.missing,
                                  numeric=self.tree_numeric)
 
-    def fit_first_stage(self, rows: EngineRows, y: np.ndarray, scheduler=None) -> Tuple[np.ndarray, crf.Potentials]:
+    def fit_first_stage(self, rows: EngineRows, y: np.ndarray, scheduler=None) -> Tuple[FirstStage, crf.Potentials]:
         """Fit a stacked model's first stage (stacked sequential learning, Cohen & Carvalho 2005) on the rows
         (labels ``y``). Two fold models, one fitted on the even sequences and one on the odd, each stopped at its
         best round on the other half (validation token accuracy, resolved_patience), label the half they were not
         fitted on: so the second stage learns from first-stage labels and potentials as wrong as the first
         stage's are on new data. The first stage is then fitted on every sequence for the fold models' mean best
-        round. Returns the cross-fitted labels (int32 per position, Viterbi) and Potentials. E232: fewer than two
-        sequences."""
+        round. Returns the cross-fitted FirstStage (Viterbi labels and marginals) and Potentials. E232: fewer than
+        two sequences."""
         lengths = np.diff(rows.seq_starts)
         if len(lengths) < 2:
             raise ValueError(Errors.E232.format(n=len(lengths)))
@@ -387,14 +411,14 @@ class SequenceModel:
         rounds = int(round(np.mean(best)))
         if rounds:
             self.stage1.fit_rounds(self.stage1.trainer(rows, y, scheduler), rounds)
-        first_labels = np.empty(len(at_odd), dtype=np.int32)
+        first = FirstStage(np.empty(len(at_odd), dtype=np.int32), np.empty((len(at_odd), len(self.labels))))
         cross = []  # the fold models' potentials of the halves they label, made once every trainer is closed
         for fold, fitted_on in zip(folds, (odd, ~odd)):
             other_rows = half(~fitted_on)[0]
             cross.append(fold.potentials(other_rows))
-            first_labels[np.repeat(~fitted_on, lengths)] = viterbi(cross[-1], other_rows.seq_starts,
-                                                                   self.params.threads)
-        return first_labels, crf.interleave(cross[0], cross[1], at_odd)
+            at = np.repeat(~fitted_on, lengths)
+            first.labels[at], first.marginals[at] = self.first_stage(cross[-1], other_rows.seq_starts)
+        return first, crf.interleave(cross[0], cross[1], at_odd)
 
     def fit_rounds(self, trainer: boost.Trainer, n_rounds: int, validation: Optional["Validation"] = None,
                    patience: int = DEFAULT_PATIENCE, report: Optional[Callable[[dict], None]] = None) -> int:
@@ -437,7 +461,7 @@ class SequenceModel:
             return DevCache(rows.indptr, rows.indices, rows.seq_starts, self.allowed, missing_rows=rows.missing,
                             initial=self.potentials(rows) if self.n_trees else None, numeric=self.numeric)
         first = self.stage1.potentials(rows)
-        second = self.stacked_rows(rows, viterbi(first, rows.seq_starts, self.params.threads))
+        second = self.stacked_rows(rows, self.first_stage(first, rows.seq_starts))
         return DevCache(second.indptr, second.indices, rows.seq_starts, self.allowed, missing_rows=second.missing,
                         initial=self.potentials(rows) if self.n_trees else first, numeric=self.tree_numeric)
 
@@ -505,7 +529,7 @@ class SequenceModel:
             first = self.stage1.explain(rows, ids, tests)
             if not self.n_trees:
                 return first
-            rows = self.stacked_rows(rows, viterbi(self.stage1.potentials(rows), rows.seq_starts, 1))
+            rows = self.stacked_rows(rows, self.first_stage(self.stage1.potentials(rows), rows.seq_starts))
             n_first = self.stage1.n_trees
             return [Explanation(a.label, a.previous, a.potential + b.potential,
                                 a.parts + [part._replace(tree=part.tree + n_first) for part in b.parts])
@@ -540,6 +564,16 @@ class SequenceModel:
         if self.stage1 is not None:
             payload["stage1"] = {"ensemble": self.stage1.ensemble.arrays(), "rounds": self.stage1.rounds}
         return serialize.dumps(MODEL_KIND, payload)
+
+
+def permitted_words(labels: Sequence, row: np.ndarray) -> str:
+    """A position's permitted labels (``row``: bool per label) in words: the label, one of a few, or all but a
+    few."""
+    allowed = [labels[k] for k in np.flatnonzero(row)]
+    ruled_out = [labels[k] for k in np.flatnonzero(~row)]
+    if len(allowed) <= len(ruled_out):
+        return repr(allowed[0]) if len(allowed) == 1 else f"one of {allowed}"
+    return f"any label but {ruled_out}"
 
 
 def confidence(P: crf.Potentials, fb: ForwardBackward, gamma: np.ndarray, seq_starts: np.ndarray,

@@ -1,6 +1,7 @@
 """Stacked sequential learning (BoostParams.stack_window, model.py): the first stage's labels as columns, the
 cross-fitted first stage, decoding from the summed potentials (brute force), the model file, and the errors."""
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ from brute import best_path, seq_expectations
 from conftest import NER_DATA, SMALL, component_config, ner_examples, train
 from spacy_treecrf import TreeCRF
 from spacy_treecrf.engine.sparse import with_label_columns
-from spacy_treecrf.model import STACK_MAX_ROUNDS, EngineRows, SequenceModel, resolved_patience
+from spacy_treecrf.model import STACK_MAX_ROUNDS, EngineRows, FirstStage, SequenceModel, resolved_patience
 
 SETTINGS = dict(max_leaves=6, shrinkage=1.0, early_stopping=False, n_rounds=6)
 
@@ -38,32 +39,37 @@ def stacked():
     return TreeCRF(stack_window=1, window=1, **SETTINGS).fit(X, y)
 
 
-def test_label_columns_are_each_neighbours_label_under_its_offset():
+def test_label_columns_are_each_neighbours_label_under_its_offset_then_each_marginals_bin():
     rng = np.random.default_rng(0)
     seq_starts = np.array([0, 3, 4, 9], dtype=np.int64)
-    T, K, window, base = 9, 3, 2, 20
+    T, K, window, base, n_bins = 9, 3, 2, 20, 6
     rows = [sorted(rng.choice(base, size=int(rng.integers(0, 4)), replace=False).tolist()) for _ in range(T)]
     indptr = np.cumsum([0] + [len(r) for r in rows]).astype(np.int64)
     indices = np.array([f for r in rows for f in r], dtype=np.int32)
     labels = rng.integers(0, K, size=T).astype(np.int32)
-    out_ptr, out = with_label_columns(indptr, indices, labels, seq_starts, base, K, window)
+    bins = rng.integers(0, n_bins, size=(T, K)).astype(np.int32)
+    out_ptr, out = with_label_columns(indptr, indices, labels, seq_starts, base, K, window, bins, n_bins)
+    marginal_base = base + (2 * window + 1) * K
     for q in range(len(seq_starts) - 1):
         a, b = seq_starts[q], seq_starts[q + 1]
         for t in range(a, b):
             expected = rows[t] + [base + (u - t + window) * K + labels[u] for u in range(a, b) if abs(u - t) <= window]
+            expected += [marginal_base + k * n_bins + bins[t, k] for k in range(K)]
             assert out[out_ptr[t]:out_ptr[t + 1]].tolist() == expected
 
 
 def test_stacked_marginals_are_those_of_the_summed_potentials(stacked):
-    """Brute force: the first stage's best path from its own potentials, the second stage's trees over the
-    columns of that path, and every path of the summed potentials enumerated."""
+    """Brute force: the first stage's best path and marginals from its own potentials, the second stage's trees
+    over the columns of those, and every path of the summed potentials enumerated."""
     model = stacked.crf_
     assert model.stage1.n_trees and model.n_trees
     X, _ = chain_data(6, 2)
     rows = stacked._rows(X)
     forbidden = np.where(model.allowed, 0.0, -np.inf)
     phi1 = model.stage1.ensemble.potentials(rows.indptr, rows.indices) + forbidden
-    first = np.concatenate([best_path(phi1, a, b)[0] for a, b in zip(rows.seq_starts[:-1], rows.seq_starts[1:])])
+    bounds = list(zip(rows.seq_starts[:-1], rows.seq_starts[1:]))
+    first = FirstStage(np.concatenate([best_path(phi1, a, b)[0] for a, b in bounds]).astype(np.int32),
+                       np.concatenate([seq_expectations(phi1, a, b).sum(axis=1) for a, b in bounds]))
     second = model.stacked_rows(rows, first)
     phi = phi1 + model.ensemble.potentials(second.indptr, second.indices)
     got = stacked.predict_marginals(X)
@@ -83,14 +89,14 @@ def test_the_first_stage_labels_each_half_with_the_model_fitted_on_the_other():
                           len(est.features.names), est.features.numeric_index())
     rows = est._rows(X)
     y_ids = model.label_ids(y)
-    labels, _ = model.fit_first_stage(rows, y_ids)
+    first, _ = model.fit_first_stage(rows, y_ids)
     odd, even = X[1::2], X[0::2]
     n_even = sum(map(len, y[0::2]))
     fold = TreeCRF(**{**SETTINGS, "n_rounds": STACK_MAX_ROUNDS, "patience": resolved_patience(n_even)})
     fold.fit(odd, y[1::2], even, y[0::2])
     at_even = np.repeat(np.arange(len(X)) % 2 == 0, [len(s) for s in X])
     expected = [model.labels.index(label) for labels_ in fold.predict(even) for label in labels_]
-    assert labels[at_even].tolist() == expected
+    assert first.labels[at_even].tolist() == expected
     assert model.stage1.rounds > 0
 
 
@@ -120,8 +126,9 @@ def test_explanations_of_a_stacked_model_add_up_and_name_the_first_stage(stacked
     X, _ = chain_data(4, 6)
     for explanation in stacked.explain(X[0]):
         assert explanation.potential == pytest.approx(sum(part.value for part in explanation.parts), abs=1e-6)
-    rules = stacked.rules(top=1000, min_support=0.0)
-    assert any("first stage: " in conjunction for _, conjunction, _, _ in rules)
+    rules = [conjunction for _, conjunction, _, _ in stacked.rules(top=1000, min_support=0.0)]
+    assert any(re.search(r"first stage: [ABC]\[[+-]\d\]", rule) for rule in rules)
+    assert any(re.search(r"first stage: P\([ABC]\) (<=|>) [0-9.]+", rule) for rule in rules)
 
 
 def test_stacking_refuses_continued_training_and_a_single_sequence(stacked):
@@ -155,6 +162,7 @@ def test_stacked_rows_keep_the_missing_variables_of_the_rows():
     X = [[{**p, "v": None} if t == 0 else p for t, p in enumerate(x)] for x in X]
     model = TreeCRF(stack_window=1, **SETTINGS).fit(X, y)
     rows = model._rows(X)
-    second = model.crf_.stacked_rows(rows, np.zeros(len(rows.indptr) - 1, dtype=np.int32))
+    T = len(rows.indptr) - 1
+    second = model.crf_.stacked_rows(rows, FirstStage(np.zeros(T, dtype=np.int32), np.full((T, 3), 1 / 3)))
     assert isinstance(second, EngineRows) and len(second.missing.feature_var) == model.crf_.n_columns
     assert len(model.predict(X)) == len(X)

@@ -55,14 +55,16 @@ def numeric_index(n_atoms: int, base, end) -> NumericIndex:
     return NumericIndex(column=column, base=base, end=end)
 
 
-def with_atoms(numeric: NumericIndex, n_atoms: int) -> NumericIndex:
-    """The same numeric columns among ``n_atoms`` atoms: the atoms past the old ones binary (a stacked model's
-    columns of first-stage labels come after the features')."""
-    if len(numeric.column) == 0:
-        return numeric
+def with_numeric_columns(numeric: NumericIndex, n_atoms: int, bases, ends) -> NumericIndex:
+    """``numeric``'s columns among ``n_atoms`` atoms, and after them numeric columns owning the atoms
+    bases[c]:ends[c] (past the old atoms; the others binary)."""
     column = np.full(n_atoms, -1, dtype=np.int32)
     column[:len(numeric.column)] = numeric.column
-    return NumericIndex(column=column, base=numeric.base, end=numeric.end)
+    first = len(numeric.base)
+    for c, (lo, hi) in enumerate(zip(bases, ends)):
+        column[lo:hi] = first + c
+    return NumericIndex(column=column, base=np.concatenate([numeric.base, np.asarray(bases, np.int32)]).astype(np.int32),
+                        end=np.concatenate([numeric.end, np.asarray(ends, np.int32)]).astype(np.int32))
 
 
 def bin_uppers(values, max_bins: int = MAX_BINS) -> np.ndarray:

@@ -123,17 +123,23 @@ def take_rows(indptr, indices, rows):
 
 
 @njit(cache=True, nogil=True)
-def with_label_columns(indptr, indices, labels, seq_starts, base, n_labels, window):
+def with_label_columns(indptr, indices, labels, seq_starts, base, n_labels, window, bins, n_bins):
     """CSR rows with the columns of neighbouring labels appended: for each position t and offset d in [-window,
     window] whose position t + d lies in t's sequence (``seq_starts``), the column base + (d + window) * n_labels +
-    labels[t + d] (``labels``: a label id per position, int32). ``base`` is past every column of the rows, so each
-    row stays sorted. Stacked sequential learning's second stage reads the first stage's labels through these."""
+    labels[t + d] (``labels``: a label id per position, int32); then, where ``bins`` (positions x labels, int32;
+    0 rows: none) is given, per label k the column past those of bin bins[t, k] of label k's numeric column
+    (``n_bins`` each). ``base`` is past every column of the rows, so each row stays sorted. Stacked sequential
+    learning's second stage reads the first stage's labels (and marginals) through these."""
     T = indptr.shape[0] - 1
+    per_label = bins.shape[0] > 0
+    marginal_base = base + (2 * window + 1) * n_labels
     out_ptr = np.zeros(T + 1, np.int64)
     for q in range(seq_starts.shape[0] - 1):
         a, b = seq_starts[q], seq_starts[q + 1]
         for t in range(a, b):
             out_ptr[t + 1] = indptr[t + 1] - indptr[t] + min(b - 1, t + window) - max(a, t - window) + 1
+            if per_label:
+                out_ptr[t + 1] += n_labels
     for t in range(T):
         out_ptr[t + 1] += out_ptr[t]
     out = np.empty(out_ptr[T], np.int32)
@@ -147,6 +153,10 @@ def with_label_columns(indptr, indices, labels, seq_starts, base, n_labels, wind
             for u in range(max(a, t - window), min(b - 1, t + window) + 1):
                 out[w] = base + (u - t + window) * n_labels + labels[u]
                 w += 1
+            if per_label:
+                for k in range(n_labels):
+                    out[w] = marginal_base + k * n_bins + bins[t, k]
+                    w += 1
     return out_ptr, out
 
 
