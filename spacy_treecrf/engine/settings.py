@@ -121,8 +121,8 @@ class BoostParams:
     stack_window: int = setting(
         0, "stacked sequential learning (Cohen & Carvalho 2005): with w > 0 a first model is fitted, its labels on "
            "the training data taken from two fold models (each labels the half the other was fitted on), and the "
-           "trees then go on from those scores with tests on the first model's labels w positions either side; "
-           "0: one model. See [More context](#more-context)")
+           "trees then go on from those scores with tests on the first model's labels w positions either side and "
+           "on its marginals; 0: one model. See [More context](#more-context)")
 
     def __post_init__(self):
         for f in dataclasses.fields(self):  # the type first: a string "10" must not reach a comparison
