@@ -199,7 +199,7 @@ class SequenceModel:
     @property
     def n_columns(self) -> int:
         """The columns the trees read: the front end's ``n_features``, then for a stacked model a column per
-        (offset in the label window, first-stage label) (sparse.with_label_columns)."""
+        (offset in the label window, first-stage label) and MARGINAL_BINS per label (sparse.with_label_columns)."""
         if self.stage1 is None:
             return self.n_features
         return self.n_features + (2 * self.params.stack_window + 1 + MARGINAL_BINS) * len(self.labels)
@@ -285,8 +285,8 @@ class SequenceModel:
 
     def _raw(self, rows: EngineRows, alive: Optional[np.ndarray] = None) -> np.ndarray:
         """Raw potentials (T x S x K, float64; the cells a decoder reads) of the rows: the trees' sum; for a
-        stacked model the first stage's plus its own trees' over the rows with the first stage's labels (its
-        Viterbi path, among the paths that agree with ``alive`` where given)."""
+        stacked model the first stage's plus its own trees' over the rows with what the first stage reads there
+        (its Viterbi path and marginals, among the paths that agree with ``alive`` where given)."""
         T = len(rows.indptr) - 1
         if self.stage1 is None:
             if not self.n_trees:
