@@ -307,8 +307,8 @@ class SequenceModel:
     def first_stage(self, P: crf.Potentials, seq_starts: np.ndarray) -> FirstStage:
         """What the second stage reads of the first stage's Potentials ``P``: its Viterbi labels and its
         marginals."""
-        fb = forward_backward(P, seq_starts, np.full(len(P.c), -1, dtype=np.int32), False, self.params.threads)
-        return FirstStage(viterbi(P, seq_starts, self.params.threads), crf.marginals(fb.alpha, fb.beta))
+        return FirstStage(viterbi(P, seq_starts, self.params.threads),
+                          marginal_pass(P, seq_starts, self.params.threads)[1])
 
     def stacked_rows(self, rows: EngineRows, first: FirstStage) -> EngineRows:
         """The rows a stacked model's own trees read: the front end's, each position's columns of the first
@@ -501,8 +501,7 @@ class SequenceModel:
         threads = self.params.threads
         fb = gamma = paths = sure = None
         if method == "marginal" or scores or n_best:
-            fb = forward_backward(P, rows.seq_starts, np.full(len(P.c), -1, dtype=np.int32), False, threads)
-            gamma = crf.marginals(fb.alpha, fb.beta)
+            fb, gamma = marginal_pass(P, rows.seq_starts, threads)
         if method == "viterbi":
             ids = viterbi(P, rows.seq_starts, threads)
         else:
@@ -566,6 +565,12 @@ class SequenceModel:
         return serialize.dumps(MODEL_KIND, payload)
 
 
+def marginal_pass(P: crf.Potentials, seq_starts: np.ndarray, threads: int) -> Tuple[ForwardBackward, np.ndarray]:
+    """The unclamped forward-backward pass of Potentials ``P`` and its marginals (positions x labels)."""
+    fb = forward_backward(P, seq_starts, np.full(len(P.c), -1, dtype=np.int32), False, threads)
+    return fb, crf.marginals(fb.alpha, fb.beta)
+
+
 def permitted_words(labels: Sequence, row: np.ndarray) -> str:
     """A position's permitted labels (``row``: bool per label) in words: the label, one of a few, or all but a
     few."""
@@ -621,9 +626,7 @@ def load(data: bytes, front: str, owner: str, columns: Callable[[dict, BoostPara
         params = BoostParams(**settings)
     except (TypeError, ValueError) as err:
         raise ValueError(Errors.E111.format(err=err)) from None
-    rounds = payload.get("rounds", 0)
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 0:
-        raise ValueError(Errors.E110.format(key="rounds", type_name="non-negative int", cfg=rounds))
+    rounds = _rounds(payload.get("rounds", 0), "rounds")
     serialize.field(payload, "features", dict)
     cols = columns(payload, params)
     fill = np.full(cols.n_variables, -1, dtype=np.int32) if cols.fill is None else cols.fill
@@ -634,15 +637,20 @@ def load(data: bytes, front: str, owner: str, columns: Callable[[dict, BoostPara
     stage1 = None
     if params.stack_window:  # a stacked model: its first stage's trees read the front end's columns
         first = serialize.field(payload, "stage1", dict)
-        first_rounds = first.get("rounds")
-        if isinstance(first_rounds, bool) or not isinstance(first_rounds, int) or first_rounds < 0:
-            raise ValueError(Errors.E110.format(key="stage1.rounds", type_name="non-negative int", cfg=first_rounds))
+        first_rounds = _rounds(first.get("rounds"), "stage1.rounds")
         first_params = dataclasses.replace(params, stack_window=0)
         stage1 = SequenceModel(labels, allowed, first_params, cols.n_features, cols.numeric, fill, _trees(
             serialize.field(first, "ensemble", dict), K, cols.n_features, cols.numeric, first_params), first_rounds)
     model = SequenceModel(labels, allowed, params, cols.n_features, cols.numeric, fill, None, rounds, stage1)
     model.ensemble = _trees(serialize.field(payload, "ensemble", dict), K, model.n_columns, model.tree_numeric, params)
     return Loaded(model, cols.state, serialize.field(payload, "settings", dict))
+
+
+def _rounds(value, key: str) -> int:
+    """A model file's count of rounds, checked (E110 names ``key``)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(Errors.E110.format(key=key, type_name="non-negative int", cfg=value))
+    return value
 
 
 def _trees(arrays: dict, n_labels: int, n_atoms: int, numeric: NumericIndex, params: BoostParams) -> Ensemble:

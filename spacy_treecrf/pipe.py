@@ -215,7 +215,8 @@ class TreeCRFComponent(TrainablePipe):
         if round_every not in ROUND_EVERY:
             raise ValueError(Errors.E171.format(choices=ROUND_EVERY, value=round_every))
         _check_n_best(n_best)
-        _check_rounds_per_pass(rounds_per_pass, params, name, round_every)
+        _check_rounds_per_pass(rounds_per_pass)
+        _check_stacking(params, name, round_every)
         self.vocab = vocab
         self.model = model
         self.name = name
@@ -724,11 +725,13 @@ def _check_n_best(n_best) -> None:
         raise ValueError(Errors.E180.format(maximum=crf.MAX_NBEST, value=n_best))
 
 
-def _check_rounds_per_pass(rounds, params: Optional[BoostParams] = None, name: str = "",
-                           round_every: str = "corpus") -> None:
-    """E200 for a number of rounds a pass cannot run; E233 where a stacked model would fit a round per batch."""
+def _check_rounds_per_pass(rounds) -> None:
     if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= MAX_ROUNDS_PER_PASS:
         raise ValueError(Errors.E200.format(maximum=MAX_ROUNDS_PER_PASS, value=rounds))
+
+
+def _check_stacking(params: Optional[BoostParams], name: str, round_every: str) -> None:
+    """E233 where a stacked model (its first stage fitted once, on the corpus) would fit a round per batch."""
     if params is not None and params.stack_window and round_every == "batch":
         raise ValueError(Errors.E233.format(name=name))
 
