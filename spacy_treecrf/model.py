@@ -252,13 +252,20 @@ class SequenceModel:
         the positions of the ``restricted`` sequences end to end x labels) those sequences hold only the cells of
         paths that agree with what is known (crf.clamp_potentials), scaled anew from the raw potentials, so no
         agreeing path is lost to underflow next to a much likelier path the known labels rule out. A stacked
-        model's are made block by block from raw potentials (``_raw``)."""
+        model's: its first stage's Potentials times its own trees' over the stacked rows (crf.product: no
+        T x S x K array, whose cost grows with the labels squared); those of restricted sequences block by block
+        from raw potentials (``_raw``), as the first stage's labels there must agree with what is known."""
         lengths = np.diff(rows.seq_starts)
         if alive is None or not restricted.any():
             if self.stage1 is None:
                 return self.ensemble.scaled_potentials(rows.indptr, rows.indices, self.allowed, rows.seq_starts,
                                                        self.params.threads, rows.missing)
-            restricted, alive = np.ones(len(lengths), dtype=np.bool_), None
+            first = self.stage1.potentials(rows)
+            if not self.n_trees:
+                return first
+            second = self.stacked_rows(rows, self.first_stage(first, rows.seq_starts))
+            return crf.product(first, self.ensemble.scaled_potentials(
+                second.indptr, second.indices, self.allowed, rows.seq_starts, self.params.threads, second.missing))
         at = np.repeat(restricted, lengths)  # the restricted sequences' positions, and their offsets end to end
         starts = np.concatenate([[0], np.cumsum(lengths[restricted])]).astype(np.int64)
         own = rows if at.all() else rows.take(np.flatnonzero(at), starts)

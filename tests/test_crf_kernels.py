@@ -541,6 +541,34 @@ def test_scaled_potentials_keep_valid_cells_and_their_log_values():
         assert np.allclose(E[t][valid], np.exp(phi[t][valid] - c[t]).astype(np.float32), rtol=1e-6, atol=0.0)
 
 
+@pytest.mark.parametrize("spread", [2.0, 8.0, 40.0])
+def test_product_is_the_potentials_of_the_summed_raw_potentials(spread):
+    """crf.product(P, Q) (a stacked model's two stages) holds the cells of scaled_potentials(phi_P + phi_Q): the
+    same log value on every cell both factors hold, each position's largest cell 1, whatever the groups of the
+    two factors (here P's rows repeat so its states share groups, Q's do not). A cell one factor lost to float32
+    (over ~103 nats below its position's best: the spread of 40) is 0 in the product."""
+    rng = np.random.default_rng(int(spread))
+    seq_starts = np.array([0, 5, 6, 11], dtype=np.int64)
+    T, K = 11, 4
+    allowed = rng.random((K + 1, K)) < 0.75
+    allowed[:, 0] = True
+    is_start = crf.start_mask(seq_starts, T)
+    phi_p = np.repeat(rng.normal(scale=spread, size=(T, 2, K)), [1, K], axis=1)
+    phi_q = rng.normal(scale=spread, size=(T, K + 1, K))
+    P, Q = (crf.scaled_potentials(phi, allowed, is_start) for phi in (phi_p, phi_q))
+    R, want = crf.product(P, Q), crf.scaled_potentials(phi_p + phi_q, allowed, is_start)
+    assert np.array_equal(R.group >= 0, want.group >= 0)
+    E, E_want = dense(R).astype(np.float64), dense(want).astype(np.float64)
+    held = (dense(P) > 0) & (dense(Q) > 0)
+    assert not np.any(E[~held]) and np.all(E.max(axis=(1, 2)) == 1.0)
+    on = (dense(P) > 1e-30) & (dense(Q) > 1e-30) & (E_want > 1e-30)  # cells float32 holds to full precision
+    assert on.sum() > T and (spread < 40 or (held != (E_want > 0)).any())
+    log_e = np.log(E, where=on, out=np.zeros_like(E)) + R.c[:, None, None]
+    log_want = np.log(E_want, where=on, out=np.zeros_like(E)) + want.c[:, None, None]
+    assert np.allclose(log_e[on], log_want[on], rtol=0.0, atol=1e-5)
+    assert R.start[-1] <= P.start[-1] + Q.start[-1] + T * K  # pairs, at most one a state
+
+
 @pytest.mark.parametrize("p_forbid, spread", SETTINGS)
 @pytest.mark.parametrize("n", [1, 3, 7])
 def test_nbest_is_the_top_of_brute_force_enumeration(p_forbid, spread, n):

@@ -88,6 +88,54 @@ def interleave(P: Potentials, Q: Potentials, from_q: np.ndarray) -> Potentials:
     return Potentials(values=np.concatenate([P.values, Q.values])[rows], start=start, group=group, c=c)
 
 
+@njit(**NOGIL)
+def product(P, Q):
+    """The Potentials of the cell-wise product of two Potentials of the same positions (E_P * E_Q: a stacked
+    model's first stage and its own trees, whose raw potentials add), without a T x S x K array. A state's group
+    is its pair of groups (pairs come in order of their first state); each position's products are taken in
+    float64 and divided by their largest, which goes into c (c_P + c_Q + its log), so float32 loses nothing the
+    two factors held. A cell one factor lost to float32 (over ~103 nats below its position's best there) stays 0,
+    where the raw sum might have kept it."""
+    T, S = P.group.shape
+    K = P.values.shape[1]
+    group = np.full((T, S), -1, dtype=np.int32)
+    start = np.zeros(T + 1, dtype=np.int64)
+    pair_of = np.full((S, S), -1, dtype=np.int64)  # (P's group, Q's group) -> the pair's group at t
+    first = np.empty((T, S), dtype=np.int32)  # each pair's first state
+    for t in range(T):  # the groups first, then their rows
+        n = 0
+        for s in range(S):
+            gp, gq = P.group[t, s], Q.group[t, s]
+            if gp < 0 or gq < 0:
+                continue
+            if pair_of[gp, gq] < 0:
+                pair_of[gp, gq] = n
+                first[t, n] = s
+                n += 1
+            group[t, s] = pair_of[gp, gq]
+        for r in range(n):
+            pair_of[P.group[t, first[t, r]], Q.group[t, first[t, r]]] = -1
+        start[t + 1] = start[t] + n
+    values = np.zeros((start[T], K), dtype=np.float32)
+    c = P.c + Q.c
+    for t in range(T):
+        top = 0.0
+        for r in range(start[t + 1] - start[t]):
+            s = first[t, r]
+            a, b = P.start[t] + P.group[t, s], Q.start[t] + Q.group[t, s]
+            for k in range(K):
+                top = max(top, np.float64(P.values[a, k]) * np.float64(Q.values[b, k]))
+        scale = 1.0 / top if top > 0.0 else 1.0
+        for r in range(start[t + 1] - start[t]):
+            s = first[t, r]
+            a, b = P.start[t] + P.group[t, s], Q.start[t] + Q.group[t, s]
+            for k in range(K):
+                values[start[t] + r, k] = np.float64(P.values[a, k]) * np.float64(Q.values[b, k]) * scale
+        if top > 0.0:
+            c[t] += np.log(top)
+    return Potentials(values=values, start=start, group=group, c=c)
+
+
 @njit(**NOGIL, inline="always")
 def _allowed(y, t, k, clamp):
     return (not clamp) or y[t] < 0 or y[t] == k
