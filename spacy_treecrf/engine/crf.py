@@ -78,14 +78,14 @@ def interleave(P: Potentials, Q: Potentials, from_q: np.ndarray) -> Potentials:
     counts[~from_q], counts[from_q] = np.diff(P.start), np.diff(Q.start)
     start = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(counts, out=start[1:])
-    first = np.empty(len(from_q), dtype=np.int64)  # each position's first row among P's rows, then Q's
-    first[~from_q], first[from_q] = P.start[:-1], len(P.values) + Q.start[:-1]
-    rows = np.arange(start[-1], dtype=np.int64) + np.repeat(first - start[:-1], counts)
+    of_q = np.repeat(from_q, counts)  # each row of the result: Q's or P's, in order (no joined copy of both)
+    values = np.empty((start[-1], P.values.shape[1]), dtype=P.values.dtype)
+    values[~of_q], values[of_q] = P.values, Q.values
     group = np.empty((len(from_q), P.group.shape[1]), dtype=np.int32)
     c = np.empty(len(from_q))
     group[~from_q], group[from_q] = P.group, Q.group
     c[~from_q], c[from_q] = P.c, Q.c
-    return Potentials(values=np.concatenate([P.values, Q.values])[rows], start=start, group=group, c=c)
+    return Potentials(values=values, start=start, group=group, c=c)
 
 
 @njit(**NOGIL)
