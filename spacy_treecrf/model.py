@@ -263,9 +263,7 @@ class SequenceModel:
             first = self.stage1.potentials(rows)
             if not self.n_trees:
                 return first
-            second = self.stacked_rows(rows, self.first_stage(first, rows.seq_starts))
-            return crf.product(first, self.ensemble.scaled_potentials(
-                second.indptr, second.indices, self.allowed, rows.seq_starts, self.params.threads, second.missing))
+            return stacked_product(self, first, self.stacked_rows(rows, self.first_stage(first, rows.seq_starts)))
         at = np.repeat(restricted, lengths)  # the restricted sequences' positions, and their offsets end to end
         starts = np.concatenate([[0], np.cumsum(lengths[restricted])]).astype(np.int64)
         own = rows if at.all() else rows.take(np.flatnonzero(at), starts)
@@ -470,7 +468,8 @@ class SequenceModel:
         first = self.stage1.potentials(rows)
         second = self.stacked_rows(rows, self.first_stage(first, rows.seq_starts))
         return DevCache(second.indptr, second.indices, rows.seq_starts, self.allowed, missing_rows=second.missing,
-                        initial=self.potentials(rows) if self.n_trees else first, numeric=self.tree_numeric)
+                        initial=stacked_product(self, first, second) if self.n_trees else first,
+                        numeric=self.tree_numeric)
 
     def extended(self, labels: Sequence, moved: Optional[np.ndarray], n_features: int, numeric: NumericIndex,
                  allowed: np.ndarray, fill: Optional[np.ndarray] = None) -> "SequenceModel":
@@ -570,6 +569,13 @@ class SequenceModel:
         if self.stage1 is not None:
             payload["stage1"] = {"ensemble": self.stage1.ensemble.arrays(), "rounds": self.stage1.rounds}
         return serialize.dumps(MODEL_KIND, payload)
+
+
+def stacked_product(model: SequenceModel, first: crf.Potentials, second: EngineRows) -> crf.Potentials:
+    """A stacked ``model``'s Potentials: its first stage's (``first``) times its own trees' over the rows with what
+    the first stage reads there (``second``: stacked_rows)."""
+    return crf.product(first, model.ensemble.scaled_potentials(
+        second.indptr, second.indices, model.allowed, second.seq_starts, model.params.threads, second.missing))
 
 
 def marginal_pass(P: crf.Potentials, seq_starts: np.ndarray, threads: int) -> Tuple[ForwardBackward, np.ndarray]:

@@ -118,19 +118,18 @@ def product(P, Q):
         start[t + 1] = start[t] + n
     values = np.zeros((start[T], K), dtype=np.float32)
     c = P.c + Q.c
+    rows = np.empty((S, K))  # a position's products, float64
     for t in range(T):
-        top = 0.0
-        for r in range(start[t + 1] - start[t]):
-            s = first[t, r]
-            a, b = P.start[t] + P.group[t, s], Q.start[t] + Q.group[t, s]
+        n, top = start[t + 1] - start[t], 0.0
+        for r in range(n):
+            a, b = P.start[t] + P.group[t, first[t, r]], Q.start[t] + Q.group[t, first[t, r]]
             for k in range(K):
-                top = max(top, np.float64(P.values[a, k]) * np.float64(Q.values[b, k]))
+                rows[r, k] = np.float64(P.values[a, k]) * np.float64(Q.values[b, k])
+                top = max(top, rows[r, k])
         scale = 1.0 / top if top > 0.0 else 1.0
-        for r in range(start[t + 1] - start[t]):
-            s = first[t, r]
-            a, b = P.start[t] + P.group[t, s], Q.start[t] + Q.group[t, s]
+        for r in range(n):
             for k in range(K):
-                values[start[t] + r, k] = np.float64(P.values[a, k]) * np.float64(Q.values[b, k]) * scale
+                values[start[t] + r, k] = rows[r, k] * scale
         if top > 0.0:
             c[t] += np.log(top)
     return Potentials(values=values, start=start, group=group, c=c)
