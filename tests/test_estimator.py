@@ -259,6 +259,25 @@ def test_feature_rows_fast_path_gives_the_general_paths_rows():
     assert mixed[3].any and mixed[3].rows().tolist() == [n + 1]  # the missing 'p'
 
 
+def test_feature_rows_fast_path_keeps_each_threads_missed_items_apart():
+    """The fast path logs the items its table misses per calling thread: threads reading inputs at once, one
+    with only unknown strings (dropped) and one with an unknown flag's number (the general path's), each get the
+    rows a lone call gives."""
+    from concurrent.futures import ThreadPoolExecutor
+    from spacy_treecrf.estimator import FeatureIndex
+
+    index = FeatureIndex()
+    index.rows([[{"w": "a", "cap": True}, {"w": "b"}]], grow=True)
+    unknown = [[{"w": f"u{i}", "p": f"v{i}"} for i in range(300)]]
+    general = [[{"w": f"u{i}"} for i in range(300)] + [{"cap": 2}]]
+    alone = [index._known_rows(unknown), index._known_rows(general)]
+    assert alone[0] is not None and alone[1] is None
+    with ThreadPoolExecutor(2) as pool:
+        for _ in range(50):
+            both = list(pool.map(index._known_rows, [unknown, general]))
+            assert both[1] is None and all(np.array_equal(a, b) for a, b in zip(both[0][:3], alone[0][:3]))
+
+
 def grown_as_the_general_path(*fits):
     """A FeatureIndex grown on each of ``fits`` in turn, after checking that the fast path gave what the general
     path's loop gives, item by item: the same names, variables and ids, rows and per-variable known counts."""
