@@ -343,6 +343,7 @@ class Errors(metaclass=_WithCodes):
             "at least two sequences (Docs), or use stack_window = 0")
     E233 = ("Component '{name}': stack_window > 0 fits its first stage once, on the whole training corpus, but "
             "round_every = 'batch' fits each round on one batch; use round_every = 'corpus', or stack_window = 0")
+    E234 = "TreeCRF: 'small_trees' must be one of {choices}, got {value!r}"
     E216 = ("{name}.explain_span: the span must be a labelled Span of at least one token (an entity or chunk of the "
             "doc), got {span}")
     E217 = ("Model trees: a leaf value of {value:g} lies outside +/-{bound:g}, the most a boosting round can move a "

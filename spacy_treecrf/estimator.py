@@ -34,6 +34,15 @@ NUMBER_TYPES = frozenset({int, float, np.float16, np.float32, np.float64, np.int
                           np.uint8, np.uint16, np.uint32, np.uint64})  # the usual ones, for _known_rows
 BOOST_SETTINGS = {f.name: f.default for f in dataclasses.fields(BoostParams)}
 EARLY_STOPPING = ("auto", True, False)
+SMALL_TREES_CHOICES = ("auto", True, False)
+# small_trees: the second fit's settings (the paper's small trees, Sec. 7, smaller still: on the synthetic and the
+# real-valued HMM 16 leaves came closer to Bayes-optimal decoding than 100: small_trees.md), up to
+# SMALL_TREES_ROUNDS x n_rounds (its learning rate is about a third of the default's), and the most training
+# positions "auto" tries it below
+SMALL_TREES = {"max_leaves": 16, "min_samples_leaf": 5.0, "learning_rate": 0.3, "leaf_values": "newton",
+               "label_splits": "best"}
+SMALL_TREES_ROUNDS = 3
+SMALL_DATA = 50_000
 AUTO_MIN_VALIDATION = 1_000  # early_stopping="auto" holds out sequences that hold at least this many positions
 MAX_WINDOW = 50  # the most positions either side a window reads (columns grow as 2 x window + 1)
 PAD = "<pad>"  # a window column's name for the positions past a sequence's ends
@@ -542,6 +551,12 @@ class TreeCRF(CRFsuiteMethods):
     the cost. A window reads flags and strings: numbers, and missing values under the "instance_weighting" and
     "surrogate" strategies, raise an error ("imputation" and "indicator" fill them in first).
 
+    ``small_trees``: with validation data (held out or given), a fresh fit below 50,000 training positions ("auto"),
+    or any (True), also fits 16-leaf trees (SMALL_TREES) on the same data and keeps them where their best validation
+    accuracy is higher (``small_trees_``; the file holds the kept model's settings): noisy labels want them, labels
+    that depend on many tests together the default trees (benchmarks/results/small_trees.md). Not with another loss
+    than "crf" or a ``stack_window``.
+
     ``warm_start`` (scikit-learn's sense): ``fit`` on a fitted model continues it, on the data it is given,
     rather than starting over: ``n_rounds`` stays the total (raise it to add rounds), labels y brings that the
     model has not seen join it (their trees start from zero; the old trees keep their meaning), and so do new
@@ -551,7 +566,7 @@ class TreeCRF(CRFsuiteMethods):
     def __init__(self, n_rounds: int = 100, decode: str = "viterbi", allowed_transitions=None,
                  patience: Optional[int] = None, early_stopping: Union[str, bool] = "auto",
                  validation_fraction: float = 0.1, verbose: bool = False, warm_start: bool = False, window: int = 0,
-                 *, max_leaves: Union[int, str] = B.max_leaves, shrinkage: Union[float, str] = B.shrinkage,
+                 small_trees: Union[str, bool] = "auto", *, max_leaves: Union[int, str] = B.max_leaves, shrinkage: Union[float, str] = B.shrinkage,
                  learning_rate: float = B.learning_rate, min_samples_leaf: float = B.min_samples_leaf,
                  min_gain: float = B.min_gain, subsample: float = B.subsample, colsample: float = B.colsample,
                  trim: float = B.trim, random_state: int = B.random_state, n_threads: int = B.n_threads,
@@ -577,6 +592,7 @@ class TreeCRF(CRFsuiteMethods):
         self.features = FeatureIndex()
         self.history_: List[dict] = []
         self.window_: int = 0  # the fitted model's window (``window`` may change after fitting)
+        self.small_trees_ = False  # whether the fitted model is small_trees' second fit
 
     @property
     def classes_(self) -> list:
@@ -700,10 +716,20 @@ class TreeCRF(CRFsuiteMethods):
         label_ids = self.crf_.label_ids(y)
         self.crf_.check_gold(label_ids, rows.seq_starts, lambda q, t: f"sequence {q}, position {t} of y",
                              fix="allowed_transitions")
-        self._boost(self.crf_.trainer(rows, label_ids, scheduler), X_dev, y_dev, warm)
+        self._boost(self.crf_.trainer(rows, label_ids, scheduler), X_dev, y_dev, warm, self.n_rounds)
+        self.small_trees_ = False
+        if not warm and X_dev is not None and self.history_ and tries_small_trees(self, len(label_ids)):
+            fitted, history = self.crf_, self.history_
+            self.crf_ = SequenceModel(classes, allowed, dataclasses.replace(self.params, **SMALL_TREES),
+                                      self._n_columns(), self._numeric_index(), self._fill())
+            self._boost(self.crf_.trainer(rows, label_ids, scheduler), X_dev, y_dev, False,
+                        SMALL_TREES_ROUNDS * self.n_rounds)
+            self.small_trees_ = best_validation(self.history_) > best_validation(history)
+            if not self.small_trees_:
+                self.crf_, self.history_ = fitted, history
         return self
 
-    def _boost(self, trainer, X_dev, y_dev, warm: bool) -> None:
+    def _boost(self, trainer, X_dev, y_dev, warm: bool, n_rounds: int) -> None:
         """Fit rounds up to n_rounds; with validation data keep the best round and stop after patience rounds
         without a better one (fit's docstring; SequenceModel.fit_rounds)."""
         crf_ = self.crf_
@@ -721,7 +747,7 @@ class TreeCRF(CRFsuiteMethods):
             self.history_.append(entry)
             if self.verbose:
                 print(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in entry.items()))
-        crf_.fit_rounds(trainer, self.n_rounds - crf_.rounds, validation, patience, report)
+        crf_.fit_rounds(trainer, n_rounds - crf_.rounds, validation, patience, report)
 
     def _fill(self) -> np.ndarray:
         """The model's fill table (model.py): the imputed or indicator feature of each variable (-1: none)."""
@@ -856,7 +882,10 @@ class TreeCRF(CRFsuiteMethods):
                     "impute": self.features.impute, "indicator": self.features.indicator,
                     "numeric_keys": self.features.numeric_keys, "numeric_uppers": self.features.uppers,
                     "numeric_base": np.array(self.features.numeric_base, dtype=np.int64), "window": self.window_}
-        return self.crf_.to_bytes("estimator", features, {name: getattr(self, name) for name in SAVED_SETTINGS})
+        settings = {name: getattr(self, name) for name in SAVED_SETTINGS}
+        if self.small_trees_:  # (the model's own settings are SMALL_TREES', and so is its round budget)
+            settings["n_rounds"] = SMALL_TREES_ROUNDS * self.n_rounds
+        return self.crf_.to_bytes("estimator", features, settings)
 
     def from_bytes(self, data: bytes) -> "TreeCRF":
         """Load a model file (model.load, then read_estimator's checks of the feature map and settings); a
@@ -865,6 +894,7 @@ class TreeCRF(CRFsuiteMethods):
         for name, value in loaded.get_params().items():
             setattr(self, name, value)
         self.crf_, self.features, self.window_ = crf_, features, window
+        self.small_trees_ = False  # (the file's settings are its model's own)
         return self
 
 
@@ -911,10 +941,26 @@ def check_settings(est: "TreeCRF") -> None:
     if (isinstance(fraction, (bool, np.bool_)) or not isinstance(fraction, (int, float, np.integer, np.floating))
             or not 0 < fraction < 1):
         raise ValueError(Errors.E173.format(value=fraction))
+    if not any(est.small_trees is choice or (isinstance(choice, str) and est.small_trees == choice)
+               for choice in SMALL_TREES_CHOICES):
+        raise ValueError(Errors.E234.format(choices=SMALL_TREES_CHOICES, value=est.small_trees))
     if (isinstance(est.window, (bool, np.bool_)) or not isinstance(est.window, (int, np.integer))
             or not 0 <= est.window <= MAX_WINDOW):
         raise ValueError(Errors.E203.format(maximum=MAX_WINDOW, value=est.window))
     _ = est.params
+
+
+def tries_small_trees(est: TreeCRF, n_positions: int) -> bool:
+    """Whether ``est``'s fresh fit of n_positions with validation data also fits SMALL_TREES (TreeCRF's
+    docstring)."""
+    if est.small_trees is False or est.loss != "crf" or est.stack_window:
+        return False
+    return est.small_trees is True or n_positions < SMALL_DATA
+
+
+def best_validation(history: List[dict]) -> float:
+    """A fit's best validation accuracy, from its history_."""
+    return max(entry["dev_accuracy"] for entry in history)
 
 
 def held_out(est: "TreeCRF", X, y) -> Optional[tuple]:
@@ -969,6 +1015,7 @@ def read_estimator(data: bytes, est: TreeCRF) -> Tuple[SequenceModel, FeatureInd
                       decode=serialize.field(settings, "decode", str), patience=settings.get("patience"),
                       early_stopping=settings.get("early_stopping", "auto"),
                       validation_fraction=settings.get("validation_fraction", 0.1),
+                      small_trees=settings.get("small_trees", "auto"),
                       allowed_transitions=est.allowed_transitions, verbose=est.verbose, warm_start=est.warm_start,
                       window=loaded.state[1], **vars(params))
     except (TypeError, ValueError) as err:
@@ -1084,4 +1131,5 @@ def label_set(y) -> list:
 DEFAULTS = {name: p.default for name, p in list(inspect.signature(TreeCRF.__init__).parameters.items())[1:]
             if p.kind != p.VAR_KEYWORD}
 PARAM_NAMES = tuple(DEFAULTS)
-SAVED_SETTINGS = ("n_rounds", "decode", "patience", "early_stopping", "validation_fraction")  # (with the model's)
+SAVED_SETTINGS = ("n_rounds", "decode", "patience", "early_stopping", "validation_fraction",
+                  "small_trees")  # (with the model's)

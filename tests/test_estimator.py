@@ -644,3 +644,86 @@ def test_bad_inputs_get_a_coded_error_before_anything_is_trained(case):
     call, match = BAD_INPUTS[case]
     with pytest.raises((ValueError, TypeError), match=match):
         call()
+
+
+def untimed(history):
+    return [{key: value for key, value in entry.items() if key != "seconds"} for entry in history]
+
+
+def noisy_hmm(rng, n_seq: int, length: int = 40):
+    """Sequences of a 3-label HMM (stay 0.6) whose label shows in its observation only 60% of the time, as
+    window features x[-1..1]: labels noisy enough that small trees beat the default ones."""
+    X, y = [], []
+    for _ in range(n_seq):
+        labels = [int(rng.integers(3))]
+        for _ in range(length - 1):
+            labels.append(labels[-1] if rng.random() < 0.6 else int(rng.integers(3)))
+        obs = [k * 4 + int(rng.integers(4)) if rng.random() < 0.6 else int(rng.integers(12)) for k in labels]
+        X.append([[f"x[{d}]={obs[t + d] if 0 <= t + d < length else 'pad'}" for d in (-1, 0, 1)]
+                  for t in range(length)])
+        y.append([str(k) for k in labels])
+    return X, y
+
+
+def test_small_trees_keeps_whichever_fit_scores_better_on_validation(monkeypatch):
+    """small_trees: with validation data a fresh small fit also fits SMALL_TREES and keeps the model with the
+    better best validation accuracy; the kept model is the one the plain fit with those settings makes (and
+    the default fit otherwise); its file holds its settings. False, a large training set under "auto", or a
+    continued fit: the default fit only."""
+    from spacy_treecrf import estimator
+    from spacy_treecrf.estimator import SMALL_TREES, SMALL_TREES_ROUNDS, best_validation
+
+    rng = np.random.default_rng(3)
+    X, y = noisy_hmm(rng, 60)
+    X_dev, y_dev = noisy_hmm(rng, 30)
+    plain = TreeCRF(decode="marginal", small_trees=False).fit(X, y, X_dev, y_dev)
+    small = TreeCRF(decode="marginal", small_trees=False, n_rounds=SMALL_TREES_ROUNDS * 100,
+                    **SMALL_TREES).fit(X, y, X_dev, y_dev)
+    chosen = TreeCRF(decode="marginal").fit(X, y, X_dev, y_dev)
+    assert best_validation(small.history_) > best_validation(plain.history_)  # (the data is noisy enough)
+    assert chosen.small_trees_ and chosen.predict(X_dev) == small.predict(X_dev)
+    assert untimed(chosen.history_) == untimed(small.history_)
+    loaded = TreeCRF().from_bytes(chosen.to_bytes())
+    assert loaded.predict(X_dev) == chosen.predict(X_dev) and not loaded.small_trees_
+    assert loaded.max_leaves == 16 and loaded.n_rounds == SMALL_TREES_ROUNDS * 100
+    assert TreeCRF().from_bytes(loaded.to_bytes()).n_rounds == loaded.n_rounds
+    for tried_only_default in (TreeCRF(decode="marginal", loss="hamming"), TreeCRF(decode="marginal",
+                                                                                   small_trees=False)):
+        assert not tried_only_default.fit(X, y, X_dev, y_dev).small_trees_
+    monkeypatch.setattr(estimator, "SMALL_DATA", sum(map(len, y)))  # "auto": this training set is not small
+    large = TreeCRF(decode="marginal").fit(X, y, X_dev, y_dev)
+    assert not large.small_trees_ and large.predict(X_dev) == plain.predict(X_dev)
+    assert TreeCRF(decode="marginal", small_trees=True).fit(X, y, X_dev, y_dev).small_trees_
+    continued = TreeCRF(decode="marginal", n_rounds=plain.best_round_ + 5, warm_start=True)
+    continued.crf_, continued.features, continued.history_ = plain.crf_, plain.features, plain.history_
+    assert not continued.fit(X, y, X_dev, y_dev).small_trees_
+
+
+def test_small_trees_keeps_the_default_fit_where_it_scores_better():
+    """Labels that depend on two tests together: the default trees' validation accuracy is higher, and the
+    default fit is kept as it was."""
+    from spacy_treecrf.estimator import best_validation
+
+    rng = np.random.default_rng(0)
+
+    def xor_data(n_seq, length=30):
+        X, y = [], []
+        for _ in range(n_seq):
+            a, b = rng.integers(2, size=length), rng.integers(2, size=length)
+            X.append([[f"a={u}", f"b={v}", f"c={int(rng.integers(5))}"] for u, v in zip(a, b)])
+            y.append([str(u ^ v) for u, v in zip(a, b)])
+        return X, y
+    X, y = xor_data(40)
+    X_dev, y_dev = xor_data(20)
+    plain = TreeCRF(small_trees=False).fit(X, y, X_dev, y_dev)
+    chosen = TreeCRF().fit(X, y, X_dev, y_dev)
+    assert best_validation(chosen.history_) == best_validation(plain.history_)
+    assert not chosen.small_trees_ and untimed(chosen.history_) == untimed(plain.history_)
+    assert chosen.predict_marginals(X_dev) == plain.predict_marginals(X_dev)
+
+
+def test_small_trees_setting_is_checked():
+    with pytest.raises(ValueError, match="E234"):
+        TreeCRF(small_trees="yes")
+    with pytest.raises(ValueError, match="E234"):
+        TreeCRF().set_params(small_trees=None)
