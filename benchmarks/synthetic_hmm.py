@@ -81,7 +81,7 @@ def main(seed: int = 0, n_test: int = 100, n_rounds: int = 150):
     best = None
     for lam, leaves, lr in GRID:
         model = TreeCRF(n_rounds=n_rounds, max_leaves=leaves, shrinkage=lam, learning_rate=lr, decode="marginal",
-                        patience=15, **PAPER_SETTINGS)
+                        patience=15, small_trees=False, **PAPER_SETTINGS)
         model.fit(fx(train), fy(train), fx(dev), fy(dev))
         dev_acc = max(h["dev_accuracy"] for h in model.history_)
         print(f"  shrinkage {lam:5.0f} max_leaves {leaves:3d} lr {lr:.1f}: dev {dev_acc * 100:.2f}% "
