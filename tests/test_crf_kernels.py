@@ -106,7 +106,8 @@ def test_the_threaded_pass_of_chosen_sequences_is_the_kernels_there_and_leaves_t
     and beta 0, scale 1 and log Z 0 elsewhere."""
     from spacy_treecrf.engine import booster, chunks
     real = chunks.in_chunks
-    monkeypatch.setattr(chunks, "in_chunks", lambda starts, threads, call: real(starts, threads, call, 1))
+    monkeypatch.setattr(chunks, "in_chunks",
+                        lambda starts, threads, call, min_positions=1: real(starts, threads, call, 1))
     for seed in range(10):
         rng, m = problem(seed, 0.3, 2.0, n_seq=30)
         y = random_valid_labels(rng, m["phi"], m["seq_starts"], p_unknown=0.4)

@@ -92,7 +92,8 @@ def test_the_first_stage_labels_each_half_with_the_model_fitted_on_the_other():
     first, _ = model.fit_first_stage(rows, y_ids)
     odd, even = X[1::2], X[0::2]
     n_even = sum(map(len, y[0::2]))
-    fold = TreeCRF(**{**SETTINGS, "n_rounds": STACK_MAX_ROUNDS, "patience": resolved_patience(n_even)})
+    fold = TreeCRF(**{**SETTINGS, "n_rounds": STACK_MAX_ROUNDS, "patience": resolved_patience(n_even),
+                      "small_trees": False})  # (a fold model is one fit)
     fold.fit(odd, y[1::2], even, y[0::2])
     at_even = np.repeat(np.arange(len(X)) % 2 == 0, [len(s) for s in X])
     expected = [model.labels.index(label) for labels_ in fold.predict(even) for label in labels_]
