@@ -369,7 +369,7 @@ class FeatureIndex:
         """rows(X, grow) where every position is a string, the name of its one feature (belonging to no variable:
         a token's symbol, say, read through a window), at C speed; None when a position is something else."""
         positions = list(chain.from_iterable(X))
-        if set(map(type, positions)) - {str}:
+        if (positions and type(positions[0]) is not str) or set(map(type, positions)) - {str}:  # (dicts: at once)
             return None
         if grow:
             for name in dict.fromkeys(positions):
