@@ -42,7 +42,7 @@ SMALL_TREES_CHOICES = ("auto", True, False)
 SMALL_TREES = {"max_leaves": 16, "min_samples_leaf": 5.0, "learning_rate": 0.3, "leaf_values": "newton",
                "label_splits": "best"}
 SMALL_TREES_ROUNDS = 3
-SMALL_DATA = 50_000
+SMALL_DATA = 50_000  # (max_leaves "auto"'s small-data bound; no task of ours lies between 15,000 and 150,000)
 AUTO_MIN_VALIDATION = 1_000  # early_stopping="auto" holds out sequences that hold at least this many positions
 MAX_WINDOW = 50  # the most positions either side a window reads (columns grow as 2 x window + 1)
 PAD = "<pad>"  # a window column's name for the positions past a sequence's ends
