@@ -35,12 +35,14 @@ NUMBER_TYPES = frozenset({int, float, np.float16, np.float32, np.float64, np.int
 BOOST_SETTINGS = {f.name: f.default for f in dataclasses.fields(BoostParams)}
 EARLY_STOPPING = ("auto", True, False)
 SMALL_TREES_CHOICES = ("auto", True, False)
-# small_trees: the second fit's settings (the paper's small trees, Sec. 7, smaller still: on the synthetic and the
-# real-valued HMM 16 leaves came closer to Bayes-optimal decoding than 100: small_trees.md), up to
-# SMALL_TREES_ROUNDS x n_rounds (its learning rate is about a third of the default's), and the most training
-# positions "auto" tries it below
-SMALL_TREES = {"max_leaves": 16, "min_samples_leaf": 5.0, "learning_rate": 0.3, "leaf_values": "newton",
-               "label_splits": "best"}
+# small_trees' other fits, tried in this order (a tie keeps the earlier model, the default trees first): the
+# paper's tree size (Sec. 7), which Viterbi decoding prefers on the synthetic HMMs, and 16 leaves with Newton
+# values and previous-label splits wherever they gain most, which marginal decoding prefers (small_trees.md); each
+# up to SMALL_TREES_ROUNDS x n_rounds (their learning rate is about a third of the default's), and the most
+# training positions "auto" tries them below
+SMALL_TREES = {"paper": {"max_leaves": 100, "min_samples_leaf": 5.0, "learning_rate": 0.3},
+               "small": {"max_leaves": 16, "min_samples_leaf": 5.0, "learning_rate": 0.3, "leaf_values": "newton",
+                         "label_splits": "best"}}
 SMALL_TREES_ROUNDS = 3
 SMALL_DATA = 50_000  # (max_leaves "auto"'s small-data bound; no task of ours lies between 15,000 and 150,000)
 AUTO_MIN_VALIDATION = 1_000  # early_stopping="auto" holds out sequences that hold at least this many positions
@@ -552,10 +554,10 @@ class TreeCRF(CRFsuiteMethods):
     "surrogate" strategies, raise an error ("imputation" and "indicator" fill them in first).
 
     ``small_trees``: with validation data (held out or given), a fresh fit below 50,000 training positions ("auto"),
-    or any (True), also fits 16-leaf trees (SMALL_TREES) on the same data and keeps them where their best validation
-    accuracy is higher (``small_trees_``; the file holds the kept model's settings): noisy labels want them, labels
-    that depend on many tests together the default trees (benchmarks/results/small_trees.md). Not with another loss
-    than "crf" or a ``stack_window``.
+    or any (True), also fits smaller trees (SMALL_TREES: 100 and 16 leaves) on the same data and keeps whichever model
+    has the best validation accuracy (``small_trees_``: its profile, None for the default trees; the file holds the
+    kept model's settings): noisy labels want them, labels that depend on many tests together the default trees
+    (benchmarks/results/small_trees.md). Not with another loss than "crf" or a ``stack_window``.
 
     ``warm_start`` (scikit-learn's sense): ``fit`` on a fitted model continues it, on the data it is given,
     rather than starting over: ``n_rounds`` stays the total (raise it to add rounds), labels y brings that the
@@ -593,7 +595,7 @@ class TreeCRF(CRFsuiteMethods):
         self.features = FeatureIndex()
         self.history_: List[dict] = []
         self.window_: int = 0  # the fitted model's window (``window`` may change after fitting)
-        self.small_trees_ = False  # whether the fitted model is small_trees' second fit
+        self.small_trees_: Optional[str] = None  # the SMALL_TREES profile of the fitted model (None: the default)
 
     @property
     def classes_(self) -> list:
@@ -718,16 +720,17 @@ class TreeCRF(CRFsuiteMethods):
         self.crf_.check_gold(label_ids, rows.seq_starts, lambda q, t: f"sequence {q}, position {t} of y",
                              fix="allowed_transitions")
         self._boost(self.crf_.trainer(rows, label_ids, scheduler), X_dev, y_dev, warm, self.n_rounds)
-        self.small_trees_ = False
+        self.small_trees_ = None
         if not warm and X_dev is not None and self.history_ and tries_small_trees(self, len(label_ids)):
-            fitted, history = self.crf_, self.history_
-            self.crf_ = SequenceModel(classes, allowed, dataclasses.replace(self.params, **SMALL_TREES),
-                                      self._n_columns(), self._numeric_index(), self._fill())
-            self._boost(self.crf_.trainer(rows, label_ids, scheduler), X_dev, y_dev, False,
-                        SMALL_TREES_ROUNDS * self.n_rounds)
-            self.small_trees_ = best_validation(self.history_) > best_validation(history)
-            if not self.small_trees_:
-                self.crf_, self.history_ = fitted, history
+            kept = (best_validation(self.history_), None, self.crf_, self.history_)
+            for name, settings in SMALL_TREES.items():
+                self.crf_ = SequenceModel(classes, allowed, dataclasses.replace(self.params, **settings),
+                                          self._n_columns(), self._numeric_index(), self._fill())
+                self._boost(self.crf_.trainer(rows, label_ids, scheduler), X_dev, y_dev, False,
+                            SMALL_TREES_ROUNDS * self.n_rounds)
+                if best_validation(self.history_) > kept[0]:
+                    kept = (best_validation(self.history_), name, self.crf_, self.history_)
+            _, self.small_trees_, self.crf_, self.history_ = kept
         return self
 
     def _boost(self, trainer, X_dev, y_dev, warm: bool, n_rounds: int) -> None:
@@ -884,7 +887,7 @@ class TreeCRF(CRFsuiteMethods):
                     "numeric_keys": self.features.numeric_keys, "numeric_uppers": self.features.uppers,
                     "numeric_base": np.array(self.features.numeric_base, dtype=np.int64), "window": self.window_}
         settings = {name: getattr(self, name) for name in SAVED_SETTINGS}
-        if self.small_trees_:  # (the model's own settings are SMALL_TREES', and so is its round budget)
+        if self.small_trees_:  # (the model's own settings are a SMALL_TREES profile's, and so is its round budget)
             settings["n_rounds"] = SMALL_TREES_ROUNDS * self.n_rounds
         return self.crf_.to_bytes("estimator", features, settings)
 
@@ -895,7 +898,7 @@ class TreeCRF(CRFsuiteMethods):
         for name, value in loaded.get_params().items():
             setattr(self, name, value)
         self.crf_, self.features, self.window_ = crf_, features, window
-        self.small_trees_ = False  # (the file's settings are its model's own)
+        self.small_trees_ = None  # (the file's settings are its model's own)
         return self
 
 

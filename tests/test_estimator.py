@@ -666,9 +666,9 @@ def noisy_hmm(rng, n_seq: int, length: int = 40):
 
 
 def test_small_trees_keeps_whichever_fit_scores_better_on_validation(monkeypatch):
-    """small_trees: with validation data a fresh small fit also fits SMALL_TREES and keeps the model with the
-    better best validation accuracy; the kept model is the one the plain fit with those settings makes (and
-    the default fit otherwise); its file holds its settings. False, a large training set under "auto", or a
+    """small_trees: with validation data a fresh small fit also fits each SMALL_TREES profile and keeps the model
+    with the best validation accuracy (ties: the earlier); the kept model is the one the plain fit with those
+    settings makes, and its file holds its settings. False, a large training set under "auto", another loss, or a
     continued fit: the default fit only."""
     from spacy_treecrf import estimator
     from spacy_treecrf.estimator import SMALL_TREES, SMALL_TREES_ROUNDS, best_validation
@@ -676,27 +676,30 @@ def test_small_trees_keeps_whichever_fit_scores_better_on_validation(monkeypatch
     rng = np.random.default_rng(3)
     X, y = noisy_hmm(rng, 60)
     X_dev, y_dev = noisy_hmm(rng, 30)
-    plain = TreeCRF(decode="marginal", small_trees=False).fit(X, y, X_dev, y_dev)
-    small = TreeCRF(decode="marginal", small_trees=False, n_rounds=SMALL_TREES_ROUNDS * 100,
-                    **SMALL_TREES).fit(X, y, X_dev, y_dev)
+    fits = {None: TreeCRF(decode="marginal", small_trees=False).fit(X, y, X_dev, y_dev)}
+    for name, settings in SMALL_TREES.items():
+        fits[name] = TreeCRF(decode="marginal", small_trees=False, n_rounds=SMALL_TREES_ROUNDS * 100,
+                             **settings).fit(X, y, X_dev, y_dev)
+    scores = {name: best_validation(fit.history_) for name, fit in fits.items()}
+    best = max(scores, key=lambda name: (scores[name], -list(scores).index(name)))
+    assert best is not None  # (the data is noisy enough for smaller trees)
     chosen = TreeCRF(decode="marginal").fit(X, y, X_dev, y_dev)
-    assert best_validation(small.history_) > best_validation(plain.history_)  # (the data is noisy enough)
-    assert chosen.small_trees_ and chosen.predict(X_dev) == small.predict(X_dev)
-    assert untimed(chosen.history_) == untimed(small.history_)
+    assert chosen.small_trees_ == best and chosen.predict(X_dev) == fits[best].predict(X_dev)
+    assert untimed(chosen.history_) == untimed(fits[best].history_)
     loaded = TreeCRF().from_bytes(chosen.to_bytes())
-    assert loaded.predict(X_dev) == chosen.predict(X_dev) and not loaded.small_trees_
-    assert loaded.max_leaves == 16 and loaded.n_rounds == SMALL_TREES_ROUNDS * 100
+    assert loaded.predict(X_dev) == chosen.predict(X_dev) and loaded.small_trees_ is None
+    assert loaded.max_leaves == SMALL_TREES[best]["max_leaves"] and loaded.n_rounds == SMALL_TREES_ROUNDS * 100
     assert TreeCRF().from_bytes(loaded.to_bytes()).n_rounds == loaded.n_rounds
     for tried_only_default in (TreeCRF(decode="marginal", loss="hamming"), TreeCRF(decode="marginal",
                                                                                    small_trees=False)):
-        assert not tried_only_default.fit(X, y, X_dev, y_dev).small_trees_
+        assert tried_only_default.fit(X, y, X_dev, y_dev).small_trees_ is None
     monkeypatch.setattr(estimator, "SMALL_DATA", sum(map(len, y)))  # "auto": this training set is not small
     large = TreeCRF(decode="marginal").fit(X, y, X_dev, y_dev)
-    assert not large.small_trees_ and large.predict(X_dev) == plain.predict(X_dev)
-    assert TreeCRF(decode="marginal", small_trees=True).fit(X, y, X_dev, y_dev).small_trees_
-    continued = TreeCRF(decode="marginal", n_rounds=plain.best_round_ + 5, warm_start=True)
-    continued.crf_, continued.features, continued.history_ = plain.crf_, plain.features, plain.history_
-    assert not continued.fit(X, y, X_dev, y_dev).small_trees_
+    assert large.small_trees_ is None and large.predict(X_dev) == fits[None].predict(X_dev)
+    assert TreeCRF(decode="marginal", small_trees=True).fit(X, y, X_dev, y_dev).small_trees_ == best
+    continued = TreeCRF(decode="marginal", n_rounds=fits[None].best_round_ + 5, warm_start=True)
+    continued.crf_, continued.features, continued.history_ = fits[None].crf_, fits[None].features, fits[None].history_
+    assert continued.fit(X, y, X_dev, y_dev).small_trees_ is None
 
 
 def test_small_trees_keeps_the_default_fit_where_it_scores_better():
@@ -718,7 +721,7 @@ def test_small_trees_keeps_the_default_fit_where_it_scores_better():
     plain = TreeCRF(small_trees=False).fit(X, y, X_dev, y_dev)
     chosen = TreeCRF().fit(X, y, X_dev, y_dev)
     assert best_validation(chosen.history_) == best_validation(plain.history_)
-    assert not chosen.small_trees_ and untimed(chosen.history_) == untimed(plain.history_)
+    assert chosen.small_trees_ is None and untimed(chosen.history_) == untimed(plain.history_)
     assert chosen.predict_marginals(X_dev) == plain.predict_marginals(X_dev)
 
 
