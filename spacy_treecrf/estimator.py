@@ -938,8 +938,7 @@ def check_settings(est: "TreeCRF") -> None:
     if est.patience is not None and (isinstance(est.patience, bool) or not isinstance(
             est.patience, (int, np.integer)) or est.patience < 1):
         raise ValueError(Errors.E052.format(patience=est.patience))
-    if not any(est.early_stopping is choice or (isinstance(choice, str) and est.early_stopping == choice)
-               for choice in EARLY_STOPPING):
+    if not is_choice(est.early_stopping, EARLY_STOPPING):
         raise ValueError(Errors.E172.format(choices=EARLY_STOPPING, value=est.early_stopping))
     if not isinstance(est.warm_start, (bool, np.bool_)):
         raise ValueError(Errors.E182.format(value=est.warm_start))
@@ -947,13 +946,17 @@ def check_settings(est: "TreeCRF") -> None:
     if (isinstance(fraction, (bool, np.bool_)) or not isinstance(fraction, (int, float, np.integer, np.floating))
             or not 0 < fraction < 1):
         raise ValueError(Errors.E173.format(value=fraction))
-    if not any(est.small_trees is choice or (isinstance(choice, str) and est.small_trees == choice)
-               for choice in SMALL_TREES_CHOICES):
+    if not is_choice(est.small_trees, SMALL_TREES_CHOICES):
         raise ValueError(Errors.E234.format(choices=SMALL_TREES_CHOICES, value=est.small_trees))
     if (isinstance(est.window, (bool, np.bool_)) or not isinstance(est.window, (int, np.integer))
             or not 0 <= est.window <= MAX_WINDOW):
         raise ValueError(Errors.E203.format(maximum=MAX_WINDOW, value=est.window))
     _ = est.params
+
+
+def is_choice(value, choices) -> bool:
+    """Whether a setting is one of ``choices`` ("auto", True, False): True and False themselves, not 1 or 0."""
+    return any(value is choice or (isinstance(choice, str) and value == choice) for choice in choices)
 
 
 def tries_small_trees(est: TreeCRF, n_positions: int) -> bool:
