@@ -7,13 +7,13 @@ import math
 import warnings
 from collections import Counter
 from itertools import chain, repeat
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from .engine import serialize
 from .engine.ensemble import Ensemble
-from .engine.settings import BOOST_DEFAULTS as B, DECODERS, BoostParams
+from .engine.settings import BOOST_DEFAULTS as B, DECODERS, PAPER_SETTINGS, BoostParams
 from .engine.crf import MAX_NBEST
 from .engine.memory import check_training_memory
 from .engine.missing import ENGINE_STRATEGIES, MissingRows
@@ -35,15 +35,39 @@ NUMBER_TYPES = frozenset({int, float, np.float16, np.float32, np.float64, np.int
 BOOST_SETTINGS = {f.name: f.default for f in dataclasses.fields(BoostParams)}
 EARLY_STOPPING = ("auto", True, False)
 SMALL_TREES_CHOICES = ("auto", True, False)
-# small_trees' other fits, tried in this order (a tie keeps the earlier model, the default trees first): the
-# paper's tree size (Sec. 7), which Viterbi decoding prefers on the synthetic HMMs, and 16 leaves with Newton
-# values and previous-label splits wherever they gain most, which marginal decoding prefers (small_trees.md); each
-# up to SMALL_TREES_ROUNDS x n_rounds (their learning rate is about a third of the default's), and the most
-# training positions "auto" tries them below
-SMALL_TREES = {"paper": {"max_leaves": 100, "min_samples_leaf": 5.0, "learning_rate": 0.3},
-               "small": {"max_leaves": 16, "min_samples_leaf": 5.0, "learning_rate": 0.3, "leaf_values": "newton",
-                         "label_splits": "best"}}
-SMALL_TREES_ROUNDS = 3
+
+
+class Profile(NamedTuple):
+    """One of small_trees' fits: the settings it gives the trees (over the estimator's) and its round budget, a
+    multiple of n_rounds."""
+    settings: dict
+    rounds: int
+
+
+# small_trees' fits (benchmarks/results/small_trees.md):
+# - per_label: the paper's own model (Sec. 7: a tree per label and round of up to 100 leaves, lambda 200, the
+#   lambda its grid chose on protein and NETtalk), which marginal decoding prefers on few labels and few positions
+#   (PER_LABEL_LABELS, PER_LABEL_CELLS) to the default shared trees, with as many trees as they have at most
+#   (round_budget: their 100 leaves then tag faster than the shared trees' 1000; protein's hold-out kept 255 trees,
+#   which tagged at 0.6x). Viterbi decoding loses with them (protein's dev split: -2.8 points);
+# - paper: the paper's tree size in shared trees, which Viterbi decoding prefers on the synthetic HMMs;
+# - small: 16 leaves with Newton values and previous-label splits wherever they gain most, which marginal decoding
+#   prefers on both synthetic HMMs;
+# the two last up to 3 x n_rounds (their learning rate is about a third of the default's).
+SMALL_TREES = {"per_label": Profile({**PAPER_SETTINGS, "max_leaves": 100, "shrinkage": 200.0}, 1),
+               "paper": Profile({"max_leaves": 100, "min_samples_leaf": 5.0, "learning_rate": 0.3}, 3),
+               "small": Profile({"max_leaves": 16, "min_samples_leaf": 5.0, "learning_rate": 0.3,
+                                 "leaf_values": "newton", "label_splits": "best"}, 3)}
+# The fits of a small fit, in order, by decoding (None: the estimator's own settings): the first is the model
+# without validation data; with it, the others are fitted too below SMALL_DATA positions and the best validation
+# accuracy is kept (a tie keeps the earlier). Marginal decoding's first fit is per_label only where the data has
+# at most PER_LABEL_LABELS labels and PER_LABEL_CELLS positions x labels ("auto"), else the estimator's own: on the
+# dev splits per_label gained on 2 and 3 labels (protein +0.34 points, the synthetic HMMs, hyphenation's first
+# 18,000 positions +1.24) and lost on 5 (NETtalk stress -1.26), 9 to 19 (the CoNLL NER and chunk tags) and 54,000
+# positions of 2 labels (-0.39). With per_label first, the shared 100-leaf trees only took the hold-out's vote
+# from better models (the synthetic HMM's dev draws: median 0.81 points below Bayes-optimal against 0.48).
+SMALL_TREE_FITS = {"viterbi": (None, "paper", "small"), "marginal": ("per_label", "small")}
+PER_LABEL_LABELS, PER_LABEL_CELLS = 3, 100_000
 SMALL_DATA = 15_000  # (shrinkage "auto"'s small-data bound; past it the extra fits cost more than they find: on
 # 1,000 CoNLL-2000 sentences, 21,000 training positions of 23 labels, they took the fit from 6.1 to 24.8 s and the
 # default trees were kept)
@@ -555,11 +579,16 @@ class TreeCRF(CRFsuiteMethods):
     the cost. A window reads flags and strings: numbers, and missing values under the "instance_weighting" and
     "surrogate" strategies, raise an error ("imputation" and "indicator" fill them in first).
 
-    ``small_trees``: with validation data (held out or given), a fresh fit below 15,000 training positions ("auto"),
-    or any (True), also fits smaller trees (SMALL_TREES: 100 and 16 leaves) on the same data and keeps whichever model
-    has the best validation accuracy (``small_trees_``: its profile, None for the default trees; the file holds the
-    kept model's settings): noisy labels want them, labels that depend on many tests together the default trees
-    (benchmarks/results/small_trees.md). Not with another loss than "crf" or a ``stack_window``.
+    ``small_trees``: on small data the trees the paper's small tasks want (SMALL_TREES, SMALL_TREE_FITS). With
+    ``decode="marginal"`` and at most 3 labels over fewer than 100,000 positions x labels ("auto"; True: any), a
+    fresh fit grows the paper's own model, a tree per label and round of up to 100 leaves with lambda 200 (and
+    ``n_rounds`` trees at most), in place of the default shared trees. With validation data (held out or given), a
+    fresh fit below 15,000 training positions ("auto"), or any (True), also fits smaller trees (16 leaves; with
+    Viterbi decoding 100 leaves too) on the same data and keeps whichever model has the best validation accuracy
+    (``small_trees_``: the kept model's profile, None for the estimator's own settings; the file holds the kept
+    model's settings): noisy labels want them, labels that depend on many tests together the default trees
+    (benchmarks/results/small_trees.md). False: the estimator's settings as given. Not with another loss than "crf"
+    or a ``stack_window``.
 
     ``warm_start`` (scikit-learn's sense): ``fit`` on a fitted model continues it, on the data it is given,
     rather than starting over: ``n_rounds`` stays the total (raise it to add rounds), labels y brings that the
@@ -693,8 +722,9 @@ class TreeCRF(CRFsuiteMethods):
 
     def _fit(self, classes, X, y, X_dev, y_dev, scheduler) -> "TreeCRF":
         warm = self.warm_start and self.crf_ is not None and self.crf_.n_trees > 0
+        fitted = SMALL_TREES[self.small_trees_] if self.small_trees_ else Profile({}, 1)  # (a continued model's)
         if warm:
-            if self.params.shared_trees != self.ensemble.shared:
+            if fitted.settings.get("shared_trees", self.params.shared_trees) != self.ensemble.shared:
                 raise ValueError(Errors.E183.format(setting=self.params.shared_trees,
                                                     kind="shared" if self.ensemble.shared else "per-label"))
             classes = self.classes_ + [label for label in classes if label not in self.classes_]
@@ -714,25 +744,10 @@ class TreeCRF(CRFsuiteMethods):
                 moved = window_moves(n_before, len(self.features.names), self.window_)
             self.crf_ = self.crf_.extended(classes, moved, self._n_columns(), self._numeric_index(), allowed,
                                            self._fill())
-        else:
-            self.crf_ = SequenceModel(classes, allowed, self.params, self._n_columns(), self._numeric_index(),
-                                      self._fill())
-        rows = self._windowed(self.crf_.engine_rows(*raw))
-        label_ids = self.crf_.label_ids(y)
-        self.crf_.check_gold(label_ids, rows.seq_starts, lambda q, t: f"sequence {q}, position {t} of y",
-                             fix="allowed_transitions")
-        self._boost(self.crf_.trainer(rows, label_ids, scheduler), X_dev, y_dev, warm, self.n_rounds)
-        self.small_trees_ = None
-        if not warm and X_dev is not None and self.history_ and tries_small_trees(self, len(label_ids)):
-            kept = (best_validation(self.history_), None, self.crf_, self.history_)
-            for name, settings in SMALL_TREES.items():
-                self.crf_ = SequenceModel(classes, allowed, dataclasses.replace(self.params, **settings),
-                                          self._n_columns(), self._numeric_index(), self._fill())
-                self._boost(self.crf_.trainer(rows, label_ids, scheduler), X_dev, y_dev, False,
-                            SMALL_TREES_ROUNDS * self.n_rounds)
-                if best_validation(self.history_) > kept[0]:
-                    kept = (best_validation(self.history_), name, self.crf_, self.history_)
-            _, self.small_trees_, self.crf_, self.history_ = kept
+            self._boost(self.crf_.trainer(*training_rows(self, raw, y), scheduler), X_dev, y_dev, warm,
+                        round_budget(fitted, self.n_rounds, len(classes)))  # (a profile's model keeps its budget)
+            return self
+        fit_small_trees(self, classes, allowed, raw, y, X_dev, y_dev, scheduler)
         return self
 
     def _boost(self, trainer, X_dev, y_dev, warm: bool, n_rounds: int) -> None:
@@ -746,8 +761,8 @@ class TreeCRF(CRFsuiteMethods):
         patience = self.patience or (resolved_patience(int((validation.gold != -1).sum())) if validation is not None
                                      else 0)  # (no validation: every round is kept)
         self.history_ = []
-        if warm and self.n_rounds <= crf_.rounds:
-            warnings.warn(Warnings.W006.format(rounds=crf_.rounds, n_rounds=self.n_rounds))
+        if warm and n_rounds <= crf_.rounds:
+            warnings.warn(Warnings.W006.format(rounds=crf_.rounds, n_rounds=n_rounds))
 
         def report(entry: dict) -> None:
             self.history_.append(entry)
@@ -890,7 +905,7 @@ class TreeCRF(CRFsuiteMethods):
                     "numeric_base": np.array(self.features.numeric_base, dtype=np.int64), "window": self.window_}
         settings = {name: getattr(self, name) for name in SAVED_SETTINGS}
         if self.small_trees_:  # (the model's own settings are a SMALL_TREES profile's, and so is its round budget)
-            settings["n_rounds"] = SMALL_TREES_ROUNDS * self.n_rounds
+            settings["n_rounds"] = round_budget(SMALL_TREES[self.small_trees_], self.n_rounds, len(self.classes_))
         return self.crf_.to_bytes("estimator", features, settings)
 
     def from_bytes(self, data: bytes) -> "TreeCRF":
@@ -959,12 +974,55 @@ def is_choice(value, choices) -> bool:
     return any(value is choice or (isinstance(choice, str) and value == choice) for choice in choices)
 
 
-def tries_small_trees(est: TreeCRF, n_positions: int) -> bool:
-    """Whether ``est``'s fresh fit of n_positions with validation data also fits SMALL_TREES (TreeCRF's
-    docstring)."""
+def training_rows(est: TreeCRF, raw, y) -> Tuple[EngineRows, np.ndarray]:
+    """The training rows (windowed) of ``est``'s fit and their label ids, checked against its model's allowed
+    transitions."""
+    rows = est._windowed(est.crf_.engine_rows(*raw))
+    label_ids = est.crf_.label_ids(y)
+    est.crf_.check_gold(label_ids, rows.seq_starts, lambda q, t: f"sequence {q}, position {t} of y",
+                        fix="allowed_transitions")
+    return rows, label_ids
+
+
+def fit_small_trees(est: TreeCRF, classes, allowed, raw, y, X_dev, y_dev, scheduler) -> None:
+    """``est``'s fresh fit: each of small_tree_fits' fits in turn on the same rows and validation data, keeping the
+    model with the best validation accuracy (ties: the earlier) in est.crf_, its history_ and its profile's name in
+    small_trees_."""
+    kept, rows = None, None
+    for name in small_tree_fits(est, sum(map(len, y)), len(classes), X_dev is not None):
+        profile = SMALL_TREES[name] if name else Profile({}, 1)
+        est.crf_ = SequenceModel(classes, allowed, dataclasses.replace(est.params, **profile.settings),
+                                 est._n_columns(), est._numeric_index(), est._fill())
+        rows = rows or training_rows(est, raw, y)
+        est._boost(est.crf_.trainer(*rows, scheduler), X_dev, y_dev, False,
+                   round_budget(profile, est.n_rounds, len(classes)))
+        score = best_validation(est.history_) if X_dev is not None and est.history_ else 0.0
+        if kept is None or score > kept[0]:
+            kept = (score, name, est.crf_, est.history_)
+    _, est.small_trees_, est.crf_, est.history_ = kept
+
+
+def round_budget(profile: Profile, n_rounds: int, n_labels: int) -> int:
+    """A small_trees fit's most rounds: profile.rounds x n_rounds, counted in trees where the profile grows a tree
+    per label and round (so many rounds that they grow as many trees as the default fit at most: tagging costs no
+    more, per_label's reason in SMALL_TREES)."""
+    trees = profile.rounds * n_rounds
+    return -(-trees // n_labels) if profile.settings.get("shared_trees") is False else trees
+
+
+def small_tree_fits(est: TreeCRF, n_positions: int, n_labels: int, validation: bool) -> tuple:
+    """The fits of ``est``'s fresh fit of n_positions (y's, unknown labels included) over n_labels labels, in
+    order, as SMALL_TREE_FITS' names (None: the estimator's own settings; TreeCRF's docstring): the first alone
+    without validation data or where small_trees does not apply."""
     if est.small_trees is False or est.loss != "crf" or est.stack_window:
-        return False
-    return est.small_trees is True or n_positions < SMALL_DATA
+        return (None,)
+    fits = SMALL_TREE_FITS[est.decode]
+    if fits[0] == "per_label" and est.small_trees is not True and (  # ("auto": the bounds)
+            n_labels > PER_LABEL_LABELS or n_positions * n_labels >= PER_LABEL_CELLS):
+        fits = (None,) + SMALL_TREE_FITS["viterbi"][1:]
+    if not validation or (est.small_trees is not True and n_positions >= SMALL_DATA):
+        return fits[:1]
+    return fits
 
 
 def best_validation(history: List[dict]) -> float:

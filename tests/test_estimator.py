@@ -665,41 +665,82 @@ def noisy_hmm(rng, n_seq: int, length: int = 40):
     return X, y
 
 
-def test_small_trees_keeps_whichever_fit_scores_better_on_validation(monkeypatch):
-    """small_trees: with validation data a fresh small fit also fits each SMALL_TREES profile and keeps the model
-    with the best validation accuracy (ties: the earlier); the kept model is the one the plain fit with those
+def profile_fit(name, decode: str, n_labels: int = 3) -> TreeCRF:
+    """The plain fit (small_trees=False) with a small_trees profile's settings and round budget for n_labels
+    labels (None: the estimator's own)."""
+    from spacy_treecrf.estimator import SMALL_TREES, round_budget
+    if not name:
+        return TreeCRF(decode=decode, small_trees=False)
+    profile = SMALL_TREES[name]
+    return TreeCRF(decode=decode, small_trees=False, n_rounds=round_budget(profile, 100, n_labels),
+                   **profile.settings)
+
+
+@pytest.mark.parametrize("decode", ["viterbi", "marginal"])
+def test_small_trees_keeps_whichever_fit_scores_better_on_validation(monkeypatch, decode):
+    """small_trees: with validation data a fresh small fit makes each of its decoding's fits (SMALL_TREE_FITS:
+    under marginal decoding the paper's per-label trees first, in place of the estimator's own) and keeps the
+    model with the best validation accuracy (ties: the earlier); the kept model is the one the plain fit with those
     settings makes, and its file holds its settings. False, a large training set under "auto", another loss, or a
-    continued fit: the default fit only."""
+    continued fit: the first fit only."""
     from spacy_treecrf import estimator
-    from spacy_treecrf.estimator import SMALL_TREES, SMALL_TREES_ROUNDS, best_validation
+    from spacy_treecrf.estimator import SMALL_TREE_FITS, SMALL_TREES, best_validation
 
     rng = np.random.default_rng(3)
     X, y = noisy_hmm(rng, 60)
     X_dev, y_dev = noisy_hmm(rng, 30)
-    fits = {None: TreeCRF(decode="marginal", small_trees=False).fit(X, y, X_dev, y_dev)}
-    for name, settings in SMALL_TREES.items():
-        fits[name] = TreeCRF(decode="marginal", small_trees=False, n_rounds=SMALL_TREES_ROUNDS * 100,
-                             **settings).fit(X, y, X_dev, y_dev)
+    fits = {name: profile_fit(name, decode).fit(X, y, X_dev, y_dev) for name in SMALL_TREE_FITS[decode]}
     scores = {name: best_validation(fit.history_) for name, fit in fits.items()}
     best = max(scores, key=lambda name: (scores[name], -list(scores).index(name)))
-    assert best is not None  # (the data is noisy enough for smaller trees)
-    chosen = TreeCRF(decode="marginal").fit(X, y, X_dev, y_dev)
+    first = SMALL_TREE_FITS[decode][0]
+    assert best is not None and best != first  # (the data is noisy enough for smaller trees)
+    chosen = TreeCRF(decode=decode).fit(X, y, X_dev, y_dev)
     assert chosen.small_trees_ == best and chosen.predict(X_dev) == fits[best].predict(X_dev)
     assert untimed(chosen.history_) == untimed(fits[best].history_)
     loaded = TreeCRF().from_bytes(chosen.to_bytes())
     assert loaded.predict(X_dev) == chosen.predict(X_dev) and loaded.small_trees_ is None
-    assert loaded.max_leaves == SMALL_TREES[best]["max_leaves"] and loaded.n_rounds == SMALL_TREES_ROUNDS * 100
+    assert loaded.max_leaves == SMALL_TREES[best].settings["max_leaves"]
+    assert loaded.n_rounds == fits[best].n_rounds
     assert TreeCRF().from_bytes(loaded.to_bytes()).n_rounds == loaded.n_rounds
-    for tried_only_default in (TreeCRF(decode="marginal", loss="hamming"), TreeCRF(decode="marginal",
-                                                                                   small_trees=False)):
-        assert tried_only_default.fit(X, y, X_dev, y_dev).small_trees_ is None
-    monkeypatch.setattr(estimator, "SMALL_DATA", sum(map(len, y)))  # "auto": this training set is not small
-    large = TreeCRF(decode="marginal").fit(X, y, X_dev, y_dev)
-    assert large.small_trees_ is None and large.predict(X_dev) == fits[None].predict(X_dev)
-    assert TreeCRF(decode="marginal", small_trees=True).fit(X, y, X_dev, y_dev).small_trees_ == best
-    continued = TreeCRF(decode="marginal", n_rounds=fits[None].best_round_ + 5, warm_start=True)
-    continued.crf_, continued.features, continued.history_ = fits[None].crf_, fits[None].features, fits[None].history_
+    plain = profile_fit(None, decode).fit(X, y, X_dev, y_dev)
+    for own_settings_only in (TreeCRF(decode=decode, loss="hamming"), TreeCRF(decode=decode, small_trees=False)):
+        assert own_settings_only.fit(X, y, X_dev, y_dev).small_trees_ is None
+    monkeypatch.setattr(estimator, "SMALL_DATA", sum(map(len, y)))  # "auto": too large for the other fits
+    large = TreeCRF(decode=decode).fit(X, y, X_dev, y_dev)
+    assert large.small_trees_ == first and large.predict(X_dev) == fits[first].predict(X_dev)
+    assert TreeCRF(decode=decode, small_trees=True).fit(X, y, X_dev, y_dev).small_trees_ == best
+    continued = TreeCRF(decode=decode, n_rounds=plain.best_round_ + 5, warm_start=True)
+    continued.crf_, continued.features, continued.history_ = plain.crf_, plain.features, plain.history_
     assert continued.fit(X, y, X_dev, y_dev).small_trees_ is None
+
+
+def test_marginal_decoding_grows_the_papers_per_label_trees_on_few_labels(monkeypatch):
+    """small_trees "auto" under marginal decoding: at most PER_LABEL_LABELS labels over fewer than
+    PER_LABEL_CELLS positions x labels, the first fit (the only one without validation data) is the paper's
+    per-label trees, the same model as the plain fit with those settings; more labels or cells, or Viterbi
+    decoding: the estimator's own settings. A continued fit goes on with the per-label trees."""
+    from spacy_treecrf import estimator
+    from spacy_treecrf.estimator import PER_LABEL_LABELS, SMALL_TREES, round_budget
+
+    rng = np.random.default_rng(5)
+    X, y = noisy_hmm(rng, 20)
+    assert len({label for labels in y for label in labels}) <= PER_LABEL_LABELS
+    per_label = TreeCRF(decode="marginal").fit(X, y)
+    assert per_label.small_trees_ == "per_label" and not per_label.ensemble.shared
+    assert per_label.predict_marginals(X) == profile_fit("per_label", "marginal").fit(X, y).predict_marginals(X)
+    assert TreeCRF().fit(X, y).small_trees_ is None and TreeCRF().fit(X, y).ensemble.shared
+    assert TreeCRF(decode="marginal", small_trees=False).fit(X, y).ensemble.shared
+    monkeypatch.setattr(estimator, "PER_LABEL_CELLS", sum(map(len, y)) * 3)  # (3 labels)
+    assert TreeCRF(decode="marginal").fit(X, y).small_trees_ is None
+    assert TreeCRF(decode="marginal", small_trees=True).fit(X, y).small_trees_ == "per_label"
+    monkeypatch.undo()
+    many = [[str(int(label) + 3 * (t % 2)) for t, label in enumerate(labels)] for labels in y]  # 6 labels
+    assert TreeCRF(decode="marginal").fit(X, many).small_trees_ is None
+    rounds = per_label.crf_.rounds
+    assert rounds == round_budget(SMALL_TREES["per_label"], 100, 3) == 34  # (as many trees as the default fit)
+    per_label.set_params(warm_start=True, n_rounds=3 * (rounds + 2))  # (n_rounds counts its trees)
+    per_label.fit(X, y)  # (the estimator's shared_trees=True is not what the kept model asked for)
+    assert per_label.crf_.rounds == rounds + 2 and not per_label.ensemble.shared
 
 
 def test_small_trees_keeps_the_default_fit_where_it_scores_better():
