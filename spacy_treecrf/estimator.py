@@ -581,8 +581,9 @@ class TreeCRF(CRFsuiteMethods):
 
     ``small_trees``: on small data the trees the paper's small tasks want (SMALL_TREES, SMALL_TREE_FITS). With
     ``decode="marginal"`` and at most 3 labels over fewer than 100,000 positions x labels ("auto"; True: any), a
-    fresh fit grows the paper's own model, a tree per label and round of up to 100 leaves with lambda 200 (and
-    ``n_rounds`` trees at most), in place of the default shared trees. With validation data (held out or given), a
+    fresh fit whose tree settings (shared_trees, max_leaves, shrinkage, leaf_values, l1, colsample, label_splits)
+    are the defaults grows the paper's own model, a tree per label and round of up to 100 leaves with lambda 200
+    (and ``n_rounds`` trees at most), in place of the default shared trees. With validation data (held out or given), a
     fresh fit below 15,000 training positions ("auto"), or any (True), also fits smaller trees (16 leaves; with
     Viterbi decoding 100 leaves too) on the same data and keeps whichever model has the best validation accuracy
     (``small_trees_``: the kept model's profile, None for the estimator's own settings; the file holds the kept
@@ -1017,9 +1018,10 @@ def small_tree_fits(est: TreeCRF, n_positions: int, n_labels: int, validation: b
     if est.small_trees is False or est.loss != "crf" or est.stack_window:
         return (None,)
     fits = SMALL_TREE_FITS[est.decode]
-    if fits[0] == "per_label" and est.small_trees is not True and (  # ("auto": the bounds)
-            n_labels > PER_LABEL_LABELS or n_positions * n_labels >= PER_LABEL_CELLS):
-        fits = (None,) + SMALL_TREE_FITS["viterbi"][1:]
+    given = any(getattr(est, name) != getattr(B, name) for name in SMALL_TREES["per_label"].settings)
+    too_large = n_labels > PER_LABEL_LABELS or n_positions * n_labels >= PER_LABEL_CELLS
+    if fits[0] == "per_label" and (given or too_large and est.small_trees is not True):
+        fits = (None,) + SMALL_TREE_FITS["viterbi"][1:]  # (the estimator's own trees first, then the profiles)
     if not validation or (est.small_trees is not True and n_positions >= SMALL_DATA):
         return fits[:1]
     return fits

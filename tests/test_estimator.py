@@ -717,8 +717,9 @@ def test_small_trees_keeps_whichever_fit_scores_better_on_validation(monkeypatch
 def test_marginal_decoding_grows_the_papers_per_label_trees_on_few_labels(monkeypatch):
     """small_trees "auto" under marginal decoding: at most PER_LABEL_LABELS labels over fewer than
     PER_LABEL_CELLS positions x labels, the first fit (the only one without validation data) is the paper's
-    per-label trees, the same model as the plain fit with those settings; more labels or cells, or Viterbi
-    decoding: the estimator's own settings. A continued fit goes on with the per-label trees."""
+    per-label trees, the same model as the plain fit with those settings; more labels or cells, tree settings
+    the user gave, or Viterbi decoding: the estimator's own settings. A continued fit goes on with the per-label
+    trees."""
     from spacy_treecrf import estimator
     from spacy_treecrf.estimator import PER_LABEL_LABELS, SMALL_TREES, round_budget
 
@@ -730,6 +731,8 @@ def test_marginal_decoding_grows_the_papers_per_label_trees_on_few_labels(monkey
     assert per_label.predict_marginals(X) == profile_fit("per_label", "marginal").fit(X, y).predict_marginals(X)
     assert TreeCRF().fit(X, y).small_trees_ is None and TreeCRF().fit(X, y).ensemble.shared
     assert TreeCRF(decode="marginal", small_trees=False).fit(X, y).ensemble.shared
+    own = TreeCRF(decode="marginal", max_leaves=8).fit(X, y)  # (tree settings a user gives are kept)
+    assert own.small_trees_ is None and own.ensemble.shared and own.crf_.params.max_leaves == 8
     monkeypatch.setattr(estimator, "PER_LABEL_CELLS", sum(map(len, y)) * 3)  # (3 labels)
     assert TreeCRF(decode="marginal").fit(X, y).small_trees_ is None
     assert TreeCRF(decode="marginal", small_trees=True).fit(X, y).small_trees_ == "per_label"
