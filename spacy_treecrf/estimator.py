@@ -580,14 +580,14 @@ class TreeCRF(CRFsuiteMethods):
     "surrogate" strategies, raise an error ("imputation" and "indicator" fill them in first).
 
     ``small_trees``: on small data the trees the paper's small tasks want (SMALL_TREES, SMALL_TREE_FITS). With
-    ``decode="marginal"`` and at most 3 labels over fewer than 100,000 positions x labels ("auto"; True: any), a
-    fresh fit whose tree settings (shared_trees, max_leaves, shrinkage, leaf_values, l1, colsample, label_splits)
+    ``decode="marginal"`` and at most 3 labels over fewer than 100,000 positions x labels ("auto"; True: any size),
+    a fresh fit whose tree settings (shared_trees, max_leaves, shrinkage, leaf_values, l1, colsample, label_splits)
     are the defaults grows the paper's own model, a tree per label and round of up to 100 leaves with lambda 200
-    (and ``n_rounds`` trees at most), in place of the default shared trees. With validation data (held out or given), a
-    fresh fit below 15,000 training positions ("auto"), or any (True), also fits smaller trees (16 leaves; with
-    Viterbi decoding 100 leaves too) on the same data and keeps whichever model has the best validation accuracy
-    (``small_trees_``: the kept model's profile, None for the estimator's own settings; the file holds the kept
-    model's settings): noisy labels want them, labels that depend on many tests together the default trees
+    (and ``n_rounds`` trees at most), in place of the default shared trees. With validation data (held out or
+    given), a fresh fit below 15,000 training positions ("auto"), or any (True), also fits smaller trees (16 leaves;
+    with Viterbi decoding 100 leaves too) on the same data and keeps whichever model has the best validation
+    accuracy (``small_trees_``: the kept model's profile, None for the estimator's own settings; the file holds the
+    kept model's settings): noisy labels want them, labels that depend on many tests together the default trees
     (benchmarks/results/small_trees.md). False: the estimator's settings as given. Not with another loss than "crf"
     or a ``stack_window``.
 
@@ -1019,8 +1019,8 @@ def small_tree_fits(est: TreeCRF, n_positions: int, n_labels: int, validation: b
         return (None,)
     fits = SMALL_TREE_FITS[est.decode]
     given = any(getattr(est, name) != getattr(B, name) for name in SMALL_TREES["per_label"].settings)
-    too_large = n_labels > PER_LABEL_LABELS or n_positions * n_labels >= PER_LABEL_CELLS
-    if fits[0] == "per_label" and (given or too_large and est.small_trees is not True):
+    too_large = n_positions * n_labels >= PER_LABEL_CELLS and est.small_trees is not True  # (True: any size)
+    if fits[0] == "per_label" and (given or n_labels > PER_LABEL_LABELS or too_large):
         fits = (None,) + SMALL_TREE_FITS["viterbi"][1:]  # (the estimator's own trees first, then the profiles)
     if not validation or (est.small_trees is not True and n_positions >= SMALL_DATA):
         return fits[:1]

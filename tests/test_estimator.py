@@ -739,6 +739,7 @@ def test_marginal_decoding_grows_the_papers_per_label_trees_on_few_labels(monkey
     monkeypatch.undo()
     many = [[str(int(label) + 3 * (t % 2)) for t, label in enumerate(labels)] for labels in y]  # 6 labels
     assert TreeCRF(decode="marginal").fit(X, many).small_trees_ is None
+    assert TreeCRF(decode="marginal", small_trees=True).fit(X, many).ensemble.shared  # (True lifts only the size)
     rounds = per_label.crf_.rounds
     assert rounds == round_budget(SMALL_TREES["per_label"], 100, 3) == 34  # (as many trees as the default fit)
     per_label.set_params(warm_start=True, n_rounds=3 * (rounds + 2))  # (n_rounds counts its trees)
