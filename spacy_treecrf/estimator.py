@@ -723,7 +723,7 @@ class TreeCRF(CRFsuiteMethods):
 
     def _fit(self, classes, X, y, X_dev, y_dev, scheduler) -> "TreeCRF":
         warm = self.warm_start and self.crf_ is not None and self.crf_.n_trees > 0
-        fitted = SMALL_TREES[self.small_trees_] if self.small_trees_ else Profile({}, 1)  # (a continued model's)
+        fitted = profile_of(self.small_trees_)  # (a continued model's)
         if warm:
             if fitted.settings.get("shared_trees", self.params.shared_trees) != self.ensemble.shared:
                 raise ValueError(Errors.E183.format(setting=self.params.shared_trees,
@@ -991,7 +991,7 @@ def fit_small_trees(est: TreeCRF, classes, allowed, raw, y, X_dev, y_dev, schedu
     small_trees_."""
     kept, rows = None, None
     for name in small_tree_fits(est, sum(map(len, y)), len(classes), X_dev is not None):
-        profile = SMALL_TREES[name] if name else Profile({}, 1)
+        profile = profile_of(name)
         est.crf_ = SequenceModel(classes, allowed, dataclasses.replace(est.params, **profile.settings),
                                  est._n_columns(), est._numeric_index(), est._fill())
         rows = rows or training_rows(est, raw, y)
@@ -1001,6 +1001,11 @@ def fit_small_trees(est: TreeCRF, classes, allowed, raw, y, X_dev, y_dev, schedu
         if kept is None or score > kept[0]:
             kept = (score, name, est.crf_, est.history_)
     _, est.small_trees_, est.crf_, est.history_ = kept
+
+
+def profile_of(name: Optional[str]) -> Profile:
+    """A small_trees fit's Profile by its SMALL_TREE_FITS name (None: the estimator's own settings, n_rounds)."""
+    return SMALL_TREES[name] if name else Profile({}, 1)
 
 
 def round_budget(profile: Profile, n_rounds: int, n_labels: int) -> int:
