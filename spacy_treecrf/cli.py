@@ -1,5 +1,6 @@
-"""Command line: `python -m spacy_treecrf inspect|explain|convert|evaluate`: a trained pipeline's strongest rules,
-why each token of a text gets its label, column files to .spacy, and a pipeline scored on a column file."""
+"""Command line: `python -m spacy_treecrf inspect|explain|convert|evaluate|clusters`: a trained pipeline's strongest
+rules, why each token of a text gets its label, column files to .spacy, a pipeline scored on a column file, and Brown
+clusters learned from a text for the features' ``clusters`` setting."""
 import functools
 from pathlib import Path
 from typing import List, Optional
@@ -9,6 +10,7 @@ import typer
 from spacy.tokens import DocBin
 
 from .errors import Errors, Warnings
+from .word_classes import DEFAULT_CLUSTERS, DEFAULT_MIN_COUNT, brown_clusters, read_text, write_clusters
 
 app = typer.Typer(help="spacy-treecrf: TreeCRF sequence labelling for spaCy", no_args_is_help=True)
 
@@ -162,6 +164,19 @@ def evaluate(pipeline: Path = typer.Argument(..., help="A trained pipeline"),
             typer.echo(f"{key:20s} {value:.4f}")
     if output:
         srsly.write_json(output, scores)
+
+
+@app.command()
+@one_line_errors
+def clusters(text_path: Path = typer.Argument(..., help="Raw UTF-8 text: a sentence a line, tokens split by spaces"),
+             output_path: Path = typer.Argument(..., help="Clusters file to write: BITS<tab>WORD a line"),
+             n_clusters: int = typer.Option(DEFAULT_CLUSTERS, help="Clusters the merge window keeps"),
+             min_count: int = typer.Option(DEFAULT_MIN_COUNT, help="Words seen fewer times are left out")):
+    """Learn Brown clusters from a text once, for [components.treecrf.features] clusters = "FILE" (the
+    ``cluster_text`` setting learns them at every initialize instead)."""
+    learned = brown_clusters(read_text(text_path), n_clusters, min_count)
+    write_clusters(learned, output_path)
+    typer.echo(f"Wrote {len(learned)} words in {len(set(learned.values()))} clusters to {output_path}")
 
 
 def main():

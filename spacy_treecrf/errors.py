@@ -344,6 +344,15 @@ class Errors(metaclass=_WithCodes):
     E233 = ("Component '{name}': stack_window > 0 fits its first stage once, on the whole training corpus, but "
             "round_every = 'batch' fits each round on one batch; use round_every = 'corpus', or stack_window = 0")
     E234 = "TreeCRF: 'small_trees' must be one of {choices}, got {value!r}"
+    E235 = "brown_clusters: '{name}' must be {want}, got {value!r}"
+    E236 = ("clusters file {path}, line {line}: expected BITS<tab>WORD (bits of 0s and 1s, as Brown clustering's "
+            "output writes them), got {text!r}")
+    E237 = "window_features: '{name}' must be the path of a file (a string; \"\" for none), got {value!r}"
+    E238 = ("window_features: set 'clusters' (a clusters file) or 'cluster_text' (a text to learn them from at "
+            "initialize), not both")
+    E239 = "{where}: 'cluster_entries' must map words to bit strings of 0s and 1s"
+    E240 = "{what} not found: {path}"
+    E241 = "{path} is not UTF-8 text: {err}"
     E216 = ("{name}.explain_span: the span must be a labelled Span of at least one token (an entity or chunk of the "
             "doc), got {span}")
     E217 = ("Model trees: a leaf value of {value:g} lies outside +/-{bound:g}, the most a boosting round can move a "

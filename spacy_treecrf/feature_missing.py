@@ -8,6 +8,7 @@ from spacy.attrs import ENT_IOB
 from spacy.tokens import Doc
 from .engine.sparse import pairs_to_rows, window_rows
 from .feature_document import DOC_FAMILIES
+from .word_classes import PREFIXES
 from .feature_tests import ATTRS, TokenTable, _chunks, _concat, offset_name
 
 
@@ -22,6 +23,7 @@ class MissingVariables:
         names += (["sh="] if self.shape else []) + (["f="] if self.flags else [])
         names += [f"a:{attr}=" for attr in self.attrs] + (["lex="] if self.lexicons else [])
         names += ["ld="] if self.label_dictionary else []
+        names += [f"bc{k}=" for k in PREFIXES] if self.uses_clusters else []
         return names + (list(DOC_FAMILIES) if self.doc_context else [])
 
     @property

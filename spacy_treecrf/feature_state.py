@@ -23,6 +23,7 @@ class SavedState:
             "initialized": self.initialized,
             "lexicon_entries": {name: list(values) for name, values in self._lexicon_entries.items()},
             "label_counts": {word: dict(counts) for word, counts in self._label_counts.items()},
+            "cluster_entries": dict(self._cluster_bits),
             "atoms": list(self._atom_names),
             "column_offsets": self._col_offset.tolist(),
             "column_atoms": self._col_atom.tolist(),
@@ -50,7 +51,7 @@ class SavedState:
             raise ValueError(Errors.E081.format(where=where))
         # states written before the label dictionary, the numeric sources and the document tests existed
         cfg = {"label_dictionary": False, "numeric_attrs": [], "vectors": False, "tensor": False,
-               "doc_context": False, "sentence_windows": False, **cfg}
+               "doc_context": False, "sentence_windows": False, "clusters": "", "cluster_text": "", **cfg}
         expected = set(self.config())
         if set(cfg) != expected:
             raise ValueError(Errors.E082.format(where=where, cfg=sorted(cfg), expected=sorted(expected)))
@@ -69,6 +70,11 @@ class SavedState:
                     for label, n in counts.items())
                 for word, counts in label_counts.items()):
             raise ValueError(Errors.E085.format(where=where))
+        cluster_bits = state.get("cluster_entries", {})
+        if not isinstance(cluster_bits, dict) or not all(
+                isinstance(word, str) and isinstance(bits, str) and bits and not set(bits) - {"0", "1"}
+                for word, bits in cluster_bits.items()):
+            raise ValueError(Errors.E239.format(where=where))
         atoms = state["atoms"]
         if not isinstance(atoms, list) or not all(isinstance(a, str) for a in atoms):
             raise ValueError(Errors.E086.format(where=where))
@@ -87,6 +93,7 @@ class SavedState:
             probe._configure(cfg)
         except ValueError as err:
             raise ValueError(Errors.E097.format(where=where, err=err)) from None
+        probe._cluster_bits = cluster_bits  # (its families: a re-saved model carries clusters without their file)
         window = probe.window
         families = set(probe.family_names())
         for name in atoms:
@@ -109,12 +116,15 @@ class SavedState:
         if unused:  # a frozen vocabulary keeps only atoms that have a column: the lookup table grows with the columns
             raise ValueError(Errors.E160.format(where=where, atom=atoms[min(unused)]))
         sources, uppers = _check_numeric_state(state, probe, where)
-        own_lexicons = self._lexicons
+        own_lexicons, own_clusters = self._lexicons, (self.clusters, self.cluster_text)
         self._configure(cfg)
-        # the state's lexicon names stay (they are test families), their files are this featurizer's ("": none)
+        # the state's lexicon names stay (they are test families), their files are this featurizer's ("": none);
+        # so are the files of the clusters, whose entries the state carries
         self._lexicons = {name: own_lexicons.get(name, "") for name in self._lexicons}
+        self.clusters, self.cluster_text = own_clusters if cluster_bits else ("", "")
         self._reset_state()
         self._set_lexicons(entries)
+        self._cluster_bits = dict(cluster_bits)
         self._label_counts = {word: dict(counts) for word, counts in label_counts.items()}
         self._atom_names = list(atoms)
         self._atom_ids = {name: i for i, name in enumerate(atoms)}

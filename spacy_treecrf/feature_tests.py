@@ -19,6 +19,7 @@ from spacy.tokens import Doc, Token
 from spacy.vocab import Vocab
 from .engine.sparse import pairs_to_rows
 from .errors import Errors
+from .word_classes import cluster_tests
 
 # Token attributes the featurizer can read (besides "_.<extension>"), with their spaCy attribute ids.
 ATTRS = {"tag_": TAG, "pos_": POS, "lemma_": LEMMA, "dep_": DEP, "ent_type_": ENT_TYPE}
@@ -325,6 +326,10 @@ class AtomicTests:
         if self.label_dictionary:
             counts = self._label_counts  # (no new list for the many words it lacks)
             add_many(kept, [sorted(counts[texts[q]]) if texts[q] in counts else () for q in kept], "ld=")
+        if self._cluster_bits:  # the word's own form, else its lowercase form (a sentence's capitalised first word)
+            bits = self._cluster_bits
+            found = [bits.get(texts[q]) or bits.get(lower) for q, lower in zip(kept, lowers)]
+            add_many(kept, [cluster_tests(b) if b else () for b in found], "")
         if not ordered or len(texts) == 1:
             return which, names
         order = sorted(range(len(which)), key=which.__getitem__)  # stable: per text, in family order

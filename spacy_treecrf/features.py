@@ -109,6 +109,7 @@ from .feature_document import DocumentContext
 from .feature_missing import MissingVariables
 from .feature_numeric import NumericSources
 from .feature_state import SavedState
+from .word_classes import PREFIXES, brown_clusters, read_clusters, read_text
 from .feature_tests import (ATTRS, AtomicTests, _chunks_with_labels, _concat, _count_labels, _merge_atoms,
                             offset_name, read_lexicon)
 from .feature_tests import FLAGS, MISSING_EXT, REGEXES, char_classes, regex_tests  # noqa: F401 (the package's API)
@@ -127,7 +128,8 @@ MAX_AFFIX = 30
 READABLE_FAMILIES = {"w=": ("word", True), "lw=": ("lower", True), "re=": ("pattern", False),
                      "sh=": ("shape", False), "lex=": ("lexicon", False), "ld=": ("seen_as", False),
                      "dc=": ("in_doc", False), "dp=": ("before_other_mention", True),
-                     "dn=": ("after_other_mention", True)}
+                     "dn=": ("after_other_mention", True),
+                     **{f"bc{k}=": (f"cluster{k}", False) for k in PREFIXES}}
 
 
 def readable_test(name: str) -> str:
@@ -281,7 +283,8 @@ class WindowFeaturizer(AtomicTests, DocumentContext, NumericSources, MissingVari
                  attrs: List[str] = [], lexicons: Dict[str, str] = {},
                  lexicon_lowercase: bool = True, missing_text: Optional[str] = None,
                  label_dictionary: bool = True, numeric_attrs: List[str] = [], vectors: bool = False,
-                 tensor: bool = False, doc_context: bool = False, sentence_windows: bool = False):
+                 tensor: bool = False, doc_context: bool = False, sentence_windows: bool = False,
+                 clusters: str = "", cluster_text: str = ""):
         """The options of the class docstring, checked (a bad one: ValueError naming it). This signature is the
         config block's too (spacy_treecrf.window_features.v1 is this class): the empty ``attrs``,
         ``numeric_attrs`` and ``lexicons`` defaults are a list and a dict, as a config shows them; never
@@ -291,7 +294,8 @@ class WindowFeaturizer(AtomicTests, DocumentContext, NumericSources, MissingVari
                              lexicons={} if lexicons is None else lexicons, lexicon_lowercase=lexicon_lowercase,
                              missing_text=missing_text, label_dictionary=label_dictionary,
                              numeric_attrs=numeric_attrs, vectors=vectors, tensor=tensor,
-                             doc_context=doc_context, sentence_windows=sentence_windows))
+                             doc_context=doc_context, sentence_windows=sentence_windows, clusters=clusters,
+                             cluster_text=cluster_text))
         self._reset_state()
 
     # ---- configuration
@@ -319,6 +323,12 @@ class WindowFeaturizer(AtomicTests, DocumentContext, NumericSources, MissingVari
         self.tensor = _check_bool("tensor", cfg["tensor"])
         self.doc_context = _check_bool("doc_context", cfg["doc_context"])
         self.sentence_windows = _check_bool("sentence_windows", cfg["sentence_windows"])
+        for name in ("clusters", "cluster_text"):
+            if not isinstance(cfg[name], str):
+                raise ValueError(Errors.E237.format(name=name, value=cfg[name]))
+        if cfg["clusters"] and cfg["cluster_text"]:
+            raise ValueError(Errors.E238)
+        self.clusters, self.cluster_text = cfg["clusters"], cfg["cluster_text"]
 
     @property
     def lexicons(self) -> Dict[str, str]:
@@ -338,7 +348,14 @@ class WindowFeaturizer(AtomicTests, DocumentContext, NumericSources, MissingVari
                 "lexicon_lowercase": self.lexicon_lowercase, "missing_text": self.missing_text,
                 "label_dictionary": self.label_dictionary, "numeric_attrs": list(self.numeric_attrs),
                 "vectors": self.vectors, "tensor": self.tensor, "doc_context": self.doc_context,
-                "sentence_windows": self.sentence_windows}
+                "sentence_windows": self.sentence_windows, "clusters": self.clusters,
+                "cluster_text": self.cluster_text}
+
+    @property
+    def uses_clusters(self) -> bool:
+        """Whether the tokens get Brown cluster tests ``bc4=`` .. ``bc20=``: a clusters file or text is configured,
+        or a loaded model carries the clusters."""
+        return bool(self.clusters or self.cluster_text or self._cluster_bits)
 
     @property
     def offsets(self) -> List[int]:
@@ -355,6 +372,7 @@ class WindowFeaturizer(AtomicTests, DocumentContext, NumericSources, MissingVari
         self._single_lex: List[Tuple[str, frozenset]] = []
         self._multi_lex: Dict[str, List[str]] = {}
         self._label_counts: Dict[str, Dict[str, int]] = {}  # text -> gold label -> training tokens
+        self._cluster_bits: Dict[str, str] = {}  # word -> its Brown cluster's bit string (word_classes.py)
         self._matchers: Dict[int, Tuple[Vocab, PhraseMatcher, Dict[int, str]]] = {}
         self._clear_caches()
         self._col_offset = np.zeros(0, np.int32)
@@ -451,7 +469,10 @@ class WindowFeaturizer(AtomicTests, DocumentContext, NumericSources, MissingVari
         of every doc; needed with ``label_dictionary``), count the atomic tests over ``docs`` and freeze the
         column index."""
         carried = self._lexicon_entries  # lexicons without a file ("") keep the entries a loaded model carries
+        carried_bits = self._cluster_bits
         self._reset_state()
+        self._cluster_bits = (read_clusters(self.clusters) if self.clusters else
+                              brown_clusters(read_text(self.cluster_text)) if self.cluster_text else carried_bits)
         for name, path in self.lexicons.items():
             if not path and name not in carried:
                 raise ValueError(Errors.E161.format(name=name))

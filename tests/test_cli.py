@@ -5,6 +5,7 @@ from typer.testing import CliRunner
 
 from conftest import component_config
 from spacy_treecrf.cli import app
+from spacy_treecrf.word_classes import read_clusters
 
 CONLL = """-DOCSTART- -X- -X- O
 
@@ -85,7 +86,18 @@ def test_the_command_line_docstring_names_every_command():
     import spacy_treecrf.cli as cli
 
     names = [command.name or command.callback.__name__ for command in app.registered_commands]
-    assert len(names) == 4 and all(name in cli.__doc__.split("\n")[0] for name in names)
+    assert len(names) == 5 and all(name in cli.__doc__.split("\n")[0] for name in names)
+
+
+def test_clusters_learns_a_file_the_features_read(tmp_path):
+    text = tmp_path / "text.txt"
+    text.write_text("the dog runs .\na cat sleeps .\nthe cat runs .\na dog sleeps .\n" * 5, encoding="utf8")
+    out = CliRunner().invoke(app, ["clusters", str(text), str(tmp_path / "paths.txt"), "--n-clusters", "3"])
+    assert out.exit_code == 0 and "7 words in 3 clusters" in out.output, out.output
+    learned = read_clusters(tmp_path / "paths.txt")
+    assert learned["dog"] == learned["cat"] and learned["runs"] == learned["sleeps"] != learned["dog"]
+    out = CliRunner().invoke(app, ["clusters", str(tmp_path / "none.txt"), str(tmp_path / "x.txt")])
+    assert out.exit_code == 1 and out.output.startswith("[E240]") and "none.txt" in out.output
 
 
 def test_spans_opened_by_an_inside_tag_are_read_as_begins_with_a_word(tmp_path):

@@ -13,7 +13,7 @@ from spacy.training import Example
 from spacy.vocab import create_vocab
 
 from spacy_treecrf.engine.sparse import pairs_to_rows
-from spacy_treecrf.features import (FLAGS, REGEXES, WindowFeaturizer, char_classes, regex_tests,
+from spacy_treecrf.features import (FLAGS, REGEXES, WindowFeaturizer, char_classes, readable_test, regex_tests,
                                     window_features)
 from conftest import plain_featurizer
 
@@ -333,6 +333,69 @@ def test_missing_lexicon_file_names_the_file(vocab, tmp_path):
         f.initialize(make_docs(vocab))
 
 
+CLUSTER_LINES = ["0110\tParis", "0110\tRome", "0111\tLondon", "10\tsaw", "10\tvisited", "1101101\tthe"]
+
+
+def test_brown_clusters_are_lexeme_tests_at_four_grains_read_from_a_file_or_learned(vocab, tmp_path):
+    paths = tmp_path / "paths.txt"
+    paths.write_text("\n".join(CLUSTER_LINES) + "\n", encoding="utf8")
+    docs = make_docs(vocab, [["The", "man", "saw", "Rome", "."], ["I", "visited", "Paris"]])
+    f = plain_featurizer(window=1, clusters=str(paths))
+    f.initialize(docs)
+    indptr, indices, _ = f(docs)
+    own = [by_offset(row_names(f, indptr, indices, t)).get(0, set()) for t in range(8)]
+    assert {n for n in own[0] if n.startswith("bc")} == {"bc4=1101", "bc6=110110", "bc10=1101101"}  # (lowercase)
+    assert {n for n in own[1] if n.startswith("bc")} == set()  # a word without a cluster: none
+    assert {n for n in own[2] if n.startswith("bc")} == {"bc4=10"}
+    assert {n for n in own[3] if n.startswith("bc")} == {"bc4=0110"} == {n for n in own[7] if n.startswith("bc")}
+    assert "bc4=10" in by_offset(row_names(f, indptr, indices, 3))[-1]  # shifted like every test
+    assert readable_test("bc4=0110@-1") == "cluster4[-1] = 0110"
+    # a model carries its clusters: the file is not needed to tag, nor to load a re-saved model
+    state = srsly.msgpack_loads(srsly.msgpack_dumps(f.to_dict()))
+    paths.unlink()
+    g = plain_featurizer().from_dict(state)
+    assert g.clusters == "" and g.uses_clusters
+    h = plain_featurizer().from_dict(srsly.msgpack_loads(srsly.msgpack_dumps(g.to_dict())))
+    for a, b, c in zip(f(docs), g(docs), h(docs)):
+        assert np.array_equal(a, b) and np.array_equal(a, c)
+    old = plain_featurizer(window=1)
+    old.initialize(docs)
+    old_state = old.to_dict()
+    del old_state["cluster_entries"], old_state["config"]["clusters"], old_state["config"]["cluster_text"]
+    assert plain_featurizer().from_dict(old_state).to_dict() == old.to_dict()
+    # learned at initialize from a text: words in the same frames are nearer in the hierarchy (each word keeps a
+    # cluster of its own here, with fewer words than the window's 256 clusters)
+    text = tmp_path / "text.txt"
+    text.write_text("".join(f"the {n} saw a {m} .\n" for n in ("man", "dog", "cat") for m in ("man", "dog", "cat")
+                            ) * 3, encoding="utf8")
+    learned = plain_featurizer(window=0, cluster_text=str(text))
+    learned.initialize(docs)
+    bits = learned._cluster_bits
+
+    def shared(a, b):
+        return len(os.path.commonprefix([bits[a], bits[b]]))
+    assert shared("dog", "cat") > shared("dog", "saw") and shared("dog", "cat") > shared("dog", "the")
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"clusters": 3}, "'clusters' must be the path"), ({"cluster_text": None}, "'cluster_text' must be the path"),
+    ({"clusters": "a", "cluster_text": "b"}, "not both")])
+def test_bad_cluster_settings_name_themselves(settings, message):
+    with pytest.raises(ValueError, match=message):
+        plain_featurizer(**settings)
+
+
+def test_cluster_files_missing_or_malformed_are_named(vocab, tmp_path):
+    for settings, message in (({"clusters": str(tmp_path / "nope")}, "clusters file not found: .*nope"),
+                              ({"cluster_text": str(tmp_path / "nope")}, "text file not found: .*nope")):
+        with pytest.raises(ValueError, match=message):
+            plain_featurizer(**settings).initialize(make_docs(vocab))
+    bad = tmp_path / "bad.txt"
+    bad.write_text("0110\tParis\nParis 0110\n", encoding="utf8")
+    with pytest.raises(ValueError, match="bad.txt, line 2"):
+        plain_featurizer(clusters=str(bad)).initialize(make_docs(vocab))
+
+
 def test_missing_text_hook(vocab):
     docs = make_docs(vocab, [["Bank", "?", "rose"]])
     f = plain_featurizer(window=1, missing_text="?")
@@ -468,6 +531,8 @@ def test_label_dictionary_round_trip_and_states_from_before_it(vocab):
     (lambda s: s["column_atoms"].reverse(), "ordered"),
     (lambda s: s.update(label_counts={"dog": {"NOUN": 0}}), "label_counts"),
     (lambda s: s.update(atoms=s["atoms"] + ["ld=NOUN"]), "no test family"),
+    (lambda s: s.update(cluster_entries={"dog": "01a"}), "cluster_entries"),
+    (lambda s: s.update(atoms=s["atoms"] + ["bc4=0110"]), "no test family"),
 ])
 def test_from_dict_rejects_bad_input(vocab, mutate, message):
     f = plain_featurizer(window=1)
