@@ -2,7 +2,7 @@
 benchmark behind the README's results table.
 
     TREECRF_DATA_DIR=../shared/data python benchmarks/defaults.py [--rows ROW ...] [--work DIR] [--stock]
-        [--crf-jobs N] [--out benchmarks/results/defaults]
+        [--stock-from RESULTS.json] [--crf-jobs N] [--crf-grid C1,C2 ...] [--out benchmarks/results/defaults]
     TREECRF_DATA_DIR=../shared/data python benchmarks/defaults.py --dev-only [--rows ROW ...] [--set NAME=VALUE ...]
         [--max-steps N] [--documents]
 
@@ -26,11 +26,13 @@ Rows (data under TREECRF_DATA_DIR; nothing is tuned on a test set):
   - upos_genre: EWT cross-genre UPOS: train on the answers / email / reviews sentences of the train file (dev: those
     genres in the dev file), test on every newsgroup and weblog sentence of train, dev and test (genres never
     seen in training), split by the sent_id prefix.
-  Measured by projects/shared/scripts/side_by_side.py: test score, training seconds (evaluations excluded),
+  Measured by projects/shared/scripts/side_by_side.py: test score (on the test file's gold tokens, every system
+  alike; spaCy's tokenizer is not scored), training seconds (evaluations excluded),
   tagging tokens/s of `nlp.pipe`, peak RSS; sklearn-crfsuite on exactly the component's feature columns, c1/c2
   chosen on dev from --crf-grid, at most --crf-max-iterations L-BFGS iterations (500, as the projects: on
   chunking two uncapped fits ran for over 45 minutes each without converging); with --stock, spaCy's stock
-  component (`init config --pipeline ner | tagger | morphologizer`, spaCy's defaults) beside them.
+  component (`init config --pipeline ner | tagger | morphologizer`, spaCy's defaults) beside them; or with
+  --stock-from, each row's stock figures from an earlier results file (carried_stock).
 - Estimator rows: `TreeCRF(window=HALF, decode=D).fit(X, y)`, no other argument and no dev data (it holds out 10%
   itself to stop), D the decoding (Viterbi or marginal) that scored better on the dev split (DECODINGS), on the
   letter / residue windows of benchmarks/paper_tasks.py: X gives each position its own symbol and the symbol's
@@ -92,7 +94,8 @@ TAGGING_SEEDS = (1, 2, 3, 4, 5)
 # fits), CRFsuite's one fit scored both ways (crfsuite_score)
 DECODINGS = ("viterbi", "marginal")
 README_START, README_END = "<!-- defaults-results:start -->", "<!-- defaults-results:end -->"
-LEGEND = ("Test scores (no choice was made on a test set), each learner's with the decoding it scored better "
+LEGEND = ("Test scores (no choice was made on a test set; spaCy rows: on the test file's gold tokens, for every "
+          "system alike), each learner's with the decoding it scored better "
           "with on dev (estimator rows: Viterbi or marginal, `TreeCRF(decode=...)`; spaCy rows: Viterbi, TreeCRF's "
           "default); training seconds without dev evaluations (estimator "
           "rows: TreeCRF's `fit` with the validation it holds out to stop, CRFsuite's refit); tokens/s: "
@@ -274,6 +277,7 @@ def spacy_row(row: str, data: Path, work: Path, args) -> dict:
         command += ["--stock", f"{stock}={work / row / 'stock'}", "--stock-test", files[2], "--stock-keys", key]
     run(command)
     bench = json.loads((work / row / "bench" / "results.json").read_text())
+    carried = carried_stock(row, args.stock_from) if stock and not args.stock and args.stock_from else []
     systems = []
     for r in bench["rows"]:
         systems.append(dict(system={"treecrf": "TreeCRF", "crfsuite": "CRFsuite", "stock": "spaCy " + str(stock)}
@@ -281,7 +285,19 @@ def spacy_row(row: str, data: Path, work: Path, args) -> dict:
                             wall_seconds=r.get("wall_seconds"), tokens_per_second=r.get("tokens_per_second"),
                             peak_rss_mb=max(filter(None, (r.get("train_peak_rss_mb"), r.get("tag_peak_rss_mb")))),
                             rounds=r.get("rounds"), detail={k: r[k] for k in ("c1", "c2", "dev", "trees") if k in r}))
-    return dict(metric=key, systems=systems, documents=row == "ner" and args.documents, settings=args.set)
+    return dict(metric=key, systems=systems + carried, documents=row == "ner" and args.documents, settings=args.set)
+
+
+def carried_stock(row: str, path: Path) -> list:
+    """The stock system of ``row`` in an earlier results file (--stock-from), marked with that run's commit and
+    date: spaCy's own component does not depend on this package, and it was scored on the gold tokens then as the
+    other systems are now, so a run that changes only TreeCRF's side need not train it again."""
+    earlier = json.loads(path.read_text()).get(row)
+    stock = [dict(s, detail={**s.get("detail", {}), "carried_from": f"{earlier['commit']} ({earlier['date']})"})
+             for s in (earlier or {}).get("systems", []) if s["system"].startswith("spaCy")]
+    if not stock:
+        raise SystemExit(f"{path} holds no stock system for the row {row}")
+    return stock
 
 
 # ---- estimator rows ------------------------------------------------------------------------------------------
@@ -574,6 +590,8 @@ def main():
     parser.add_argument("--work", type=Path, default=Path("defaults_bench"), help="corpora, models and row results")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "defaults")
     parser.add_argument("--stock", action="store_true", help="also train spaCy's stock component (slow)")
+    parser.add_argument("--stock-from", type=Path, default=None,
+                        help="without --stock: each row's stock figures from this earlier results JSON")
     parser.add_argument("--crf-jobs", type=int, default=1, help="CRFsuite grid points fitted at once")
     parser.add_argument("--crf-grid", nargs="+", default=["0.05,0.1", "0.2,0.1"], help="c1,c2 pairs (spaCy rows)")
     parser.add_argument("--crf-max-iterations", type=int, default=500,

@@ -11,7 +11,10 @@ of training_log.py (`log.jsonl`) and timed.py's `run.json` (`--log-dir LABEL=OTH
 e.g. for a pipeline put together by `spacy assemble` from a trained component). COMPONENT (default: the last treecrf component) is
 the one benchmarked; components before it (e.g. a treecrf tagger in annotating_components) run first.
 TRAIN / DEV / TEST are read with the pipeline's own `[corpora.dev]` reader, path replaced, so the predicted docs
-carry what training saw (e.g. the CoNLL POS column).
+carry what training saw (e.g. the CoNLL POS column); TEST's predicted docs hold its gold tokens (a spaCy Corpus
+reader's `gold_preproc`), for every system alike: a tagger is scored on the tokens the gold annotates, as the stock
+pipelines always were here and as UD taggers are compared, not on what spaCy's tokenizer makes of the text (on UD
+EWT dev, 1.7% of the gold tokens have no one-to-one predicted token, each scored wrong).
 
 For every treecrf system, in separate child processes (so each peak RSS is that system's own):
 - TreeCRF: `nlp.evaluate` on TEST, and tokens/s of `nlp.pipe` over TEST's predicted docs (after a warm-up on
@@ -68,12 +71,26 @@ def score_key(pipe):
     return TARGET_KEYS[pipe.target]
 
 
-def reader_for(nlp, path):
-    """The pipeline's [corpora.dev] reader with another path."""
+def reader_for(nlp, path, gold_tokens=False):
+    """The pipeline's [corpora.dev] reader with another path; with ``gold_tokens``, the predicted docs of a spaCy
+    Corpus reader are made of the gold tokens (words and spaces; the Docs as they are, where spaCy's
+    ``gold_preproc`` would also cut them into sentences), as the stock pipelines are scored; column readers always
+    keep the file's tokens."""
+    from spacy.training import Example
+    from spacy.tokens import Doc
     from spacy.util import registry
     cfg = copy.deepcopy(dict(nlp.config.interpolate()["corpora"]["dev"]))
     cfg["path"] = str(path)
-    return registry.resolve({"reader": cfg})["reader"]
+    reader = registry.resolve({"reader": cfg})["reader"]
+    if not gold_tokens or cfg.get("@readers") != "spacy.Corpus.v1":
+        return reader
+
+    def gold_token_examples(nlp):
+        for eg in reader(nlp):
+            ref = eg.reference
+            yield Example(Doc(nlp.vocab, words=[t.text for t in ref], spaces=[bool(t.whitespace_) for t in ref]),
+                          ref)
+    return gold_token_examples
 
 
 def stock_reader(path):
@@ -115,7 +132,7 @@ def median_pipe_seconds(nlp, read_docs, passes: int = 3) -> float:
 
 def child_spacy(args):
     nlp = load(args.pipeline)
-    reader = stock_reader(args.test) if args.stock else reader_for(nlp, args.test)
+    reader = stock_reader(args.test) if args.stock else reader_for(nlp, args.test, gold_tokens=True)
     docs = [eg.predicted for eg in reader(nlp)]
     n_tokens = sum(len(d) for d in docs)
     for _ in nlp.pipe([d.copy() for d in warm_up_docs(docs)]):
@@ -142,7 +159,7 @@ def child_features(args):
     index = {label: i for i, label in enumerate(pipe.labels)}
     arrays, info = {"labels": np.array(list(pipe.labels))}, {}
     for split, path in (("test", args.test), ("train", args.train), ("dev", args.dev)):  # test first: cold cache
-        examples = list(reader_for(nlp, path)(nlp))
+        examples = list(reader_for(nlp, path, gold_tokens=split == "test")(nlp))
         docs = [eg.predicted for eg in examples]
         if split == "test":  # JIT warm-up outside the timing, as for nlp.pipe
             warm = [d.copy() for d in warm_up_docs(docs)]
@@ -324,7 +341,7 @@ def main(argv=None):
             subprocess.run(cmd, check=True)
             crf = json.loads(crf_out.read_text())
             from spacy_treecrf.pipe import treecrf_score
-            examples = list(reader_for(nlp, args.test)(nlp))
+            examples = list(reader_for(nlp, args.test, gold_tokens=True)(nlp))
             write_predictions(examples, crf["test_predictions"], pipe)
             scores = numeric(treecrf_score(examples, target=pipe.target, spans_key=pipe.cfg["spans_key"],
                                            token_attr=pipe.cfg["token_attr"]))
