@@ -12,7 +12,7 @@ from spacy.tokens import Doc, Token
 from spacy.training import Example
 from spacy.vocab import create_vocab
 
-from spacy_treecrf.engine.sparse import pairs_to_rows
+from spacy_treecrf.engine.sparse import pairs_to_rows, segments_to_rows
 from spacy_treecrf.features import (FLAGS, REGEXES, WindowFeaturizer, char_classes, readable_test, regex_tests,
                                     window_features)
 from conftest import plain_featurizer
@@ -304,6 +304,20 @@ def test_pairs_to_rows_sorts_and_dedups_each_row():
         assert len(indptr) == n_rows + 1
         for r in range(n_rows):
             assert out[indptr[r]:indptr[r + 1]].tolist() == sorted(set(ids[rows == r].tolist()))
+
+
+def test_segments_to_rows_drops_negative_ids_and_sorts_and_dedups_each_row():
+    """The estimator's dict items come position by position, -1 / -2 where an item gives no column."""
+    rng = np.random.default_rng(1)
+    for n_rows in (0, 1, 7, 60):
+        lengths = rng.integers(0, 6, n_rows)
+        ids = rng.integers(-2, 9, int(lengths.sum()))
+        indptr, out = segments_to_rows(ids, lengths)
+        row_of = np.repeat(np.arange(n_rows), lengths)
+        for r in range(n_rows):
+            want = sorted(set(ids[(row_of == r) & (ids >= 0)].tolist()))
+            assert out[indptr[r]:indptr[r + 1]].tolist() == want
+        assert len(indptr) == n_rows + 1 and out.dtype == np.int32
 
 
 def test_lexicons_single_and_phrase(vocab, tmp_path):
