@@ -19,7 +19,7 @@ from .engine.memory import check_training_memory
 from .engine.missing import ENGINE_STRATEGIES, MissingRows
 from .engine.numeric import NumericIndex, bin_uppers, bins_of, numeric_index
 from .engine.rules import Explanation
-from .engine.sparse import pairs_to_rows, window_rows
+from .engine.sparse import pairs_to_rows, segments_to_rows, window_rows
 from .engine.transitions import transitions_allowed
 from .engine import missing
 from .crfsuite_api import CRFSUITE_SETTINGS, CRFsuiteMethods
@@ -314,7 +314,6 @@ class FeatureIndex:
             missed = _MISSED.get()
             _MISSED.reset(token)
         lengths = np.fromiter(map(len, positions), dtype=np.int64, count=len(positions))
-        row_of = np.repeat(np.arange(len(positions), dtype=np.int64), lengths)
         is_number = np.zeros(len(cols), dtype=bool)
         readable = (str, bool, *NUMBER_TYPES)  # the values of an item the table lacks that rows() may drop too
         if self.numeric_keys:  # numbers go to their columns (1 and 1.0 would find a flag's entry): find them
@@ -331,14 +330,16 @@ class FeatureIndex:
             if type(key) is not str or type(value) not in readable or value != value or (
                     key in table and True in table[key] if type(value) is not str else "=" in key):
                 return None  # (NaN is missing; a truthy number of a flag key that is not 1 is the flag)
-        keep = cols >= 0
-        rows, ids = row_of[keep], cols[keep]
         if is_number.any():
+            row_of = np.repeat(np.arange(len(positions), dtype=np.int64), lengths)
             numeric = self._numeric_pairs(positions, row_of, is_number)
             if numeric is None:
                 return None
-            rows, ids = np.concatenate([rows, numeric[0]]), np.concatenate([ids, numeric[1]])
-        indptr, indices = pairs_to_rows(rows, ids.astype(np.int32), len(positions))
+            keep = cols >= 0
+            indptr, indices = pairs_to_rows(np.concatenate([row_of[keep], numeric[0]]),
+                                            np.concatenate([cols[keep], numeric[1]]).astype(np.int32), len(positions))
+        else:  # the items in position order: no sort by row
+            indptr, indices = segments_to_rows(cols, lengths)
         seq_starts = np.zeros(len(X) + 1, dtype=np.int64)
         np.cumsum(np.fromiter(map(len, X), dtype=np.int64, count=len(X)), out=seq_starts[1:])
         V = len(self.variables)

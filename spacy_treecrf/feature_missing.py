@@ -23,6 +23,7 @@ class MissingVariables:
         names += (["sh="] if self.shape else []) + (["f="] if self.flags else [])
         names += [f"a:{attr}=" for attr in self.attrs] + (["lex="] if self.lexicons else [])
         names += ["ld="] if self.label_dictionary else []
+        names += ["ac="] if self.label_dictionary and self.ambiguity_class else []
         names += [f"bc{k}=" for k in PREFIXES] if self.uses_clusters else []
         return names + (list(DOC_FAMILIES) if self.doc_context else [])
 

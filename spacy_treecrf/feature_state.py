@@ -51,7 +51,8 @@ class SavedState:
             raise ValueError(Errors.E081.format(where=where))
         # states written before the label dictionary, the numeric sources and the document tests existed
         cfg = {"label_dictionary": False, "numeric_attrs": [], "vectors": False, "tensor": False,
-               "doc_context": False, "sentence_windows": False, "clusters": "", "cluster_text": "", **cfg}
+               "doc_context": False, "sentence_windows": False, "clusters": "", "cluster_text": "",
+               "ambiguity_class": False, **cfg}
         expected = set(self.config())
         if set(cfg) != expected:
             raise ValueError(Errors.E082.format(where=where, cfg=sorted(cfg), expected=sorted(expected)))

@@ -222,6 +222,11 @@ def _concat(parts):
     return np.concatenate(indptrs), np.concatenate(indices_list), np.concatenate(starts)
 
 
+def ambiguity_class(labels) -> str:
+    """The test of a word's ambiguity class: the labels it carried in training, sorted (``ac=ADJ|NOUN``)."""
+    return "ac=" + "|".join(sorted(labels))
+
+
 def _count_labels(docs: List[Doc], labels: Sequence[Sequence[Optional[str]]]) -> Dict[str, Dict[str, int]]:
     """text -> gold label -> how many training tokens with that text carry it."""
     if len(labels) != len(docs):
@@ -326,6 +331,9 @@ class AtomicTests:
         if self.label_dictionary:
             counts = self._label_counts  # (no new list for the many words it lacks)
             add_many(kept, [sorted(counts[texts[q]]) if texts[q] in counts else () for q in kept], "ld=")
+            if self.ambiguity_class:
+                qs = [q for q in kept if texts[q] in counts]
+                add(qs, [ambiguity_class(counts[texts[q]]) for q in qs])
         if self._cluster_bits:  # the word's own form, else its lowercase form (a sentence's capitalised first word)
             bits = self._cluster_bits
             found = [bits.get(texts[q]) or bits.get(lower) for q, lower in zip(kept, lowers)]
@@ -457,34 +465,50 @@ class AtomicTests:
 
     def _leave_own_labels_out(self, docs, own_labels, doc_starts, a_indptr, a_ids):
         """Drop ``ld=LABEL`` from the tokens of a doc whose every (text, LABEL) occurrence in the training docs
-        is in that doc."""
+        is in that doc; with ``ambiguity_class``, the word's class test becomes that of the labels left (none where
+        no label is left)."""
         if len(own_labels) != len(docs):
             raise ValueError(Errors.E069.format(n_docs=len(docs), n_labels=len(own_labels)))
-        rows, atoms = [], []
+        rows, atoms, added_rows, added = [], [], [], []
         for q, (doc, labels) in enumerate(zip(docs, own_labels)):
             if len(labels) != len(doc):
                 raise ValueError(Errors.E093.format(q=q, text=doc.text[:40], n_doc=len(doc), n_labels=len(labels)))
             words = [t.text for t in doc]
             pairs = Counter((w, label) for w, label in zip(words, labels) if label is not None)
-            own_only: Dict[str, List[int]] = {}
+            own_only: Dict[str, List[str]] = {}
             for (word, label), n in pairs.items():
-                atom = self._atom_ids.get("ld=" + label)
-                if atom is not None and self._label_counts.get(word, {}).get(label, 0) <= n:
-                    own_only.setdefault(word, []).append(atom)
-            if own_only:
-                base = int(doc_starts[q])
-                for i, word in enumerate(words):
-                    for atom in own_only.get(word, ()):
-                        rows.append(base + i)
-                        atoms.append(atom)
-        if not rows:
+                if self._label_counts.get(word, {}).get(label, 0) <= n:
+                    own_only.setdefault(word, []).append(label)
+            gone = {word: [a for a in (self._atom_ids.get("ld=" + label) for label in own) if a is not None]
+                    for word, own in own_only.items()}
+            swap = {word: self._class_swap(word, own) for word, own in own_only.items()} if self.ambiguity_class else {}
+            base = int(doc_starts[q])
+            for i, word in enumerate(words):
+                for atom in gone.get(word, ()):
+                    rows.append(base + i)
+                    atoms.append(atom)
+                old, new = swap.get(word, (-1, -1))
+                if old >= 0:
+                    rows.append(base + i)
+                    atoms.append(old)
+                if new >= 0:
+                    added_rows.append(base + i)
+                    added.append(new)
+        if not rows and not added:
             return a_indptr, a_ids
         n_atoms = max(len(self._atom_names), 1)
         token = np.repeat(np.arange(len(a_indptr) - 1, dtype=np.int64), np.diff(a_indptr))
-        keep = ~np.isin(token * n_atoms + a_ids, np.asarray(rows, np.int64) * n_atoms + np.asarray(atoms))
-        indptr = np.zeros_like(a_indptr)
-        np.cumsum(np.bincount(token[keep], minlength=len(a_indptr) - 1), out=indptr[1:])
-        return indptr, a_ids[keep]
+        keep = ~np.isin(token * n_atoms + a_ids, np.asarray(rows, np.int64) * n_atoms + np.asarray(atoms, np.int64))
+        return pairs_to_rows(np.concatenate([token[keep], np.asarray(added_rows, np.int64)]),
+                             np.concatenate([a_ids[keep], np.asarray(added, np.int32)]), len(a_indptr) - 1)
+
+    def _class_swap(self, word: str, own: List[str]) -> Tuple[int, int]:
+        """(the atom of the word's ambiguity class, that of its class without the labels ``own``: -1 where the
+        class is empty or, frozen, unknown)."""
+        counts = self._label_counts.get(word, {})
+        left = {label: n for label, n in counts.items() if label not in own}
+        return (self._atom_ids.get(ambiguity_class(counts), -1) if counts else -1,
+                self._intern_one(ambiguity_class(left)) if left else -1)
 
     def _read_tokens(self, nonempty: List[Doc]) -> "TokenTable":
         """Everything featurization and missing_rows read from the docs, in one Doc.to_array per doc and one

@@ -128,7 +128,7 @@ MAX_AFFIX = 30
 READABLE_FAMILIES = {"w=": ("word", True), "lw=": ("lower", True), "re=": ("pattern", False),
                      "sh=": ("shape", False), "lex=": ("lexicon", False), "ld=": ("seen_as", False),
                      "dc=": ("in_doc", False), "dp=": ("before_other_mention", True),
-                     "dn=": ("after_other_mention", True),
+                     "dn=": ("after_other_mention", True), "ac=": ("ambiguity_class", False),
                      **{f"bc{k}=": (f"cluster{k}", False) for k in PREFIXES}}
 
 
@@ -258,7 +258,9 @@ class WindowFeaturizer(AtomicTests, DocumentContext, NumericSources, MissingVari
     - ``lexicon_lowercase``: compare lexicon entries case-insensitively (``LOWER``) rather than on ``ORTH``.
     - ``label_dictionary``: test ``ld=LABEL`` when the token's text carried gold label LABEL in the training docs
       (``initialize(docs, labels)``); a training doc's rows leave its own labels out (``__call__(docs,
-      own_labels)``, see the module docstring).
+      own_labels)``, see the module docstring). ``ambiguity_class`` (with it): also the test ``ac=NOUN|VERB`` of
+      the set of labels the word carried, one test where the ``ld=`` tests take a conjunction (a training doc's
+      rows: the set without the labels only it gave the word).
     - ``numeric_attrs`` / ``vectors`` / ``tensor``: real-valued sources, windowed as numeric columns (see the
       module docstring); ``len`` (characters), a numeric Token attribute (``rank``, ...) or ``_.<extension>``
       holding numbers; the token's vector; its row of ``doc.tensor`` (put the tok2vec that sets it in
@@ -284,7 +286,7 @@ class WindowFeaturizer(AtomicTests, DocumentContext, NumericSources, MissingVari
                  lexicon_lowercase: bool = True, missing_text: Optional[str] = None,
                  label_dictionary: bool = True, numeric_attrs: List[str] = [], vectors: bool = False,
                  tensor: bool = False, doc_context: bool = False, sentence_windows: bool = False,
-                 clusters: str = "", cluster_text: str = ""):
+                 clusters: str = "", cluster_text: str = "", ambiguity_class: bool = False):
         """The options of the class docstring, checked (a bad one: ValueError naming it). This signature is the
         config block's too (spacy_treecrf.window_features.v1 is this class): the empty ``attrs``,
         ``numeric_attrs`` and ``lexicons`` defaults are a list and a dict, as a config shows them; never
@@ -295,7 +297,7 @@ class WindowFeaturizer(AtomicTests, DocumentContext, NumericSources, MissingVari
                              missing_text=missing_text, label_dictionary=label_dictionary,
                              numeric_attrs=numeric_attrs, vectors=vectors, tensor=tensor,
                              doc_context=doc_context, sentence_windows=sentence_windows, clusters=clusters,
-                             cluster_text=cluster_text))
+                             cluster_text=cluster_text, ambiguity_class=ambiguity_class))
         self._reset_state()
 
     # ---- configuration
@@ -318,6 +320,7 @@ class WindowFeaturizer(AtomicTests, DocumentContext, NumericSources, MissingVari
             raise ValueError(Errors.E076.format(missing=missing))
         self.missing_text = missing
         self.label_dictionary = _check_bool("label_dictionary", cfg["label_dictionary"])
+        self.ambiguity_class = _check_bool("ambiguity_class", cfg["ambiguity_class"])
         self.numeric_attrs = _check_numeric_attrs(cfg["numeric_attrs"])
         self.vectors = _check_bool("vectors", cfg["vectors"])
         self.tensor = _check_bool("tensor", cfg["tensor"])
@@ -349,7 +352,7 @@ class WindowFeaturizer(AtomicTests, DocumentContext, NumericSources, MissingVari
                 "label_dictionary": self.label_dictionary, "numeric_attrs": list(self.numeric_attrs),
                 "vectors": self.vectors, "tensor": self.tensor, "doc_context": self.doc_context,
                 "sentence_windows": self.sentence_windows, "clusters": self.clusters,
-                "cluster_text": self.cluster_text}
+                "cluster_text": self.cluster_text, "ambiguity_class": self.ambiguity_class}
 
     @property
     def uses_clusters(self) -> bool:

@@ -12,7 +12,7 @@ from spacy.tokens import Doc, Token
 from spacy.training import Example
 from spacy.vocab import create_vocab
 
-from spacy_treecrf.engine.sparse import pairs_to_rows
+from spacy_treecrf.engine.sparse import pairs_to_rows, segments_to_rows
 from spacy_treecrf.features import (FLAGS, REGEXES, WindowFeaturizer, char_classes, readable_test, regex_tests,
                                     window_features)
 from conftest import plain_featurizer
@@ -306,6 +306,20 @@ def test_pairs_to_rows_sorts_and_dedups_each_row():
             assert out[indptr[r]:indptr[r + 1]].tolist() == sorted(set(ids[rows == r].tolist()))
 
 
+def test_segments_to_rows_drops_negative_ids_and_sorts_and_dedups_each_row():
+    """The estimator's dict items come position by position, -1 / -2 where an item gives no column."""
+    rng = np.random.default_rng(1)
+    for n_rows in (0, 1, 7, 60):
+        lengths = rng.integers(0, 6, n_rows)
+        ids = rng.integers(-2, 9, int(lengths.sum()))
+        indptr, out = segments_to_rows(ids, lengths)
+        row_of = np.repeat(np.arange(n_rows), lengths)
+        for r in range(n_rows):
+            want = sorted(set(ids[(row_of == r) & (ids >= 0)].tolist()))
+            assert out[indptr[r]:indptr[r + 1]].tolist() == want
+        assert len(indptr) == n_rows + 1 and out.dtype == np.int32
+
+
 def test_lexicons_single_and_phrase(vocab, tmp_path):
     city = tmp_path / "city.txt"
     city.write_text("Paris\nnew  york\nNew York City\n\nrio de janeiro\n", encoding="utf8")
@@ -464,6 +478,29 @@ def test_label_dictionary_leaves_each_docs_own_labels_out(vocab):
         assert np.array_equal(a, b)
     assert ld_names(g, rows, 0) == ["ld=DET@0"] and ld_names(g, rows, 1) == []  # "dog" is never labelled
     assert "ld=" in g.family_names() and "ld=" not in plain_featurizer().family_names()
+
+
+def test_ambiguity_class_is_one_test_of_the_words_label_set_without_a_docs_own_labels(vocab):
+    docs = make_docs(vocab, LD_WORDS)
+    f = plain_featurizer(window=1, label_dictionary=True, ambiguity_class=True)
+    f.initialize(docs, LD_LABELS)
+    unseen, own = f(docs), f(docs, own_labels=LD_LABELS)
+
+    def classes(rows, t):
+        return sorted(name for name in row_names(f, rows[0], rows[1], t) if name.startswith("ac="))
+    # "dog": NOUN in doc 0, VERB in doc 2; doc 0's own rows see only the VERB of doc 2, doc 2's the NOUN
+    assert classes(own, 1) == ["ac=DET@-1", "ac=VERB@+1", "ac=VERB@0"]
+    assert classes(own, 7) == ["ac=NOUN@0"]
+    assert classes(own, 4) == ["ac=DET@-1", "ac=VERB@+1"]  # cat: nothing left
+    # so no training row holds dog's whole class NOUN|VERB, and it gets no column (as an ld= test seen only
+    # through a doc's own label); "the" (DET in two docs) and "runs" (VERB in two) keep theirs
+    assert "ac=NOUN|VERB@0" not in f.feature_names() and "ac=DET@0" in f.feature_names()
+    assert classes(unseen, 1) == ["ac=DET@-1", "ac=VERB@+1"] and classes(unseen, 7) == []
+    assert readable_test("ac=NOUN|VERB@0") == "ambiguity_class[0] = NOUN|VERB"
+    assert "ac=" in f.family_names() and "ac=" not in plain_featurizer(label_dictionary=True).family_names()
+    g = plain_featurizer().from_dict(srsly.msgpack_loads(srsly.msgpack_dumps(f.to_dict())))
+    for a, b in zip(f(docs, own_labels=LD_LABELS), g(docs, own_labels=LD_LABELS)):
+        assert np.array_equal(a, b)
 
 
 def test_label_dictionary_errors_name_the_problem(vocab):

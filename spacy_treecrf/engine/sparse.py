@@ -92,6 +92,33 @@ def pairs_to_rows(rows, ids, n_rows):
     for p in range(rows.shape[0]):
         out[fill[rows[p]]] = ids[p]
         fill[rows[p]] += 1
+    return _sorted_unique_rows(out, start)
+
+
+@njit(cache=True, nogil=True)
+def segments_to_rows(ids, lengths):
+    """Ids already in row order, ``lengths[r]`` of them for row r, negative ones meaning none (an item no column
+    takes) -> CSR (indptr, ids), each row's ids sorted and unique: pairs_to_rows without the sort by row, for
+    items read position by position (the estimator's dicts)."""
+    start = np.zeros(lengths.shape[0] + 1, np.int64)
+    out = np.empty(ids.shape[0], np.int32)
+    w = 0
+    i = 0
+    for r in range(lengths.shape[0]):
+        for _ in range(lengths[r]):
+            if ids[i] >= 0:
+                out[w] = ids[i]
+                w += 1
+            i += 1
+        start[r + 1] = w
+    return _sorted_unique_rows(out, start)
+
+
+@njit(cache=True, nogil=True)
+def _sorted_unique_rows(out, start):
+    """CSR of the rows out[start[r]:start[r + 1]], each sorted (insertion sort: a row holds a few ids) and its
+    repeats dropped, compacted in place."""
+    n_rows = start.shape[0] - 1
     indptr = np.zeros(n_rows + 1, np.int64)
     w = 0
     for r in range(n_rows):
