@@ -88,14 +88,20 @@ def _pair_terms(st, i, j, q4, into, out_of, pk):
 
 
 @njit(cache=True, nogil=True)
-def _refresh(st, s):
-    """Q's row and column of slot s from P, then L of every pair with s afresh."""
-    C1 = st.P.shape[0]
-    for k in range(C1):
+def _set_q(st, s):
+    """Q's row and column of slot s from P (zero where the other slot holds no cluster)."""
+    st.Q[s, :] = 0.0
+    st.Q[:, s] = 0.0
+    for k in range(st.P.shape[0]):
         if st.active[k]:
             st.Q[s, k] = _q(st.P[s, k], st.p1[s], st.p1[k])
             st.Q[k, s] = _q(st.P[k, s], st.p1[k], st.p1[s])
-    for k in range(C1):
+
+
+@njit(cache=True, nogil=True)
+def _refresh_losses(st, s):
+    """L of every pair with slot s, afresh."""
+    for k in range(st.P.shape[0]):
         if st.active[k] and k != s:
             st.L[min(s, k), max(s, k)] = _merge_loss(st, min(s, k), max(s, k))
 
@@ -117,14 +123,9 @@ def _add_word(st, s, w, slot_of, bigrams):
             st.P[t, s] += bigrams.left_share[e]
     st.p1[s] = bigrams.unigram[w]
     st.active[s] = True
-    st.Q[s, :] = 0.0
-    st.Q[:, s] = 0.0
+    _set_q(st, s)
     C1 = st.P.shape[0]
     P, Q = st.P, st.Q
-    for k in range(C1):
-        if st.active[k]:
-            Q[s, k] = _q(P[s, k], st.p1[s], st.p1[k])
-            Q[k, s] = _q(P[k, s], st.p1[k], st.p1[s])
     for i in range(C1):
         if not st.active[i] or i == s:
             continue
@@ -132,7 +133,7 @@ def _add_word(st, s, w, slot_of, bigrams):
             if st.active[j] and j != s:
                 st.L[i, j] += _pair_terms(st, i, j, Q[i, s] + Q[s, i] + Q[j, s] + Q[s, j], P[i, s] + P[j, s],
                                           P[s, i] + P[s, j], st.p1[s])
-    _refresh(st, s)
+    _refresh_losses(st, s)
 
 
 @njit(cache=True, nogil=True)
@@ -184,7 +185,8 @@ def _merge(st, a, b, slot_of):
     for w in range(slot_of.shape[0]):
         if slot_of[w] == b:
             slot_of[w] = a
-    _refresh(st, a)
+    _set_q(st, a)
+    _refresh_losses(st, a)
 
 
 @njit(cache=True, nogil=True)
